@@ -1,0 +1,1 @@
+"""tidemark: stateful Spark Structured Streaming pipelines and the tools around them."""

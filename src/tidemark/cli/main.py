@@ -1,0 +1,80 @@
+"""The `tidemark` entry point: registers every command group and maps errors to exit codes."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import click
+import typer
+
+from tidemark.cli import checkpoint, cluster, monitor, pipeline, plan, recover, state
+from tidemark.cli.output import err
+from tidemark.errors import TidemarkError
+
+app = typer.Typer(
+    name="tidemark",
+    help="Stateful Spark Structured Streaming pipelines from one config file, and the tools around them.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+_debug = {"on": False}
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")] = False,
+) -> None:
+    _debug["on"] = debug
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+for _module in (pipeline, checkpoint, state, monitor, plan, recover, cluster):
+    _module.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code (0 ok, 1 failure, 2 bad usage)."""
+    args = sys.argv[1:] if argv is None else argv
+    _debug["on"] = "--debug" in args
+    try:
+        result = app(args=args, prog_name="tidemark", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        err.print("[red]aborted[/red]")
+        return 1
+    except click.UsageError as exc:
+        exc.show(file=sys.stderr)
+        return 2
+    except click.ClickException as exc:
+        exc.show(file=sys.stderr)
+        return int(exc.exit_code)
+    except TidemarkError as exc:
+        if _debug["on"]:
+            err.print_exception()
+        err.print(f"[bold red]error:[/bold red] {exc}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/red]")
+        return 130
+    except Exception as exc:
+        if _debug["on"]:
+            raise
+        err.print(f"[bold red]unexpected error:[/bold red] {type(exc).__name__}: {exc} (run with --debug for details)")
+        return 1
+    return result if isinstance(result, int) else 0
+
+
+def _entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    _entry()

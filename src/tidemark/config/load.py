@@ -1,0 +1,73 @@
+"""Read a TOML config file, resolve its relative paths, and turn validation errors into one line."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tidemark.config.model import TidemarkConfig
+from tidemark.errors import ConfigError
+
+# (table, key) pairs holding paths that are resolved against the config file's folder.
+_PATH_KEYS = (
+    ("source", "path"),
+    ("sink", "path"),
+    ("checkpoint", "location"),
+    ("quarantine", "path"),
+    ("monitor", "dir"),
+)
+
+
+def _describe(error: ValidationError, origin: str) -> str:
+    first = error.errors()[0]
+    key = ".".join(str(part) for part in first["loc"])
+    if first["type"] == "extra_forbidden":
+        return f"{origin}: unknown key '{key}' (check its spelling; see the README for the keys of each table)"
+    if first["type"] == "missing":
+        return f"{origin}: missing key '{key}'"
+    message = first["msg"].removeprefix("Value error, ")
+    where = f"'{key}'" if key else "config"
+    return f"{origin}: bad value for {where}: {message}"
+
+
+def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for table, key in _PATH_KEYS:
+        section = out.get(table)
+        if isinstance(section, dict) and isinstance(section.get(key), str):
+            value: str = section[key]
+            if "://" not in value and not Path(value).is_absolute():
+                section[key] = str((base / value).resolve())
+    return out
+
+
+def parse_config(data: dict[str, Any], base: Path | None = None, origin: str = "config") -> TidemarkConfig:
+    """Validate a config mapping; relative paths are resolved against base when given."""
+    if base is not None:
+        data = _resolve_paths(data, base)
+    try:
+        return TidemarkConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, origin)) from exc
+
+
+def load_config(path: str | Path) -> TidemarkConfig:
+    """Load and validate a TOML config file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        msg = f"config file {file} does not exist (create one with 'tidemark init DIR')"
+        raise ConfigError(msg) from exc
+    except OSError as exc:
+        msg = f"cannot read config file {file}: {exc.strerror}"
+        raise ConfigError(msg) from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"{file}: not valid TOML: {exc}"
+        raise ConfigError(msg) from exc
+    return parse_config(data, base=file.resolve().parent, origin=str(file))

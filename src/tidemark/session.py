@@ -1,0 +1,78 @@
+"""The one factory that makes (or reuses) the Spark session; never called at import time."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tidemark.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tidemark.config import TidemarkConfig
+
+log = logging.getLogger(__name__)
+
+# Settings that only take effect when the JVM starts; on a reused session they are left alone.
+_STATIC_PREFIXES = ("spark.driver.", "spark.executor.", "spark.master", "spark.ui.", "spark.jars", "spark.app.")
+
+
+def check_java() -> str:
+    """Return the java executable Spark will use, or raise a one-line EnvironmentProblem."""
+    home = os.environ.get("JAVA_HOME")
+    candidate = Path(home) / "bin" / "java" if home else None
+    if candidate is not None and candidate.exists():
+        return str(candidate)
+    found = shutil.which("java")
+    if found is None:
+        msg = (
+            "no Java runtime found: Spark needs Java 17 or 21 "
+            "(install one, e.g. 'apt-get install openjdk-17-jre-headless', or set JAVA_HOME)"
+        )
+        raise EnvironmentProblem(msg)
+    return found
+
+
+def _prepare_environment() -> None:
+    check_java()
+    # Python workers must run this interpreter (the venv's), or they cannot import pandas/pyarrow.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+
+
+def build_session(
+    master: str = "local[2]",
+    conf: Mapping[str, str] | None = None,
+    app_name: str = "tidemark",
+    log_level: str = "ERROR",
+) -> SparkSession:
+    """Create the Spark session, or reuse the active one and apply the runtime settings of conf."""
+    _prepare_environment()
+    from pyspark.sql import SparkSession
+
+    settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+    settings.update(conf or {})
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        for key, value in settings.items():
+            if not key.startswith(_STATIC_PREFIXES):
+                active.conf.set(key, value)
+        return active
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+def session_for(config: TidemarkConfig) -> SparkSession:
+    """The session a pipeline config asks for."""
+    return build_session(config.spark.master, config.spark_conf(), app_name=f"tidemark-{config.pipeline.name}")

@@ -1,0 +1,36 @@
+"""Shared fixtures: one local[2] Spark session for every integration test in the run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The one Spark session of the test run (local[2], no UI, 2 shuffle partitions)."""
+    from tidemark.session import build_session
+
+    session = build_session(
+        "local[2]",
+        {
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.driver.memory": "2g",
+            "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+        },
+        app_name="tidemark-tests",
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _utc() -> None:
+    os.environ["TZ"] = "UTC"
