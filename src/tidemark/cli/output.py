@@ -14,7 +14,7 @@ from rich.console import Console
 
 # Results go to stdout; human progress and errors go to stderr.
 out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def to_jsonable(value: Any) -> Any:

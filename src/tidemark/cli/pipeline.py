@@ -1,10 +1,95 @@
-"""CLI commands for the pipeline: run, generate, init."""
+"""CLI commands of the pipeline itself: run, generate, init."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.table import Table
+
+from tidemark.cli.output import err, out
+
+ConfigArg = Annotated[Path, typer.Argument(help="The pipeline's TOML config file.", show_default=False)]
+
+
+def _batch_line(progress: dict[str, Any]) -> None:
+    state = sum(int(op.get("numRowsTotal", 0)) for op in progress.get("stateOperators", []))
+    dropped = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", []))
+    quarantine = (progress.get("observedMetrics") or {}).get("tidemark_quarantine") or {}
+    watermark = (progress.get("eventTime") or {}).get("watermark", "-")
+    seconds = int(progress.get("batchDuration", 0)) / 1000
+    err.print(
+        f"batch {progress.get('batchId')}: {progress.get('numInputRows', 0):,} rows in {seconds:.1f}s, "
+        f"state {state:,} rows, watermark {watermark}, late dropped {dropped:,}, "
+        f"quarantined {int(quarantine.get('count', 0) or 0):,}"
+    )
+
+
+def run(
+    config: ConfigArg,
+    available_now: Annotated[
+        bool, typer.Option("--available-now", help="Process what is there now, then stop.")
+    ] = False,
+    max_duration: Annotated[
+        str | None, typer.Option("--max-duration", help="Stop gracefully after this long, e.g. '4h'.")
+    ] = None,
+) -> None:
+    """Run the pipeline; SIGTERM/SIGINT or --max-duration stop it after the batch in flight commits."""
+    from tidemark.config import load_config
+    from tidemark.durations import parse_duration
+    from tidemark.pipeline.run import run_pipeline
+
+    settings = load_config(config)
+    deadline = parse_duration(max_duration) if max_duration else None
+    err.print(f"[bold]tidemark[/bold] running [cyan]{settings.pipeline.name}[/cyan] on {settings.spark.master}")
+    result = run_pipeline(settings, available_now=available_now or None, max_duration=deadline, on_progress=_batch_line)
+    table = Table(show_header=False, box=None)
+    table.add_row("stopped", result.stopped.value)
+    table.add_row("batches", f"{result.batches} (ids {result.first_batch}..{result.last_batch})")
+    table.add_row("input rows", f"{result.input_rows:,}")
+    table.add_row("quarantined", f"{result.quarantined:,} -> {result.quarantine_path}")
+    table.add_row("took", f"{result.duration.total_seconds():.1f}s")
+    table.add_row("checkpoint", result.checkpoint)
+    if result.monitor_log:
+        table.add_row("progress log", result.monitor_log)
+    table.add_row("output", result.output_path or "console")
+    out.print(table)
+
+
+def generate(
+    directory: Annotated[Path, typer.Argument(help="Folder to write JSON-lines files into.", show_default=False)],
+    events: Annotated[int, typer.Option("--events", help="Number of events.")] = 10_000,
+    keys: Annotated[int, typer.Option("--keys", help="Number of distinct keys.")] = 100,
+    files: Annotated[int, typer.Option("--files", help="Number of files (arrival order).")] = 10,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    late_fraction: Annotated[float, typer.Option("--late-fraction", help="Share of very late events.")] = 0.0,
+    malformed_fraction: Annotated[
+        float, typer.Option("--malformed-fraction", help="Share of extra malformed lines.")
+    ] = 0.0,
+) -> None:
+    """Write realistic test events: out of order within the watermark, some very late, some malformed."""
+    from tidemark.pipeline.generate import generate_events
+
+    result = generate_events(directory, events, keys, files, seed, late_fraction, malformed_fraction)
+    out.print(
+        f"wrote {result.events:,} events ({result.late_events:,} very late, {result.malformed_lines:,} malformed "
+        f"lines) over {result.keys} keys into {len(result.files)} files in {result.directory}"
+    )
+    out.print(f"event time from {result.first_event_time:%Y-%m-%d %H:%M:%S} to {result.last_event_time:%H:%M:%S} UTC")
+
+
+def init(directory: Annotated[Path, typer.Argument(help="Folder for the example.", show_default=False)]) -> None:
+    """Write a ready example config and generated data into DIR."""
+    from tidemark.pipeline.scaffold import init_project
+
+    result = init_project(directory)
+    out.print(f"wrote {result.config_path} and {result.data.events:,} events in {result.data.directory}")
+    out.print(f"next: [bold]tidemark run {result.config_path} --available-now[/bold]")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
-    del app
+    """Add run, generate and init to the root app."""
+    app.command("run")(run)
+    app.command("generate")(generate)
+    app.command("init")(init)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 from tidemark.durations import human, parse_duration
+from tidemark.errors import UsageError
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -17,7 +18,10 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 
 def _to_duration(value: Any) -> Any:
     if isinstance(value, str):
-        return parse_duration(value)
+        try:
+            return parse_duration(value)
+        except UsageError as exc:
+            raise ValueError(str(exc)) from exc
     if isinstance(value, int | float) and not isinstance(value, bool):
         return timedelta(seconds=value)
     return value
@@ -180,7 +184,7 @@ class SinkConfig(_Table):
 
     format: SinkFormat = SinkFormat.PARQUET
     path: str | None = None
-    partition_by: list[str] = Field(default_factory=lambda: ["windowStart"])
+    partition_by: list[str] | None = None  # default: ["windowStart"] for kind "window", none otherwise
     retention: str | None = None  # the file sink's metadata log retention, e.g. "7d"
 
     @model_validator(mode="after")
@@ -271,6 +275,13 @@ class TidemarkConfig(_Table):
     trigger: TriggerConfig = TriggerConfig()
     quarantine: QuarantineConfig
     monitor: MonitorConfig = MonitorConfig()
+
+    @property
+    def partition_by(self) -> list[str]:
+        """The sink's partition columns: configured, or windowStart for window aggregations."""
+        if self.sink.partition_by is not None:
+            return list(self.sink.partition_by)
+        return ["windowStart"] if self.aggregation.kind is AggregationKind.WINDOW else []
 
     @property
     def monitor_dir(self) -> str:

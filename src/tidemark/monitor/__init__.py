@@ -1,0 +1,1 @@
+"""Run monitoring: progress records, the durable progress log, watchdog, metrics, analysis and report."""

@@ -1,0 +1,132 @@
+"""Immutable typed records of Spark's StreamingQueryProgress, built from its JSON (no JVM needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+def parse_spark_time(text: str | None) -> datetime | None:
+    """Parse Spark's progress timestamps ('2026-01-01T00:10:00.000Z') as aware UTC datetimes."""
+    if not text:
+        return None
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _int(data: Mapping[str, Any], key: str) -> int:
+    value = data.get(key)
+    return int(value) if isinstance(value, int | float) else 0
+
+
+def _float(data: Mapping[str, Any], key: str) -> float:
+    value = data.get(key)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+@dataclass(frozen=True)
+class StateOperatorProgress:
+    """One stateful operator's figures for one batch."""
+
+    operator_name: str
+    num_rows_total: int
+    num_rows_updated: int
+    num_rows_removed: int
+    commit_time_ms: int
+    memory_used_bytes: int
+    num_rows_dropped_by_watermark: int
+    num_state_store_instances: int
+    num_shuffle_partitions: int
+    all_updates_time_ms: int
+    all_removals_time_ms: int
+    custom_metrics: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StateOperatorProgress:
+        """Build from one element of the progress JSON's stateOperators list."""
+        custom = data.get("customMetrics") or {}
+        return cls(
+            operator_name=str(data.get("operatorName", "")),
+            num_rows_total=_int(data, "numRowsTotal"),
+            num_rows_updated=_int(data, "numRowsUpdated"),
+            num_rows_removed=_int(data, "numRowsRemoved"),
+            commit_time_ms=_int(data, "commitTimeMs"),
+            memory_used_bytes=_int(data, "memoryUsedBytes"),
+            num_rows_dropped_by_watermark=_int(data, "numRowsDroppedByWatermark"),
+            num_state_store_instances=_int(data, "numStateStoreInstances"),
+            num_shuffle_partitions=_int(data, "numShufflePartitions"),
+            all_updates_time_ms=_int(data, "allUpdatesTimeMs"),
+            all_removals_time_ms=_int(data, "allRemovalsTimeMs"),
+            custom_metrics={str(k): float(v) for k, v in custom.items() if isinstance(v, int | float)},
+        )
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """One micro-batch's progress, as Spark reported it."""
+
+    query_id: str
+    run_id: str
+    name: str | None
+    batch_id: int
+    timestamp: datetime | None
+    batch_duration_ms: int
+    num_input_rows: int
+    input_rows_per_second: float
+    processed_rows_per_second: float
+    duration_ms: Mapping[str, int]
+    event_time: Mapping[str, str]
+    state_operators: tuple[StateOperatorProgress, ...]
+    observed_metrics: Mapping[str, Any]
+    raw: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BatchProgress:
+        """Build from Spark's progress JSON (json.loads(progress.json))."""
+        durations = data.get("durationMs") or {}
+        return cls(
+            query_id=str(data.get("id", "")),
+            run_id=str(data.get("runId", "")),
+            name=data.get("name"),
+            batch_id=_int(data, "batchId"),
+            timestamp=parse_spark_time(data.get("timestamp")),
+            batch_duration_ms=_int(data, "batchDuration") or int(durations.get("triggerExecution", 0) or 0),
+            num_input_rows=_int(data, "numInputRows"),
+            input_rows_per_second=_float(data, "inputRowsPerSecond"),
+            processed_rows_per_second=_float(data, "processedRowsPerSecond"),
+            duration_ms={str(k): int(v) for k, v in durations.items() if isinstance(v, int | float)},
+            event_time={str(k): str(v) for k, v in (data.get("eventTime") or {}).items()},
+            state_operators=tuple(StateOperatorProgress.from_json(op) for op in data.get("stateOperators") or ()),
+            observed_metrics=data.get("observedMetrics") or {},
+            raw=data,
+        )
+
+    @property
+    def watermark(self) -> datetime | None:
+        """The event-time watermark used by this batch (None before the first event)."""
+        value = parse_spark_time(self.event_time.get("watermark"))
+        if value is not None and value.timestamp() <= 0:
+            return None
+        return value
+
+    @property
+    def max_event_time(self) -> datetime | None:
+        """The newest event time seen in this batch."""
+        return parse_spark_time(self.event_time.get("max"))
+
+    @property
+    def state_rows(self) -> int:
+        """State rows summed over operators."""
+        return sum(op.num_rows_total for op in self.state_operators)
+
+    @property
+    def state_memory_bytes(self) -> int:
+        """State memory summed over operators."""
+        return sum(op.memory_used_bytes for op in self.state_operators)
+
+    @property
+    def rows_dropped_by_watermark(self) -> int:
+        """Late rows the stateful operators dropped in this batch."""
+        return sum(op.num_rows_dropped_by_watermark for op in self.state_operators)

@@ -1,0 +1,1 @@
+"""The stateful event-time pipeline: source, event time, watermark, stateful step, sink."""

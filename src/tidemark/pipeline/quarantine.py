@@ -1,0 +1,151 @@
+"""Malformed records: found in the same scan (observe), written per batch with raw line, file and batch id."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tidemark.config import TidemarkConfig
+from tidemark.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from tidemark.pipeline.sources import RawStream
+
+OBSERVATION = "tidemark_quarantine"
+REASON_UNPARSEABLE = "unparseable record"
+REASON_EVENT_TIME = "missing or invalid event time"
+REASON_KEY = "missing key"
+
+
+@dataclass(frozen=True)
+class ValidatedStream:
+    """Good events (event time cast, watermark applied) after malformed ones were taken aside."""
+
+    events: DataFrame
+    columns: tuple[str, ...]
+
+
+def event_time_expression(config: TidemarkConfig, data_type: str) -> Column:
+    """Cast the configured event-time column to a UTC timestamp; unreadable values become null."""
+    from pyspark.sql import functions as F
+
+    column = F.col(config.event_time.column)
+    if data_type in ("timestamp", "timestamp_ntz"):
+        return column.cast("timestamp")
+    if data_type in ("bigint", "int", "double", "float", "decimal", "smallint"):
+        seconds = column.cast("double") / (1000 if config.event_time.unit == "ms" else 1)
+        return F.timestamp_seconds(seconds)
+    if config.event_time.format:
+        return F.try_to_timestamp(column, F.lit(config.event_time.format))
+    return F.try_to_timestamp(column)
+
+
+def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
+    """Split malformed rows off into an observation and return the good events with a watermark."""
+    from pyspark.sql import functions as F
+
+    types = dict(stream.frame.dtypes)
+    needed = [config.event_time.column, *config.aggregation.key, *(e.column for e in config.aggregation.extra)]
+    for name in needed:
+        if name not in stream.columns:
+            msg = f"column {name!r} is not in source.schema (columns: {', '.join(stream.columns)})"
+            raise ConfigError(msg)
+    event_time = event_time_expression(config, types[config.event_time.column])
+    frame = stream.frame.withColumn("_event_time", event_time)
+    unparseable = stream.raw_line.isNotNull() if stream.raw_line is not None else F.lit(False)
+    no_time = F.col("_event_time").isNull()
+    no_key = F.lit(False)
+    for key in config.aggregation.key:
+        no_key = no_key | F.col(key).isNull()
+    bad = unparseable | no_time | no_key
+    reason = (
+        F.when(unparseable, F.lit(REASON_UNPARSEABLE))
+        .when(no_time, F.lit(REASON_EVENT_TIME))
+        .otherwise(F.lit(REASON_KEY))
+    )
+    reconstructed = F.to_json(F.struct(*[F.col(c) for c in stream.columns]))
+    raw = F.coalesce(stream.raw_line, reconstructed) if stream.raw_line is not None else reconstructed
+    record = F.struct(raw.alias("raw"), stream.origin.alias("source"), reason.alias("reason"))
+    observed = frame.observe(
+        OBSERVATION,
+        F.count(F.when(bad, 1)).alias("count"),
+        F.collect_list(F.when(bad, record)).alias("rows"),
+    )
+    good = observed.where(~bad).select(
+        *[F.col("_event_time").alias(c) if c == config.event_time.column else F.col(c) for c in stream.columns]
+    )
+    watermarked = good.withWatermark(config.event_time.column, _interval(config))
+    return ValidatedStream(watermarked, stream.columns)
+
+
+def _interval(config: TidemarkConfig) -> str:
+    from tidemark.durations import spark_interval
+
+    return spark_interval(config.event_time.watermark)
+
+
+@dataclass(frozen=True)
+class QuarantinedBatch:
+    """Malformed records of one batch, as written."""
+
+    batch_id: int
+    count: int
+    path: Path | None
+
+
+def batch_file(quarantine_dir: str, batch_id: int) -> Path:
+    """Where the malformed records of a batch go."""
+    return Path(quarantine_dir) / f"batch-{batch_id:012d}.jsonl"
+
+
+def rows_of(observed: dict[str, Any] | None) -> tuple[int, list[dict[str, Any]]]:
+    """The count and rows of the quarantine observation in one progress event's observedMetrics."""
+    if not observed:
+        return 0, []
+    value = observed.get(OBSERVATION)
+    if value is None:
+        return 0, []
+    data = value if isinstance(value, dict) else value.asDict(recursive=True)
+    rows = [r if isinstance(r, dict) else r.asDict(recursive=True) for r in data.get("rows") or []]
+    return int(data.get("count") or 0), rows
+
+
+def write_batch(quarantine_dir: str, batch_id: int, rows: list[dict[str, Any]]) -> QuarantinedBatch:
+    """Write a batch's malformed records atomically (rewriting the same batch is idempotent)."""
+    if not rows:
+        return QuarantinedBatch(batch_id, 0, None)
+    target = batch_file(quarantine_dir, batch_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(tz=UTC).isoformat()
+    tmp = target.with_name(f".{target.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            record = {
+                "batch_id": batch_id,
+                "source": row.get("source"),
+                "reason": row.get("reason"),
+                "raw": row.get("raw"),
+                "quarantined_at": now,
+            }
+            handle.write(json.dumps(record) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, target)
+    return QuarantinedBatch(batch_id, len(rows), target)
+
+
+def read_quarantine(quarantine_dir: str) -> list[dict[str, Any]]:
+    """Every quarantined record written so far, batch order."""
+    folder = Path(quarantine_dir)
+    if not folder.is_dir():
+        return []
+    records: list[dict[str, Any]] = []
+    for file in sorted(folder.glob("batch-*.jsonl")):
+        records.extend(json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line)
+    return records

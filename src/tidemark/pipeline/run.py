@@ -1,0 +1,213 @@
+"""Run the pipeline: start the query, report each batch, stop gracefully on a deadline or signal."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from tidemark.config import SinkFormat, TidemarkConfig
+from tidemark.errors import EnvironmentProblem, TidemarkError
+from tidemark.pipeline.listener import ProgressHook, RunCounters, make_listener
+from tidemark.pipeline.quarantine import validate
+from tidemark.pipeline.sinks import writer_for
+from tidemark.pipeline.sources import read_stream
+from tidemark.pipeline.transforms import build_stateful
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+
+class StopReason(StrEnum):
+    """Why a run ended."""
+
+    FINISHED = "finished"  # available-now: everything there was got processed
+    MAX_DURATION = "max-duration"
+    SIGNAL = "signal"
+    REQUESTED = "requested"
+
+
+class PipelineFailed(TidemarkError):
+    """The streaming query stopped with an error."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run did."""
+
+    run_id: str
+    query_id: str
+    stopped: StopReason
+    batches: int
+    first_batch: int | None
+    last_batch: int | None
+    input_rows: int
+    quarantined: int
+    duration: timedelta
+    output_path: str | None
+    quarantine_path: str
+    checkpoint: str
+    monitor_log: str | None
+
+
+def new_run_id() -> str:
+    """A sortable, unique id for one run of the pipeline."""
+    return f"{datetime.now(tz=UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event, reasons: list[StopReason]) -> Iterator[None]:
+    """SIGTERM/SIGINT ask for a graceful stop; a second one stops at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        del frame
+        if stop.is_set():
+            raise KeyboardInterrupt
+        log.warning("signal %d: stopping after the batch in flight", signum)
+        reasons.append(StopReason.SIGNAL)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _stop_gracefully(query: StreamingQuery, poll: float = 0.1) -> None:
+    """Wait for the batch in flight to finish and commit, then stop before the next one starts."""
+    while query.isActive and query.status.get("isTriggerActive", False):
+        time.sleep(poll)
+    if query.isActive:
+        query.stop()
+
+
+def _wait_for_listener(query: StreamingQuery, counters: RunCounters, lock: threading.Lock) -> None:
+    """Progress events arrive asynchronously: wait (bounded) until the last batch was reported."""
+    last = query.lastProgress
+    if not last:
+        return
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with lock:
+            if counters.last_batch is not None and counters.last_batch >= last["batchId"]:
+                return
+        time.sleep(0.05)
+    log.warning("the last progress event did not arrive in time; counts may be short by one batch")
+
+
+def start_query(spark: SparkSession, config: TidemarkConfig, available_now: bool) -> StreamingQuery:
+    """Build the whole streaming plan from the config and start it."""
+    raw = read_stream(spark, config)
+    events = validate(raw, config).events
+    output = build_stateful(events, config)
+    try:
+        return writer_for(output, config, available_now).start()
+    except Exception as exc:
+        text = str(exc)
+        if "Failed to find data source: kafka" in text:
+            msg = "the Kafka source needs Spark's Kafka connector on the classpath (see README: Kafka)"
+            raise EnvironmentProblem(msg) from exc
+        raise
+
+
+def _monitor_for(spark: SparkSession, config: TidemarkConfig, run_id: str) -> Any:
+    try:
+        from tidemark.monitor.runmonitor import RunMonitor
+    except ImportError:  # monitoring is optional while its package is absent
+        return None
+    return RunMonitor(spark, config, run_id)
+
+
+def run_pipeline(
+    config: TidemarkConfig,
+    *,
+    available_now: bool | None = None,
+    max_duration: timedelta | None = None,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    spark: SparkSession | None = None,
+) -> RunResult:
+    """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
+    from tidemark.checkpoint.lock import RunLock
+    from tidemark.session import session_for
+
+    run_id = new_run_id()
+    stop = stop or threading.Event()
+    reasons: list[StopReason] = []
+    once = bool(available_now) or config.trigger.mode.value == "available-now"
+    deadline_after = max_duration or config.trigger.max_duration
+    session = spark or session_for(config)
+    if spark is not None:
+        for key, value in config.spark_conf().items():
+            if not key.startswith(("spark.driver.", "spark.executor.")):
+                session.conf.set(key, value)
+    hooks: list[ProgressHook] = [on_progress] if on_progress else []
+    monitor = _monitor_for(session, config, run_id)
+    listener, counters, lock = make_listener(config.pipeline.name, config.quarantine.path, hooks)
+    started = time.monotonic()
+    with RunLock(config.checkpoint.location, run_id):
+        session.streams.addListener(listener)
+        if monitor is not None:
+            monitor.start()
+        try:
+            with _stop_on_signals(stop, reasons):
+                query = start_query(session, config, once)
+                if monitor is not None:
+                    monitor.attach(query)
+                deadline = started + deadline_after.total_seconds() if deadline_after else None
+                while query.isActive:
+                    if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                        if not stop.is_set():
+                            reasons.append(StopReason.MAX_DURATION)
+                        _stop_gracefully(query)
+                        break
+                    query.awaitTermination(1)
+                failure = query.exception()
+                _wait_for_listener(query, counters, lock)
+        finally:
+            if monitor is not None:
+                monitor.stop()
+            session.streams.removeListener(listener)
+    if failure is not None:
+        msg = f"the streaming query failed: {_first_line(str(failure))} (run with --debug for the Spark trace)"
+        raise PipelineFailed(msg) from None
+    with lock:
+        return RunResult(
+            run_id=run_id,
+            query_id=str(query.id),
+            stopped=reasons[0] if reasons else (StopReason.FINISHED if once else StopReason.REQUESTED),
+            batches=counters.batches,
+            first_batch=counters.first_batch,
+            last_batch=counters.last_batch,
+            input_rows=counters.input_rows,
+            quarantined=counters.quarantined,
+            duration=timedelta(seconds=time.monotonic() - started),
+            output_path=config.sink.path if config.sink.format is SinkFormat.PARQUET else None,
+            quarantine_path=config.quarantine.path,
+            checkpoint=config.checkpoint.location,
+            monitor_log=getattr(monitor, "log_path", None) if monitor is not None else None,
+        )
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:400]
+    return text[:400]

@@ -1,0 +1,136 @@
+"""Streaming sources: a landing folder of JSON/CSV/Parquet files, the rate source, or Kafka."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tidemark.config import SourceFormat, TidemarkConfig
+from tidemark.errors import ConfigError, EnvironmentProblem, SourceError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+CORRUPT_COLUMN = "_corrupt_record"
+SOURCE_FILE_COLUMN = "_source_file"
+KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1"
+
+
+@dataclass(frozen=True)
+class RawStream:
+    """The source's streaming DataFrame and what the quarantine needs to know of it."""
+
+    frame: DataFrame
+    columns: tuple[str, ...]  # the user's columns, in schema order
+    raw_line: Column | None  # the raw input line where the source keeps it (malformed rows)
+    origin: Column  # where a record came from: file path, or topic/partition/offset
+
+
+def parse_schema(ddl: str) -> StructType:
+    """Parse the config's DDL schema, or raise a ConfigError naming the problem."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    try:
+        parsed = _parse_datatype_string(ddl)
+    except Exception as exc:
+        msg = f"source.schema {ddl!r} is not a valid DDL schema (e.g. 'user STRING, ts STRING, value DOUBLE')"
+        raise ConfigError(msg) from exc
+    if not isinstance(parsed, StructType):
+        msg = f"source.schema {ddl!r} must list columns, e.g. 'user STRING, ts STRING'"
+        raise ConfigError(msg)
+    return parsed
+
+
+def check_source_path(config: TidemarkConfig) -> None:
+    """Fail with one line when a local landing folder does not exist."""
+    path = config.source.path
+    if config.source.is_file and path and "://" not in path and not Path(path).exists():
+        msg = f"source.path {path} does not exist: create the landing folder or fix [source] path"
+        raise SourceError(msg)
+
+
+def _file_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    source = config.source
+    schema = parse_schema(source.schema_ddl or "")
+    columns = tuple(schema.fieldNames())
+    reader = spark.readStream.format(source.format.value)
+    keeps_raw = source.format in (SourceFormat.JSON, SourceFormat.CSV)
+    if keeps_raw:
+        schema = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+    if source.format is SourceFormat.CSV:
+        reader = reader.option("header", "true")
+    if source.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
+    for key, value in source.options.items():
+        reader = reader.option(key, str(value))
+    frame = reader.schema(schema).load(source.path).withColumn(SOURCE_FILE_COLUMN, F.col("_metadata.file_path"))
+    return RawStream(frame, columns, F.col(CORRUPT_COLUMN) if keeps_raw else None, F.col(SOURCE_FILE_COLUMN))
+
+
+def _rate_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:
+    from pyspark.sql import functions as F
+
+    key = config.aggregation.key[0]
+    event_column = config.event_time.column
+    frame = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", config.source.rows_per_second)
+        .load()
+        .select(
+            F.concat(F.lit("k"), (F.col("value") % config.source.rate_keys).cast("string")).alias(key),
+            F.col("timestamp").alias(event_column),
+            F.col("value").cast("double").alias("value"),
+        )
+    )
+    return RawStream(frame, (key, event_column, "value"), None, F.lit("rate"))
+
+
+def _kafka_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    source = config.source
+    schema = parse_schema(source.schema_ddl or "")
+    with_corrupt = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", source.bootstrap_servers or "")
+        .option("subscribe", source.topic or "")
+        .option("startingOffsets", source.starting_offsets)
+    )
+    for key, value in source.options.items():
+        reader = reader.option(key, str(value))
+    try:
+        raw = reader.load()
+    except Exception as exc:
+        if "kafka" in str(exc).lower() and "data source" in str(exc).lower():
+            msg = (
+                "the Kafka source needs Spark's Kafka connector, which is not on the classpath: add "
+                f'spark.jars.packages = "{KAFKA_PACKAGE}" under [spark.conf] (or --packages with spark-submit)'
+            )
+            raise EnvironmentProblem(msg) from exc
+        raise
+    line = F.col("value").cast("string")
+    parsed = F.from_json(line, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN})
+    origin = F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
+    frame = raw.select(parsed.alias("r"), line.alias("_line"), origin.alias(SOURCE_FILE_COLUMN)).select(
+        "r.*", "_line", SOURCE_FILE_COLUMN
+    )
+    raw_line = F.when(F.col(CORRUPT_COLUMN).isNotNull(), F.col("_line"))
+    return RawStream(frame, tuple(schema.fieldNames()), raw_line, F.col(SOURCE_FILE_COLUMN))
+
+
+def read_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:
+    """Open the configured source as a streaming DataFrame."""
+    check_source_path(config)
+    if config.source.is_file:
+        return _file_stream(spark, config)
+    if config.source.format is SourceFormat.RATE:
+        return _rate_stream(spark, config)
+    return _kafka_stream(spark, config)

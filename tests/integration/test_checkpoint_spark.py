@@ -1,0 +1,246 @@
+"""inspect and prune on real checkpoints written by Spark: HDFS and RocksDB, changelog on/off, format v2."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pytest
+
+from tidemark.checkpoint.inspect import inspect_checkpoint
+from tidemark.checkpoint.prune import prune_checkpoint
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+pytestmark = pytest.mark.integration
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+CONF_KEYS = (
+    "spark.sql.streaming.stateStore.providerClass",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+    "spark.sql.streaming.stateStore.checkpointFormatVersion",
+)
+SCHEMA = "k STRING, ts TIMESTAMP, v INT"
+
+
+def write_input(folder: Path, minutes: range) -> None:
+    """One small JSON file per minute: 6 events over 3 keys."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for minute in minutes:
+        rows = [{"k": f"k{j % 3}", "ts": f"2024-01-01T00:{minute:02d}:{j * 10:02d}Z", "v": minute * 10 + j} for j in range(6)]
+        (folder / f"m{minute:03d}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def run_query(
+    spark: SparkSession,
+    source: Path,
+    build: Callable[[DataFrame], DataFrame],
+    checkpoint: Path,
+    output: Path,
+    conf: tuple[str, str, str],
+) -> None:
+    """Run until the input is drained, one file per batch, with the given state store settings."""
+    saved = {k: spark.conf.get(k, None) for k in CONF_KEYS}
+    try:
+        for key, value in zip(CONF_KEYS, conf, strict=True):
+            spark.conf.set(key, value)
+        frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+        query = (
+            build(frame)
+            .writeStream.format("parquet")
+            .option("path", str(output))
+            .option("checkpointLocation", str(checkpoint))
+            .outputMode("append")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def windowed(frame: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    grouped = frame.withWatermark("ts", "1 minute").groupBy(F.window("ts", "1 minute"), "k").agg(F.sum("v").alias("s"))
+    return grouped.select(F.col("window.start").alias("start"), "k", "s")
+
+
+def dedup_then_window(frame: DataFrame) -> DataFrame:
+    return windowed(frame.withWatermark("ts", "1 minute").dropDuplicates(["k", "ts"]))
+
+
+def sessions(frame: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    grouped = frame.withWatermark("ts", "1 minute").groupBy(F.session_window("ts", "30 seconds"), "k").count()
+    return grouped.select(F.col("session_window.start").alias("start"), "k", "count")
+
+
+def join(frame: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    left = frame.withWatermark("ts", "1 minute").select(F.col("k").alias("lk"), F.col("ts").alias("lt"), "v")
+    right = frame.withWatermark("ts", "1 minute").select(F.col("k").alias("rk"), F.col("ts").alias("rt"))
+    return left.join(right, F.expr("lk = rk AND rt BETWEEN lt AND lt + interval 10 seconds"))
+
+
+CASES: dict[str, tuple[Callable[[DataFrame], DataFrame], tuple[str, str, str]]] = {
+    "hdfs_dedup_window": (dedup_then_window, (HDFS, "false", "1")),
+    "rocksdb_changelog_join": (join, (ROCKSDB, "true", "1")),
+    "rocksdb_sessions": (sessions, (ROCKSDB, "false", "1")),
+    "rocksdb_v2_window": (windowed, (ROCKSDB, "true", "2")),
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    """One real checkpoint per case, built once for the module (3 input files: 3+ batches)."""
+    base = tmp_path_factory.mktemp("checkpoints")
+    write_input(base / "in", range(3))
+    made = {}
+    for name, (build, conf) in CASES.items():
+        run_query(spark, base / "in", build, base / name, base / f"{name}_out", conf)
+        made[name] = base / name
+    yield made
+
+
+def _files(root: Path) -> list[Path]:
+    return [Path(d) / f for d, _, names in os.walk(root) for f in names]
+
+
+def _batches(folder: Path) -> list[int]:
+    return sorted(int(n) for n in os.listdir(folder) if n.isdigit())
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_inspect_real_checkpoint(checkpoints: dict[str, Path], name: str) -> None:
+    root = checkpoints[name]
+    report = inspect_checkpoint(str(root), sink=str(root.parent / f"{name}_out"))
+    files = _files(root)
+    assert (report.files_total, report.bytes_total) == (len(files), sum(f.stat().st_size for f in files))
+    assert report.latest_offset_batch == _batches(root / "offsets")[-1]
+    assert report.latest_committed_batch == _batches(root / "commits")[-1] == report.latest_offset_batch
+    assert report.query_id == json.loads((root / "metadata").read_text())["id"]
+    assert report.findings == []
+    assert report.sink is not None and report.sink.entries == len(_batches(root.parent / f"{name}_out/_spark_metadata"))
+    for op in report.operators:
+        versions_on_disk = {
+            int(f.name.split(".")[0].split("_")[0])
+            for f in _files(root / "state" / str(op.id))
+            if f.name.endswith((".delta", ".zip", ".changelog", ".snapshot"))
+        }
+        assert op.versions_held == len(versions_on_disk)
+        assert op.latest_version == report.latest_committed_batch + 1  # type: ignore[operator]
+        assert op.partitions == 2
+
+
+def test_operator_details(checkpoints: dict[str, Path]) -> None:
+    hdfs = inspect_checkpoint(str(checkpoints["hdfs_dedup_window"]))
+    assert [op.name for op in hdfs.operators] == ["dedupe", "stateStoreSave"]
+    assert all(op.files_by_kind["delta"].files > 0 and op.files_by_kind["zip"].files == 0 for op in hdfs.operators)
+    join_report = inspect_checkpoint(str(checkpoints["rocksdb_changelog_join"]))
+    (op,) = join_report.operators
+    assert op.name == "symmetricHashJoin" and len(op.store_names) == 4
+    assert op.files_by_kind["changelog"].files > 0
+    assert {s.store for s in op.stores} == set(op.store_names)
+    sessions_report = inspect_checkpoint(str(checkpoints["rocksdb_sessions"]))
+    kinds = sessions_report.operators[0].files_by_kind
+    assert kinds["zip"].files > 0 and kinds["sst"].files > 0
+    assert all(s.replay_on_load == 0 for s in sessions_report.operators[0].stores)  # a zip per version
+    v2 = inspect_checkpoint(str(checkpoints["rocksdb_v2_window"]))
+    assert v2.checkpoint_format_version == 2 and v2.state_provider == "RocksDBStateStoreProvider"
+
+
+def test_hadoop_backend_agrees_with_native_walk(spark: SparkSession, checkpoints: dict[str, Path]) -> None:
+    root = checkpoints["rocksdb_v2_window"]
+    native = inspect_checkpoint(str(root))
+    hadoop = inspect_checkpoint(f"file://{root}", backend="hadoop", spark=spark)
+    assert (hadoop.files_total, hadoop.bytes_total) == (native.files_total, native.bytes_total)
+    assert hadoop.operators == native.operators and hadoop.findings == native.findings
+    dry = prune_checkpoint(f"file://{root}", keep=1, backend="hadoop", spark=spark)
+    assert dry.paths == prune_checkpoint(str(root), keep=1).paths
+
+
+def _copy(root: Path, target: Path) -> Path:
+    shutil.copytree(root, target)
+    return target
+
+
+def test_findings_on_edited_copies(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    root = checkpoints["hdfs_dedup_window"]
+    last = _batches(root / "commits")[-1]
+
+    stuck = _copy(root, tmp_path / "stuck")
+    shutil.rmtree(stuck / "commits")
+    assert [f.code for f in inspect_checkpoint(str(stuck)).findings][0] == "NO_COMMITTED_BATCH"
+
+    uncommitted = _copy(root, tmp_path / "uncommitted")
+    (uncommitted / "commits" / str(last)).unlink()
+    codes = {f.code for f in inspect_checkpoint(str(uncommitted)).findings}
+    assert "UNCOMMITTED_BATCH" in codes
+
+    orphan = _copy(root, tmp_path / "orphan")
+    shutil.copy(orphan / "state/1/0" / f"{last + 1}.delta", orphan / "state/1/0" / f"{last + 5}.delta")
+    assert [f.code for f in inspect_checkpoint(str(orphan)).findings] == ["ORPHAN_FILES"]
+
+    missing = _copy(root, tmp_path / "missing")
+    (missing / "state/0/1" / f"{last}.delta").unlink()
+    report = inspect_checkpoint(str(missing))
+    assert [f.code for f in report.findings] == ["STATE_VERSION_MISSING"] and report.has_errors
+
+
+def _read_output(folder: Path) -> pd.DataFrame:
+    parts = sorted(folder.glob("part-*.parquet"))
+    frame = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    frame["start"] = pd.to_datetime(frame["start"], utc=True)
+    return frame.sort_values(["start", "k"]).reset_index(drop=True)
+
+
+def _expected(source: Path) -> pd.DataFrame:
+    rows = [json.loads(line) for f in sorted(source.glob("*.json")) for line in f.read_text().splitlines()]
+    events = pd.DataFrame(rows)
+    events["ts"] = pd.to_datetime(events["ts"], utc=True)
+    watermark = events["ts"].max() - pd.Timedelta(minutes=1)
+    events["start"] = events["ts"].dt.floor("1min")
+    sums = events.groupby(["start", "k"], as_index=False)["v"].sum().rename(columns={"v": "s"})
+    closed = sums[sums["start"] + pd.Timedelta(minutes=1) <= watermark]
+    return closed.sort_values(["start", "k"]).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("conf", [(ROCKSDB, "false", "1"), (HDFS, "false", "1")], ids=["rocksdb", "hdfs"])
+def test_prune_then_restart_gives_the_same_output(
+    spark: SparkSession, tmp_path: Path, conf: tuple[str, str, str]
+) -> None:
+    source = tmp_path / "in"
+    write_input(source, range(4))
+    plain, pruned = tmp_path / "plain", tmp_path / "pruned"
+    run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
+    shutil.copytree(plain, pruned)
+    result = prune_checkpoint(str(pruned / "ck"), keep=2, apply=True)
+    assert result.files > 0 and "offsets" in {f.folder for f in result.by_folder}
+    if conf[0] == ROCKSDB:
+        assert result.by_kind["zip"].files > 0  # a zip per version: old ones go
+    assert inspect_checkpoint(str(pruned / "ck")).findings == []
+
+    write_input(source, range(4, 7))
+    run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
+    run_query(spark, source, windowed, pruned / "ck", pruned / "out", conf)
+    expected = _expected(source)
+    for folder in (plain, pruned):
+        got = _read_output(folder / "out")
+        assert len(got) == len(expected)
+        assert got["k"].tolist() == expected["k"].tolist()
+        assert got["s"].astype("int64").tolist() == expected["s"].astype("int64").tolist()
+        assert (got["start"] == expected["start"]).all()

@@ -1,0 +1,79 @@
+"""Config loading: defaults, path resolution, and one-line errors that name the key."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import write_config
+from tidemark.cli.main import main
+from tidemark.config import AggregationKind, StateStoreKind, load_config
+from tidemark.config.model import ROCKSDB_PROVIDER
+from tidemark.errors import ConfigError
+
+
+def test_defaults_and_relative_paths(tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path, trigger={"mode": "processing-time", "max_duration": "4h"}))
+    assert config.spark.master == "local[2]"
+    assert config.checkpoint.state_store is StateStoreKind.ROCKSDB
+    assert config.checkpoint.changelog is True
+    assert config.event_time.watermark == timedelta(minutes=10)
+    assert config.trigger.max_duration == timedelta(hours=4)
+    assert config.aggregation.kind is AggregationKind.WINDOW
+    assert config.partition_by == ["windowStart"]
+    assert config.source.path == str(tmp_path / "landing")
+    assert config.checkpoint.location == str(tmp_path / "checkpoint")
+    conf = config.spark_conf()
+    assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
+    assert conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
+    assert conf["spark.sql.streaming.minBatchesToRetain"] == "20"
+    assert conf["spark.sql.shuffle.partitions"] == "2"
+
+
+def test_user_spark_conf_wins(tmp_path: Path) -> None:
+    path = write_config(tmp_path, checkpoint={"state_store": "hdfs"})
+    path.write_text(path.read_text() + '\n[spark.conf]\n"spark.sql.streaming.minBatchesToRetain" = 7\n')
+    conf = load_config(path).spark_conf()
+    assert conf["spark.sql.streaming.minBatchesToRetain"] == "7"
+    assert "HDFSBacked" in conf["spark.sql.streaming.stateStore.providerClass"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"source": {"pathh": "x"}}, "unknown key 'source.pathh'"),
+        ({"checkpoint": {"state_store": "leveldb"}}, "'checkpoint.state_store'"),
+        ({"event_time": {"watermark": "ten minutes"}}, "cannot read duration 'ten minutes'"),
+        ({"aggregation": {"window": None}}, "aggregation.window is required"),
+        ({"aggregation": {"slide": "1 hour"}}, "slide must be positive and not longer"),
+        ({"aggregation": {"key": ["user name"]}}, "is not a plain column name"),
+    ],
+)
+def test_bad_config_names_the_key(tmp_path: Path, overrides: dict[str, dict[str, object]], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=None) as info:
+        load_config(write_config(tmp_path, **overrides))
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_cli_bad_config_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_config(tmp_path, sink={"partitionby": ["x"]})
+    code = main(["run", str(path)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "unknown key 'sink.partitionby'" in captured.err
+    assert "Traceback" not in captured.err + captured.out
+
+
+def test_missing_config_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(tmp_path / "nope.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_invalid_toml(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[pipeline\nname = 1")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(path)
