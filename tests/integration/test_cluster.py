@@ -113,7 +113,7 @@ def test_cluster_up_reports_two_alive_loopback_workers(cluster: ClusterStatus) -
 
 
 def test_pipeline_on_cluster_equals_oracle(cluster: ClusterStatus, tmp_path: Path) -> None:
-    data = generate_events(tmp_path / "landing", events=1500, keys=5, files=3, seed=21, late_fraction=0.03)
+    data = generate_events(tmp_path / "landing", events=1000, keys=5, files=2, seed=21, late_fraction=0.03)
     config = _cluster_config(tmp_path, cluster)
     log = tmp_path / "run.log"
     _wait(_start_run(config, log), log)
@@ -127,12 +127,12 @@ def test_pipeline_on_cluster_equals_oracle(cluster: ClusterStatus, tmp_path: Pat
     apps = [app for app in view["completedapps"] if app["name"] == "tidemark-cluster"]
     assert len(apps) == 1
     executor_logs = list(Path(cluster.run_dir).glob(f"work-*/{apps[0]['id']}/*/stderr"))
-    assert {p.parts[-3] for p in executor_logs} == {"work-1", "work-2"}
+    assert {p.parts[-4] for p in executor_logs} == {"work-1", "work-2"}
 
 
 def test_losing_a_worker_mid_stream_loses_nothing(cluster: ClusterStatus, tmp_path: Path) -> None:
-    files = 6
-    data = generate_events(tmp_path / "landing", events=2400, keys=5, files=files, seed=5, late_fraction=0.03)
+    files = 4
+    data = generate_events(tmp_path / "landing", events=1600, keys=5, files=files, seed=5, late_fraction=0.03)
     config = _cluster_config(tmp_path, cluster)
     log = tmp_path / "run.log"
     process = _start_run(config, log)

@@ -226,3 +226,9 @@ def test_flags_win_over_log_and_rest() -> None:
 def test_bad_size_flag_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="cannot read size"):
         resolve_load(LoadFlags(state_bytes="lots"))
+
+
+@pytest.mark.parametrize(("master", "cores"), [("local", 1), ("local[4]", 4), ("local[2, 3]", 2)])
+def test_local_masters_give_the_thread_count_as_cores(master: str, cores: int) -> None:
+    conf = conf_from_spark({}, master)
+    assert (conf.executor_memory_bytes, conf.executors, conf.cores) == (GB, 1, cores)

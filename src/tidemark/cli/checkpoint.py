@@ -1,10 +1,155 @@
-"""CLI commands for checkpoint: filled in by its issue."""
+"""CLI commands for checkpoints: `tidemark checkpoint inspect` and `tidemark checkpoint prune`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+
+from tidemark.cli.output import out, print_json
+
+if TYPE_CHECKING:
+    from tidemark.checkpoint.prune import PruneResult
+    from tidemark.checkpoint.report import CheckpointReport
+
+checkpoint_app = typer.Typer(
+    name="checkpoint",
+    help="See what a checkpoint holds and keep it small.",
+    no_args_is_help=True,
+)
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _size(value: int) -> str:
+    from tidemark.sizes import format_size
+
+    return format_size(value)
+
+
+def _render_report(report: CheckpointReport) -> None:
+    from rich.table import Table
+
+    out.print(f"[bold]checkpoint[/bold] {report.path}")
+    out.print(f"  query id            {report.query_id or '-'}")
+    out.print(
+        f"  latest planned      {_opt(report.latest_offset_batch)} (watermark {_opt(report.latest_offset_watermark)})"
+    )
+    out.print(
+        f"  latest committed    {_opt(report.latest_committed_batch)} "
+        f"(next watermark {_opt(report.latest_committed_watermark)})"
+    )
+    out.print(f"  state provider      {report.state_provider or '-'}, format v{_opt(report.checkpoint_format_version)}")
+    out.print(f"  source offsets      {report.source_offsets}")
+    out.print(f"  files               {report.files_total:,} ({_size(report.bytes_total)})")
+    folders = Table(title="files per folder", title_justify="left")
+    for column in ("folder", "files", "bytes"):
+        folders.add_column(column, justify="left" if column == "folder" else "right")
+    for folder in report.folders:
+        folders.add_row(folder.folder, f"{folder.files:,}", _size(folder.bytes))
+    out.print(folders)
+    if report.operators:
+        ops = Table(title="stateful operators", title_justify="left")
+        for column in ("id", "name", "partitions", "stores", "versions", "files", "bytes", "by kind", "max replay"):
+            ops.add_column(column)
+        for op in report.operators:
+            kinds = ", ".join(f"{k} {c.files:,}" for k, c in op.files_by_kind.items() if c.files)
+            versions = f"{op.versions_held} ({_opt(op.oldest_version)}..{_opt(op.latest_version)})"
+            ops.add_row(
+                str(op.id),
+                op.name or "-",
+                str(op.partitions),
+                ", ".join(op.store_names),
+                versions,
+                f"{op.files:,}",
+                _size(op.bytes),
+                kinds,
+                str(op.max_replay_on_load),
+            )
+        out.print(ops)
+    if report.sink is not None:
+        sink = report.sink
+        out.print(
+            f"[bold]sink log[/bold] {sink.path}/_spark_metadata: {sink.entries} entries, latest batch "
+            f"{_opt(sink.latest_batch)}, compact {_opt(sink.latest_compact_batch)} ({_size(sink.compact_bytes)}, "
+            f"{sink.files_in_compact:,} files)"
+        )
+    if not report.findings:
+        out.print("[green]no findings[/green]")
+    for finding in report.findings:
+        style = _SEVERITY_STYLE[finding.severity.value]
+        out.print(f"[{style}]{finding.severity.value.upper()} {finding.code}[/{style}]: {finding.message}")
+        out.print(f"  fix: {finding.fix}")
+
+
+def _opt(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _render_prune(result: PruneResult) -> None:
+    verb = "removed" if result.applied else "would remove"
+    out.print(
+        f"{verb} {result.files:,} files ({_size(result.bytes)}) from {result.path}: keeping batches "
+        f"{result.keep_from_batch}..{result.latest_committed_batch} (last committed) and their state"
+    )
+    for folder in result.by_folder:
+        out.print(f"  {folder.folder:<24} {folder.files:>10,} files {_size(folder.bytes):>12}")
+    for note in result.notes:
+        out.print(f"  [yellow]note[/yellow]: {note}")
+    if not result.applied and result.files:
+        out.print("dry run: nothing was removed; add --apply to remove these files")
+
+
+def inspect_command(
+    path: Annotated[str, typer.Argument(help="Checkpoint folder or URI (hdfs://, abfss://, s3a://).")],
+    sink: Annotated[
+        str | None, typer.Option("--sink", help="File sink output folder, to check its _spark_metadata.")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    max_files: Annotated[int, typer.Option(help="TOO_MANY_FILES above this many files.")] = 100_000,
+    max_replay: Annotated[int, typer.Option(help="LONG_REPLAY_CHAIN above this many deltas/changelogs.")] = 50,
+    max_history: Annotated[int, typer.Option(help="RETENTION_TOO_HIGH above this many batches/versions.")] = 200,
+    max_sink_compact: Annotated[str, typer.Option(help="SINK_METADATA_GROWTH above this compact size.")] = "100m",
+) -> None:
+    """Report what a checkpoint holds and what is wrong; exit 1 when a finding is an error."""
+    from tidemark.checkpoint.findings import Thresholds
+    from tidemark.checkpoint.inspect import inspect_checkpoint
+    from tidemark.sizes import parse_size
+
+    thresholds = Thresholds(
+        max_files=max_files,
+        max_replay=max_replay,
+        max_history=max_history,
+        max_sink_compact_bytes=parse_size(max_sink_compact),
+    )
+    report = inspect_checkpoint(path, sink=sink, thresholds=thresholds)
+    if json_output:
+        print_json(report)
+    else:
+        _render_report(report)
+    if report.has_errors:
+        raise typer.Exit(1)
+
+
+def prune_command(
+    path: Annotated[str, typer.Argument(help="Checkpoint folder or URI.")],
+    keep: Annotated[int, typer.Option("--keep", help="Committed batches of history to keep (at least 1).")],
+    apply: Annotated[bool, typer.Option("--apply", help="Really remove the files (default: dry run).")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Remove old log entries and state files Spark will never need again (dry run unless --apply)."""
+    from tidemark.checkpoint.prune import prune_checkpoint
+
+    result = prune_checkpoint(path, keep, apply=apply)
+    if json_output:
+        print_json(result)
+    else:
+        _render_prune(result)
+
+
+checkpoint_app.command("inspect")(inspect_command)
+checkpoint_app.command("prune")(prune_command)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
-    del app
+    app.add_typer(checkpoint_app, name="checkpoint")

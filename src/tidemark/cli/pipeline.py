@@ -44,6 +44,11 @@ def run(
     deadline = parse_duration(max_duration) if max_duration else None
     err.print(f"[bold]tidemark[/bold] running [cyan]{settings.pipeline.name}[/cyan] on {settings.spark.master}")
     result = run_pipeline(settings, available_now=available_now or None, max_duration=deadline, on_progress=_batch_line)
+    if result.interrupted:
+        err.print(
+            "[yellow]warning:[/yellow] batches ran back to back with no gap to stop in; the batch in flight was "
+            "interrupted and will be re-run on restart (raise [trigger] interval or stop_timeout)"
+        )
     table = Table(show_header=False, box=None)
     table.add_row("stopped", result.stopped.value)
     table.add_row("batches", f"{result.batches} (ids {result.first_batch}..{result.last_batch})")

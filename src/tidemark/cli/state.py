@@ -1,10 +1,188 @@
-"""CLI commands for state: filled in by its issue."""
+"""CLI commands for state: `tidemark state stats|show|diff|expired`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+
+from tidemark.cli.output import out, print_json
+from tidemark.errors import UsageError
+
+if TYPE_CHECKING:
+    from tidemark.state.diff import StateDiff
+    from tidemark.state.expired import ExpiredReport
+    from tidemark.state.show import StateRows
+    from tidemark.state.stats import StateStats
+
+state_app = typer.Typer(
+    name="state",
+    help="Read, summarize and diff what a checkpoint's state stores hold.",
+    no_args_is_help=True,
+)
+
+PathArg = Annotated[Path, typer.Argument(help="The query's checkpoint folder.", show_default=False)]
+BatchOpt = Annotated[int | None, typer.Option("--batch", help="Batch id to read (default: latest committed).")]
+OperatorOpt = Annotated[int | None, typer.Option("--operator", help="Stateful operator id.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+
+
+def _size(value: int) -> str:
+    from tidemark.sizes import format_size
+
+    return format_size(value)
+
+
+def _render_stats(result: StateStats) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"state of {result.checkpoint} at batch {result.batch}")
+    for column in ("op", "name", "store", "rows", "~bytes", "disk", "partitions", "max/median", "timers"):
+        table.add_column(column, justify="right" if column not in ("name", "store") else "left")
+    for op in result.operators:
+        skew = f"{op.skew:.2f}" if op.skew is not None else "-"
+        timers = str(op.timers) if op.timers is not None else ""
+        table.add_row(
+            str(op.id), op.name, op.store, f"{op.rows:,}", _size(op.approx_bytes), _size(op.disk_bytes),
+            str(len(op.partitions)), skew, timers,
+        )  # fmt: skip
+        for var in op.state_variables:
+            table.add_row(
+                "", f"  {var.kind}", f"  {var.name}", f"{var.rows:,}", _size(var.approx_bytes), "", "", "", ""
+            )
+    out.print(table)
+    for op in result.operators:
+        if op.note:
+            out.print(f"[yellow]operator {op.id}:[/yellow] {op.note}")
+
+
+@state_app.command("stats")
+def stats(path: PathArg, batch: BatchOpt = None, operator: OperatorOpt = None, as_json: JsonOpt = False) -> None:
+    """Rows, approximate bytes and partition skew per operator, store and state variable."""
+    from tidemark.state.stats import state_stats
+
+    result = state_stats(path, batch=batch, operator=operator)
+    print_json(result) if as_json else _render_stats(result)
+
+
+def _render_rows(result: StateRows) -> None:
+    from rich.table import Table
+
+    if result.exported_to:
+        out.print(f"wrote state of operator {result.operator} store {result.store} to {result.exported_to}")
+        return
+    table = Table(title=f"operator {result.operator} store {result.store} at batch {result.batch}")
+    for column in result.columns:
+        table.add_column(column)
+    for row in result.rows:
+        table.add_row(*(json.dumps(v) if isinstance(v, dict | list) else str(v) for v in row))
+    out.print(table)
+    out.print(f"{len(result.rows)} row(s)")
+
+
+@state_app.command("show")
+def show(
+    path: PathArg,
+    operator: OperatorOpt = None,
+    store: Annotated[
+        str | None, typer.Option("--store", help="Store name, or state variable of a transformWithState ($timers).")
+    ] = None,
+    batch: BatchOpt = None,
+    key: Annotated[str | None, typer.Option("--key", help="SQL filter on key/value, e.g. \"key.user = 'u1'\".")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Rows to show (default 20; all when exporting).")] = None,
+    as_json: JsonOpt = False,
+    csv: Annotated[Path | None, typer.Option("--csv", help="Write the rows to this CSV file.")] = None,
+    parquet: Annotated[Path | None, typer.Option("--parquet", help="Write the rows to this Parquet file.")] = None,
+) -> None:
+    """The state rows themselves, keys and values flattened into columns."""
+    from tidemark.state.show import ExportFormat, show_state
+
+    if sum((csv is not None, parquet is not None, as_json)) > 1:
+        msg = "choose one of --json, --csv, --parquet"
+        raise UsageError(msg)
+    export = ExportFormat.CSV if csv else ExportFormat.PARQUET if parquet else None
+    rows_limit = limit if limit is not None or export is not None else 20
+    result = show_state(path, operator, store, batch, key, rows_limit, export, csv or parquet)
+    print_json(result) if as_json else _render_rows(result)
+
+
+def _render_diff(result: StateDiff) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"state changes from batch {result.from_batch} to {result.to_batch}")
+    for column in ("op", "store", "added", "updated", "removed", "method"):
+        table.add_column(column)
+    for diff in result.stores:
+        table.add_row(
+            str(diff.operator),
+            diff.store,
+            f"{diff.added:,}",
+            f"{diff.updated:,}",
+            f"{diff.removed:,}",
+            diff.method.value,
+        )
+    out.print(table)
+    for diff in result.stores:
+        for change in diff.samples:
+            out.print(
+                f"  op {diff.operator} {diff.store} {change.change.value}: key={json.dumps(change.key)} "
+                f"before={json.dumps(change.before)} after={json.dumps(change.after)}"
+            )
+
+
+@state_app.command("diff")
+def diff(
+    path: PathArg,
+    from_batch: Annotated[int, typer.Option("--from", help="Earlier batch id.", show_default=False)],
+    to_batch: Annotated[int, typer.Option("--to", help="Later batch id.", show_default=False)],
+    operator: OperatorOpt = None,
+    store: Annotated[str | None, typer.Option("--store", help="Only this store or state variable.")] = None,
+    sample: Annotated[int, typer.Option("--sample", help="Sample keys per kind of change.")] = 5,
+    as_json: JsonOpt = False,
+) -> None:
+    """What changed between two batches: added, updated, removed keys, counts and samples."""
+    from tidemark.state.diff import diff_state
+
+    result = diff_state(path, from_batch, to_batch, operator=operator, store=store, sample=sample)
+    print_json(result) if as_json else _render_diff(result)
+
+
+def _render_expired(result: ExpiredReport) -> None:
+    from rich.table import Table
+
+    out.print(
+        f"batch {result.batch}: watermark {result.batch_watermark_ms} ms, "
+        f"committed for next batch {result.committed_watermark_ms} ms"
+    )
+    table = Table(title="expired but never removed")
+    for column in ("op", "name", "kind", "keys", "expired", "by reason"):
+        table.add_column(column)
+    for op in result.operators:
+        reasons = ", ".join(f"{k}={v}" for k, v in op.by_reason.items()) if op.checked else op.note or ""
+        table.add_row(str(op.id), op.name, op.kind, f"{op.keys_with_state:,}", f"{op.expired:,}", reasons)
+    out.print(table)
+    for op in result.operators:
+        for key in op.keys:
+            out.print(f"  op {op.id} {key.reason.value}: key={json.dumps(key.key)} timeout={key.timeout_ms}")
+
+
+@state_app.command("expired")
+def expired(
+    path: PathArg,
+    batch: BatchOpt = None,
+    operator: OperatorOpt = None,
+    limit: Annotated[int, typer.Option("--limit", help="Keys listed per operator.")] = 100,
+    as_json: JsonOpt = False,
+) -> None:
+    """Keys whose event-time timeout or timer is behind the committed watermark but still hold state."""
+    from tidemark.state.expired import find_expired
+
+    result = find_expired(path, batch=batch, operator=operator, limit=limit)
+    print_json(result) if as_json else _render_expired(result)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
-    del app
+    app.add_typer(state_app, name="state")

@@ -243,6 +243,13 @@ class TriggerConfig(_Table):
     mode: TriggerMode = TriggerMode.PROCESSING_TIME
     interval: Duration = timedelta(seconds=10)
     max_duration: Duration | None = None
+    # How long a graceful stop waits for a gap between batches before interrupting the batch in flight.
+    stop_timeout: Duration | None = None
+
+    @property
+    def effective_stop_timeout(self) -> timedelta:
+        """Configured, or 3 trigger intervals but at least 2 minutes."""
+        return self.stop_timeout or max(3 * self.interval, timedelta(minutes=2))
 
 
 class QuarantineConfig(_Table):

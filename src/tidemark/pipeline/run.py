@@ -20,7 +20,7 @@ from tidemark.errors import EnvironmentProblem, TidemarkError
 from tidemark.pipeline.listener import ProgressHook, RunCounters, make_listener
 from tidemark.pipeline.quarantine import validate
 from tidemark.pipeline.sinks import writer_for
-from tidemark.pipeline.sources import read_stream
+from tidemark.pipeline.sources import check_source_path, read_stream
 from tidemark.pipeline.transforms import build_stateful
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class RunResult:
     quarantine_path: str
     checkpoint: str
     monitor_log: str | None
+    interrupted: bool = False  # a graceful stop found no gap between batches and interrupted one
 
 
 def new_run_id() -> str:
@@ -90,12 +91,24 @@ def _stop_on_signals(stop: threading.Event, reasons: list[StopReason]) -> Iterat
             signal.signal(sig, old)
 
 
-def _stop_gracefully(query: StreamingQuery, poll: float = 0.1) -> None:
-    """Wait for the batch in flight to finish and commit, then stop before the next one starts."""
-    while query.isActive and query.status.get("isTriggerActive", False):
+def _stop_gracefully(query: StreamingQuery, timeout: timedelta, poll: float = 0.02) -> bool:
+    """Stop in a gap between batches, so the batch in flight finishes and commits.
+
+    Returns False when no gap came within timeout (batches overrunning the trigger interval back
+    to back) and the batch in flight had to be interrupted: Spark re-runs it on restart, and its
+    files never enter the sink's log.
+    """
+    deadline = time.monotonic() + timeout.total_seconds()
+    while query.isActive:
+        if not query.status.get("isTriggerActive", False):
+            query.stop()
+            return True
+        if time.monotonic() >= deadline:
+            log.warning("no gap between batches within %s: interrupting the batch in flight", timeout)
+            query.stop()
+            return False
         time.sleep(poll)
-    if query.isActive:
-        query.stop()
+    return True
 
 
 def _wait_for_listener(query: StreamingQuery, counters: RunCounters, lock: threading.Lock) -> None:
@@ -112,11 +125,25 @@ def _wait_for_listener(query: StreamingQuery, counters: RunCounters, lock: threa
     log.warning("the last progress event did not arrive in time; counts may be short by one batch")
 
 
-def start_query(spark: SparkSession, config: TidemarkConfig, available_now: bool) -> StreamingQuery:
-    """Build the whole streaming plan from the config and start it."""
+def start_query(
+    spark: SparkSession, config: TidemarkConfig, available_now: bool, replay_from: datetime | None = None
+) -> StreamingQuery:
+    """Build the whole streaming plan from the config and start it.
+
+    replay_from (recovery): only events at or after it are read, and only windows starting at or
+    after it are written, so a replay rewrites exactly the windows the sink does not hold.
+    """
+    from pyspark.sql import functions as F
+
     raw = read_stream(spark, config)
     events = validate(raw, config).events
+    if replay_from is not None:
+        events = events.where(F.col(config.event_time.column) >= F.lit(replay_from))
     output = build_stateful(events, config)
+    if replay_from is not None:
+        start_column = _output_start_column(config)
+        if start_column is not None:
+            output = output.where(F.col(start_column) >= F.lit(replay_from))
     try:
         return writer_for(output, config, available_now).start()
     except Exception as exc:
@@ -125,6 +152,11 @@ def start_query(spark: SparkSession, config: TidemarkConfig, available_now: bool
             msg = "the Kafka source needs Spark's Kafka connector on the classpath (see README: Kafka)"
             raise EnvironmentProblem(msg) from exc
         raise
+
+
+def _output_start_column(config: TidemarkConfig) -> str | None:
+    kind = config.aggregation.kind.value
+    return {"window": "windowStart", "session": "sessionStart"}.get(kind)
 
 
 def _monitor_for(spark: SparkSession, config: TidemarkConfig, run_id: str) -> Any:
@@ -143,11 +175,13 @@ def run_pipeline(
     stop: threading.Event | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     spark: SparkSession | None = None,
+    replay_from: datetime | None = None,
 ) -> RunResult:
     """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
     from tidemark.checkpoint.lock import RunLock
     from tidemark.session import session_for
 
+    check_source_path(config)  # before the JVM starts: a wrong path should cost nothing
     run_id = new_run_id()
     stop = stop or threading.Event()
     reasons: list[StopReason] = []
@@ -158,6 +192,9 @@ def run_pipeline(
         for key, value in config.spark_conf().items():
             if not key.startswith(("spark.driver.", "spark.executor.")):
                 session.conf.set(key, value)
+    from tidemark.recovery.auto import prepare_failover
+
+    replay_from = replay_from or prepare_failover(config, session)
     hooks: list[ProgressHook] = [on_progress] if on_progress else []
     monitor = _monitor_for(session, config, run_id)
     listener, counters, lock = make_listener(config.pipeline.name, config.quarantine.path, hooks)
@@ -168,15 +205,16 @@ def run_pipeline(
             monitor.start()
         try:
             with _stop_on_signals(stop, reasons):
-                query = start_query(session, config, once)
+                query = start_query(session, config, once, replay_from)
                 if monitor is not None:
                     monitor.attach(query)
                 deadline = started + deadline_after.total_seconds() if deadline_after else None
+                clean_stop = True
                 while query.isActive:
                     if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
                         if not stop.is_set():
                             reasons.append(StopReason.MAX_DURATION)
-                        _stop_gracefully(query)
+                        clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
                         break
                     query.awaitTermination(1)
                 failure = query.exception()
@@ -203,6 +241,7 @@ def run_pipeline(
             quarantine_path=config.quarantine.path,
             checkpoint=config.checkpoint.location,
             monitor_log=getattr(monitor, "log_path", None) if monitor is not None else None,
+            interrupted=not clean_stop,
         )
 
 

@@ -1,0 +1,108 @@
+"""Benchmark: `tidemark checkpoint inspect` on a synthetic 1,000,000-file checkpoint vs `find | awk`.
+
+Run by hand: `.venv/bin/python benchmarks/checkpoint_inspect.py [--files N] [--dir PATH] [--keep]`.
+Both commands run on the same warm tree; best of --repeat runs; peak memory of the inspect process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FILES_PER_VERSION = 4  # <v>.delta, .<v>.delta.crc, <v>.delta.crc (Spark 4.1 checksum), .<v>.delta.crc.crc
+FIND = "find {path} -type f -printf '%s\\n' | awk '{{s+=$1}} END {{print NR, s}}'"
+
+
+def build(root: Path, files: int, partitions: int = 200) -> None:
+    """A checkpoint with one operator, `partitions` partitions and enough versions to reach `files` files."""
+    versions = max(1, files // (partitions * FILES_PER_VERSION))
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    (root / "metadata").write_text('{"id":"bench"}')
+    for b in range(versions):
+        (root / "offsets" / str(b)).write_text(
+            'v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{"logOffset":0}'
+        )
+        (root / "commits" / str(b)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    for p in range(partitions):
+        folder = root / "state" / "0" / str(p)
+        folder.mkdir(parents=True)
+        for v in range(1, versions + 1):
+            for name, size in (
+                (f"{v}.delta", 180),
+                (f".{v}.delta.crc", 12),
+                (f"{v}.delta.crc", 160),
+                (f".{v}.delta.crc.crc", 12),
+            ):
+                fd = os.open(folder / name, os.O_CREAT | os.O_WRONLY, 0o644)
+                os.ftruncate(fd, size)  # sparse: sizes without data blocks
+                os.close(fd)
+
+
+def timed(command: list[str] | str, shell: bool = False) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(command, shell=shell, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{command} failed: {done.stderr}")
+    return elapsed, done.stdout
+
+
+def peak_rss_mb(command: list[str]) -> float:
+    probe = (
+        "import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=False);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, *command], capture_output=True, text=True, check=True).stdout
+    return int(out.strip()) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--files", type=int, default=1_000_000)
+    parser.add_argument("--dir", default="/tmp/tidemark-bench-checkpoint")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the tree for another run")
+    args = parser.parse_args()
+    root = Path(args.dir)
+    if not (root / "state").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        start = time.perf_counter()
+        build(root, args.files)
+        print(f"built {root} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+    tidemark = [str(Path(sys.executable).with_name("tidemark")), "checkpoint", "inspect", str(root), "--json"]
+    timed(FIND.format(path=root), shell=True)  # warm the dentry/inode cache for both
+    find_times, inspect_times = [], []
+    for _ in range(args.repeat):
+        seconds, find_out = timed(FIND.format(path=root), shell=True)
+        find_times.append(seconds)
+        seconds, inspect_out = timed(tidemark)
+        inspect_times.append(seconds)
+    files, size = (int(x) for x in find_out.split())
+    report = json.loads(inspect_out)
+    assert (report["files_total"], report["bytes_total"]) == (files, size), "inspect disagrees with find"
+    rss = peak_rss_mb(tidemark)
+    result = {
+        "files": files,
+        "bytes": size,
+        "find_awk_best_s": round(min(find_times), 3),
+        "inspect_best_s": round(min(inspect_times), 3),
+        "ratio": round(min(inspect_times) / min(find_times), 2),
+        "inspect_peak_rss_mb": round(rss, 1),
+        "find_times": [round(t, 3) for t in find_times],
+        "inspect_times": [round(t, 3) for t in inspect_times],
+        "load_average": os.getloadavg(),
+    }
+    print(json.dumps(result, indent=2))
+    if not args.keep:
+        shutil.rmtree(root)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Benchmark: `tidemark state stats` vs a hand-written statestore count on the same checkpoint (run by hand).
+
+usage: .venv/bin/python benchmarks/state_stats.py [--keys 1000000] [--rounds 3] [--workdir /tmp/tidemark-bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+from tidemark.session import build_session
+from tidemark.state.stats import state_stats
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def build_checkpoint(spark, workdir: Path, keys: int) -> Path:
+    """One streaming aggregation batch over `keys` distinct keys: a state of exactly `keys` rows."""
+    from pyspark.sql import functions as F
+
+    source, checkpoint = workdir / "in", workdir / "ck"
+    shutil.rmtree(workdir, ignore_errors=True)
+    spark.range(keys).select(F.concat(F.lit("user-"), F.col("id").cast("string")).alias("key")).write.parquet(
+        str(source)
+    )
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    events = spark.readStream.schema("key string").parquet(str(source))
+    query = (
+        events.groupBy("key")
+        .count()
+        .writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return checkpoint
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workdir", default="/tmp/tidemark-bench-state")
+    args = parser.parse_args()
+    spark = build_session("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+    started = time.perf_counter()
+    checkpoint = build_checkpoint(spark, Path(args.workdir), args.keys)
+    print(f"built a {args.keys:,}-key state in {time.perf_counter() - started:.1f}s")
+
+    def baseline() -> int:
+        return int(spark.read.format("statestore").load(str(checkpoint)).count())
+
+    def tidemark() -> int:
+        return state_stats(checkpoint).operators[0].rows
+
+    assert baseline() == tidemark() == args.keys  # warm-up, and both must agree
+    times: dict[str, list[float]] = {"baseline": [], "tidemark": []}
+    for _ in range(args.rounds):
+        for name, run in (("baseline", baseline), ("tidemark", tidemark)):
+            t = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t)
+    base, ours = statistics.median(times["baseline"]), statistics.median(times["tidemark"])
+    print(f"statestore count: median {base:.2f}s of {[round(x, 2) for x in times['baseline']]}")
+    print(f"tidemark stats:   median {ours:.2f}s of {[round(x, 2) for x in times['tidemark']]}")
+    print(f"ratio {ours / base:.2f}x (target <= 1.5x)")
+
+
+if __name__ == "__main__":
+    main()

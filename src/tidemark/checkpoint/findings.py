@@ -1,0 +1,221 @@
+"""The checks `checkpoint inspect` runs: each turns what the scan saw into findings with a code and a fix."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tidemark.checkpoint.layout import CommitEntry
+from tidemark.checkpoint.report import Finding, FolderCount, OperatorReport, Severity, SinkReport
+from tidemark.checkpoint.scan import CheckpointScan, StoreScan
+from tidemark.sizes import format_size
+
+PRUNE_HINT = "stop the query and run `tidemark checkpoint prune PATH --keep 100 --apply`"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Where a number becomes a finding; the defaults suit Spark's own defaults."""
+
+    max_files: int = 100_000
+    max_replay: int = 50  # Spark snapshots every 10 deltas by default (minDeltasForSnapshot)
+    max_history: int = 200  # Spark keeps 100 batches by default (minBatchesToRetain)
+    max_sink_compact_bytes: int = 100 * 1024**2
+    max_sink_files: int = 1_000_000
+
+
+@dataclass(frozen=True)
+class FindingsInput:
+    """What the checks look at."""
+
+    scan: CheckpointScan
+    operators: list[OperatorReport]
+    folders: list[FolderCount]
+    commits: Mapping[int, CommitEntry]
+    metadata_partitions: Mapping[int, int]
+    sink: SinkReport | None
+
+
+def _batches(batches: list[int]) -> str:
+    return f"batch {batches[0]}" if len(batches) == 1 else f"batches {batches[0]}..{batches[-1]}"
+
+
+def check_batches(scan: CheckpointScan) -> list[Finding]:
+    """NO_COMMITTED_BATCH and UNCOMMITTED_BATCH from the offsets and commits logs."""
+    offsets, commits = scan.offset_batches, scan.commit_batches
+    if not offsets:
+        return []
+    latest = offsets[-1]
+    if not commits:
+        message = (
+            f"offsets/ holds {_batches(offsets)} but commits/ is empty: the query planned batch {offsets[0]} "
+            "and never finished a batch (the 'stuck at batch 0' case)"
+        )
+        fix = (
+            f"find why batch {offsets[0]} fails in the driver log of the first run (missing connector jar, "
+            "schema mismatch, out of memory); if this checkpoint was copied, copy commits/ too; if the query "
+            "never produced output, delete the checkpoint folder and start again"
+        )
+        return [Finding("NO_COMMITTED_BATCH", Severity.ERROR, message, fix)]
+    committed = commits[-1]
+    if latest <= committed:
+        return []
+    gap = latest - committed
+    if gap == 1:
+        message = f"batch {latest} was planned (offsets/{latest}) but not committed; the last commit is {committed}"
+        fix = (
+            f"nothing to do if the query stopped mid-batch: Spark re-runs batch {latest} with the same offsets on "
+            "restart; if it fails again each time, read the driver log of that batch"
+        )
+        return [Finding("UNCOMMITTED_BATCH", Severity.WARNING, message, fix)]
+    message = (
+        f"batches {committed + 1}..{latest} were planned but the last commit is batch {committed}: Spark will "
+        f"re-run only batch {latest} and skip the {gap - 1} in between"
+    )
+    fix = (
+        f"restore commits/ for batches {committed + 1}..{latest - 1} from the copy this checkpoint came from, or "
+        f"remove offsets/{committed + 2}..{latest} (and their .crc files) so those batches are planned again"
+    )
+    return [Finding("UNCOMMITTED_BATCH", Severity.ERROR, message, fix)]
+
+
+def check_files(scan: CheckpointScan, folders: list[FolderCount], thresholds: Thresholds) -> list[Finding]:
+    """TOO_MANY_FILES with the count per folder."""
+    if scan.files_total <= thresholds.max_files:
+        return []
+    worst = sorted(folders, key=lambda f: f.files, reverse=True)[:5]
+    per_folder = ", ".join(f"{f.folder} {f.files:,}" for f in worst)
+    message = f"{scan.files_total:,} files (more than {thresholds.max_files:,}): {per_folder}"
+    fix = (
+        "fewer files: lower spark.sql.streaming.minBatchesToRetain and spark.sql.shuffle.partitions for new "
+        "checkpoints, make sure state maintenance runs (spark.sql.streaming.stateStore.maintenanceInterval), "
+        f"or {PRUNE_HINT}"
+    )
+    return [Finding("TOO_MANY_FILES", Severity.WARNING, message, fix)]
+
+
+def check_replay(operators: list[OperatorReport], thresholds: Thresholds) -> list[Finding]:
+    """LONG_REPLAY_CHAIN per operator: deltas/changelogs a load must replay after its newest snapshot."""
+    found = []
+    for op in operators:
+        if op.max_replay_on_load <= thresholds.max_replay:
+            continue
+        worst = max(op.stores, key=lambda s: s.replay_on_load)
+        since = f"snapshot {worst.newest_snapshot}" if worst.newest_snapshot is not None else "the first version"
+        message = (
+            f"operator {op.id} ({op.name or 'unnamed'}) replays up to {op.max_replay_on_load} delta/changelog files "
+            f"on load (partition {worst.partition}, store {worst.store}, since {since})"
+        )
+        fix = (
+            "snapshots are not being written: keep the query running long enough for maintenance, check "
+            "spark.sql.streaming.stateStore.minDeltasForSnapshot (default 10) and maintenanceInterval, and look "
+            "for maintenance errors in the executor logs"
+        )
+        found.append(Finding("LONG_REPLAY_CHAIN", Severity.WARNING, message, fix))
+    return found
+
+
+def check_retention(scan: CheckpointScan, operators: list[OperatorReport], thresholds: Thresholds) -> list[Finding]:
+    """RETENTION_TOO_HIGH when logs or state hold far more batches than Spark's default keeps."""
+    parts = []
+    if len(scan.offset_batches) > thresholds.max_history:
+        parts.append(f"offsets/ holds {len(scan.offset_batches):,} batches")
+    if len(scan.commit_batches) > thresholds.max_history:
+        parts.append(f"commits/ holds {len(scan.commit_batches):,} batches")
+    parts += [
+        f"state/{op.id} holds {op.versions_held:,} versions"
+        for op in operators
+        if op.versions_held > thresholds.max_history
+    ]
+    if not parts:
+        return []
+    message = "; ".join(parts) + f" (more than {thresholds.max_history})"
+    fix = f"set spark.sql.streaming.minBatchesToRetain to the history you need (default 100), then {PRUNE_HINT}"
+    return [Finding("RETENTION_TOO_HIGH", Severity.WARNING, message, fix)]
+
+
+def _orphans(store: StoreScan, op_id: int, last_version: int, commits: Mapping[int, CommitEntry]) -> int:
+    count = sum(1 for v in store.versions if v > last_version)
+    for version, unique_id, _kind in store.unique_ids:
+        commit = commits.get(version - 1)
+        if version > last_version or commit is None or op_id not in commit.state_unique_ids:
+            continue
+        partitions = commit.state_unique_ids[op_id]
+        if store.partition < len(partitions) and unique_id not in partitions[store.partition]:
+            count += 1
+    return count
+
+
+def check_state(data: FindingsInput) -> list[Finding]:
+    """ORPHAN_FILES and STATE_VERSION_MISSING against the latest commit."""
+    commits = data.scan.commit_batches
+    if not commits:
+        return []
+    committed = commits[-1]
+    needed = committed + 1  # batch b writes state version b + 1
+    found = []
+    for op_id, op in sorted(data.scan.operators.items()):
+        stores = sorted(op.stores.values(), key=lambda s: (s.partition, s.store))
+        if not stores:
+            continue
+        orphan_counts = {(s.partition, s.store): _orphans(s, op_id, needed, data.commits) for s in stores}
+        orphans = sum(orphan_counts.values())
+        if orphans:
+            worst = max(orphan_counts, key=lambda key: orphan_counts[key])
+            message = (
+                f"state/{op_id} holds {orphans} state file(s) no commit refers to (versions after {needed}, the "
+                f"state of the last committed batch {committed}, or other attempts' unique ids); most in partition "
+                f"{worst[0]}, store {worst[1]}"
+            )
+            fix = "harmless to a restart (Spark writes those versions again); `tidemark checkpoint prune` removes them"
+            found.append(Finding("ORPHAN_FILES", Severity.WARNING, message, fix))
+        missing = [f"partition {s.partition} store {s.store}" for s in stores if not s.can_load(needed)]
+        expected = data.metadata_partitions.get(op_id)
+        present = {s.partition for s in stores}
+        if expected is not None:
+            missing += [f"partition {p} (no folder)" for p in range(expected) if p not in present]
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            message = (
+                f"state/{op_id} cannot rebuild version {needed} (after committed batch {committed}): files are "
+                f"missing for {shown}"
+            )
+            fix = (
+                "restore the missing state files from a backup or the copy this checkpoint came from; without them "
+                "the query fails on restart and only a new checkpoint (reprocessing the input) recovers"
+            )
+            found.append(Finding("STATE_VERSION_MISSING", Severity.ERROR, message, fix))
+    return found
+
+
+def check_sink(sink: SinkReport | None, thresholds: Thresholds) -> list[Finding]:
+    """SINK_METADATA_GROWTH when the file sink's compact log is large."""
+    if sink is None:
+        return []
+    too_big = sink.compact_bytes > thresholds.max_sink_compact_bytes
+    too_many = sink.files_in_compact > thresholds.max_sink_files
+    if not (too_big or too_many):
+        return []
+    message = (
+        f"{sink.path}/_spark_metadata compact file (batch {sink.latest_compact_batch}) is "
+        f"{format_size(sink.compact_bytes)} and lists {sink.files_in_compact:,} files; every compaction rewrites it"
+    )
+    fix = (
+        "set the file sink option retention (e.g. .option('retention', '7d')) so old entries age out, or write "
+        "new output to a new folder with a new checkpoint; readers of the folder also read this log"
+    )
+    return [Finding("SINK_METADATA_GROWTH", Severity.WARNING, message, fix)]
+
+
+def find_problems(data: FindingsInput, thresholds: Thresholds) -> list[Finding]:
+    """Every check, errors first."""
+    found = [
+        *check_batches(data.scan),
+        *check_state(data),
+        *check_files(data.scan, data.folders, thresholds),
+        *check_replay(data.operators, thresholds),
+        *check_retention(data.scan, data.operators, thresholds),
+        *check_sink(data.sink, thresholds),
+    ]
+    order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    return sorted(found, key=lambda f: order[f.severity])

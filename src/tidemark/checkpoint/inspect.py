@@ -1,0 +1,209 @@
+"""`checkpoint inspect`: read a checkpoint's logs and files and report what it holds and what is wrong."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from tidemark.checkpoint.findings import FindingsInput, Thresholds, find_problems
+from tidemark.checkpoint.fs import Backend, CheckpointFS, open_fs
+from tidemark.checkpoint.layout import (
+    COMMITS,
+    METADATA,
+    OFFSETS,
+    STATE,
+    CommitEntry,
+    FileKind,
+    OffsetEntry,
+    OperatorMetadata,
+)
+from tidemark.checkpoint.report import (
+    CheckpointReport,
+    FolderCount,
+    KindCount,
+    OperatorReport,
+    SinkReport,
+    StoreReport,
+)
+from tidemark.checkpoint.scan import CheckpointScan, OperatorScan, scan_checkpoint
+from tidemark.checkpoint.sink import inspect_sink
+from tidemark.errors import CheckpointError
+
+log = logging.getLogger(__name__)
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+
+
+def read_text(fs: CheckpointFS, rel: str) -> str | None:
+    """A small file as text, or None when it is missing."""
+    data = fs.read_bytes(rel)
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def read_offset(fs: CheckpointFS, batch: int) -> OffsetEntry | None:
+    """offsets/<batch>, or None when missing or unreadable (logged)."""
+    text = read_text(fs, f"{OFFSETS}/{batch}")
+    if text is None:
+        return None
+    try:
+        return OffsetEntry.parse(batch, text)
+    except ValueError as exc:
+        log.warning("cannot read offsets/%s: %s", batch, exc)
+        return None
+
+
+def read_commit(fs: CheckpointFS, batch: int) -> CommitEntry | None:
+    """commits/<batch>, or None when missing or unreadable (logged)."""
+    text = read_text(fs, f"{COMMITS}/{batch}")
+    if text is None:
+        return None
+    try:
+        return CommitEntry.parse(batch, text)
+    except ValueError as exc:
+        log.warning("cannot read commits/%s: %s", batch, exc)
+        return None
+
+
+def read_commits(fs: CheckpointFS, scan: CheckpointScan) -> dict[int, CommitEntry]:
+    """The latest commit, plus every commit when the checkpoint uses format v2 (unique ids per version)."""
+    if not scan.commit_batches:
+        return {}
+    latest = read_commit(fs, scan.commit_batches[-1])
+    if latest is None:
+        return {}
+    if not latest.state_unique_ids:
+        return {latest.batch: latest}
+    found = {b: c for b in scan.commit_batches if (c := read_commit(fs, b)) is not None}
+    return found
+
+
+def _query_id(fs: CheckpointFS) -> str | None:
+    text = read_text(fs, METADATA)
+    if not text:
+        return None
+    try:
+        value = json.loads(text.splitlines()[0])
+    except (json.JSONDecodeError, IndexError):
+        return None
+    return str(value["id"]) if isinstance(value, dict) and "id" in value else None
+
+
+def _operator_metadata(fs: CheckpointFS, op_id: int) -> OperatorMetadata | None:
+    text = read_text(fs, f"{STATE}/{op_id}/_metadata/metadata")
+    if text is None:
+        # transformWithState writes versioned operator metadata instead: read the newest.
+        listing = fs.list_dir(f"{STATE}/{op_id}/_metadata/v2")
+        batches = sorted(int(n) for n, _ in (listing.files if listing else []) if n.isdigit())
+        text = read_text(fs, f"{STATE}/{op_id}/_metadata/v2/{batches[-1]}") if batches else None
+    if text is None:
+        return None
+    try:
+        return OperatorMetadata.parse(text)
+    except (ValueError, json.JSONDecodeError) as exc:
+        log.warning("cannot read the metadata of operator %s: %s", op_id, exc)
+        return None
+
+
+def _watermark(ms: int | None) -> datetime | None:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC) if ms else None
+
+
+def _operator_report(op: OperatorScan, meta: OperatorMetadata | None, load_version: int | None) -> OperatorReport:
+    stores = []
+    all_versions: set[int] = set()
+    for (partition, name), store in sorted(op.stores.items()):
+        versions = store.versions
+        all_versions.update(versions)
+        target = load_version if load_version is not None else (max(versions) if versions else None)
+        base = store.newest_snapshot(at_most=target)
+        stores.append(
+            StoreReport(
+                partition=partition,
+                store=name,
+                files=store.files,
+                bytes=store.bytes,
+                versions_held=len(versions),
+                oldest_version=min(versions) if versions else None,
+                latest_version=max(versions) if versions else None,
+                newest_snapshot=base,
+                replay_on_load=store.replay_after(base, target) if target is not None else 0,
+            )
+        )
+    store_names = sorted({s.store for s in stores})
+    if meta is not None and meta.store_names:
+        store_names = list(dict.fromkeys([*meta.store_names, *store_names]))
+    partitions = len({s.partition for s in stores})
+    return OperatorReport(
+        id=op.id,
+        name=meta.name if meta else None,
+        partitions=max(partitions, meta.partitions or 0) if meta else partitions,
+        store_names=store_names,
+        files=op.files,
+        bytes=op.bytes,
+        files_by_kind={kind.value: KindCount(*op.kinds[kind]) for kind in FileKind},
+        versions_held=len(all_versions),
+        oldest_version=min(all_versions) if all_versions else None,
+        latest_version=max(all_versions) if all_versions else None,
+        max_replay_on_load=max((s.replay_on_load for s in stores), default=0),
+        stores=stores,
+    )
+
+
+def _short_provider(conf: dict[str, str]) -> str | None:
+    provider = conf.get(PROVIDER_KEY)
+    return provider.rsplit(".", 1)[-1] if provider else None
+
+
+def inspect_checkpoint(
+    path: str,
+    sink: str | None = None,
+    thresholds: Thresholds | None = None,
+    backend: Backend = "auto",
+    spark: Any | None = None,
+) -> CheckpointReport:
+    """Read a checkpoint (Spark 3.5/4.x, HDFS-backed or RocksDB, format v1/v2) and report what it holds."""
+    thresholds = thresholds or Thresholds()
+    fs = open_fs(path, backend, spark)
+    if not fs.exists(""):
+        msg = f"checkpoint {path} does not exist: pass the folder given as checkpointLocation"
+        raise CheckpointError(msg)
+    scan = scan_checkpoint(fs)
+    latest_offset = read_offset(fs, scan.offset_batches[-1]) if scan.offset_batches else None
+    commits = read_commits(fs, scan)
+    latest_commit = commits.get(scan.commit_batches[-1]) if scan.commit_batches else None
+    load_version = latest_commit.batch + 1 if latest_commit else None
+    metas = {op_id: _operator_metadata(fs, op_id) for op_id in scan.operators}
+    operators = [_operator_report(op, metas[op_id], load_version) for op_id, op in sorted(scan.operators.items())]
+    folders = [FolderCount(name, files, size) for name, (files, size) in sorted(scan.folders.items())]
+    sink_report: SinkReport | None = inspect_sink(sink, backend, spark=spark) if sink else None
+    findings = find_problems(
+        FindingsInput(
+            scan=scan,
+            operators=operators,
+            folders=folders,
+            commits=commits,
+            metadata_partitions={i: m.partitions for i, m in metas.items() if m is not None and m.partitions},
+            sink=sink_report,
+        ),
+        thresholds,
+    )
+    return CheckpointReport(
+        path=path,
+        query_id=_query_id(fs),
+        latest_offset_batch=scan.offset_batches[-1] if scan.offset_batches else None,
+        latest_committed_batch=scan.commit_batches[-1] if scan.commit_batches else None,
+        oldest_offset_batch=scan.offset_batches[0] if scan.offset_batches else None,
+        oldest_committed_batch=scan.commit_batches[0] if scan.commit_batches else None,
+        latest_offset_watermark=_watermark(latest_offset.watermark_ms) if latest_offset else None,
+        latest_committed_watermark=_watermark(latest_commit.next_watermark_ms) if latest_commit else None,
+        source_offsets=latest_offset.source_offsets if latest_offset else [],
+        state_provider=_short_provider(latest_offset.conf) if latest_offset else None,
+        checkpoint_format_version=latest_commit.log_version if latest_commit else None,
+        files_total=scan.files_total,
+        bytes_total=scan.bytes_total,
+        folders=folders,
+        operators=operators,
+        sink=sink_report,
+        findings=findings,
+    )

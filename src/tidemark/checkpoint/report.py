@@ -1,0 +1,122 @@
+"""Typed results of `checkpoint inspect`: counts per folder, operator and store, the sink log, findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Severity(StrEnum):
+    """How bad a finding is: an error makes `inspect` exit 1."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem, with a stable code, what was seen (naming batch/operator/partition) and the fix."""
+
+    code: str
+    severity: Severity
+    message: str
+    fix: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Finding:
+        """Rebuild a finding from its JSON form."""
+        return cls(str(data["code"]), Severity(data["severity"]), str(data["message"]), str(data["fix"]))
+
+
+@dataclass(frozen=True)
+class KindCount:
+    """Files and bytes of one kind (or folder)."""
+
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class FolderCount:
+    """Files and bytes under one top folder (offsets, commits, sources, state/<op>, ...)."""
+
+    folder: str
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class StoreReport:
+    """One partition's store: versions held, newest snapshot, and how much a load must replay."""
+
+    partition: int
+    store: str
+    files: int
+    bytes: int
+    versions_held: int
+    oldest_version: int | None
+    latest_version: int | None
+    newest_snapshot: int | None
+    replay_on_load: int
+
+
+@dataclass(frozen=True)
+class OperatorReport:
+    """One stateful operator (state/<id>)."""
+
+    id: int
+    name: str | None
+    partitions: int
+    store_names: list[str]
+    files: int
+    bytes: int
+    files_by_kind: dict[str, KindCount]
+    versions_held: int
+    oldest_version: int | None
+    latest_version: int | None
+    max_replay_on_load: int
+    stores: list[StoreReport] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SinkReport:
+    """The file sink's `_spark_metadata` log."""
+
+    path: str
+    entries: int
+    latest_batch: int | None
+    latest_compact_batch: int | None
+    compact_bytes: int
+    files_in_compact: int
+    bytes_total: int
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    """Everything `tidemark checkpoint inspect` reports about one checkpoint."""
+
+    path: str
+    query_id: str | None
+    latest_offset_batch: int | None
+    latest_committed_batch: int | None
+    oldest_offset_batch: int | None
+    oldest_committed_batch: int | None
+    latest_offset_watermark: datetime | None
+    latest_committed_watermark: datetime | None
+    source_offsets: list[Any]
+    state_provider: str | None
+    checkpoint_format_version: int | None
+    files_total: int
+    bytes_total: int
+    folders: list[FolderCount]
+    operators: list[OperatorReport]
+    sink: SinkReport | None
+    findings: list[Finding]
+
+    @property
+    def has_errors(self) -> bool:
+        """True when a finding is an error (inspect then exits 1)."""
+        return any(f.severity is Severity.ERROR for f in self.findings)

@@ -1,0 +1,166 @@
+"""One pass over a checkpoint tree: counts and bytes per folder, kind and store, and versions per store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tidemark.checkpoint.fs import CheckpointFS, DirListing
+from tidemark.checkpoint.layout import (
+    COMMITS,
+    OFFSETS,
+    REPLAY_KINDS,
+    SNAPSHOT_KINDS,
+    STATE,
+    STORE_SUBFOLDERS,
+    TIDEMARK_DIR,
+    FileKind,
+    classify,
+    log_batch,
+)
+
+# One bit per versioned kind, so a store keeps one small int per version instead of a record per file.
+KIND_BITS = {FileKind.DELTA: 1, FileKind.SNAPSHOT: 2, FileKind.CHANGELOG: 4, FileKind.ZIP: 8}
+SNAPSHOT_BITS = sum(KIND_BITS[k] for k in SNAPSHOT_KINDS)
+REPLAY_BITS = sum(KIND_BITS[k] for k in REPLAY_KINDS)
+
+
+@dataclass
+class StoreScan:
+    """What one partition's store folder holds."""
+
+    partition: int
+    store: str
+    files: int = 0
+    bytes: int = 0
+    # version -> bits of the kinds present at that version
+    versions: dict[int, int] = field(default_factory=dict)
+    # (version, unique id, kind) of checkpoint-format-v2 files
+    unique_ids: list[tuple[int, str, FileKind]] = field(default_factory=list)
+
+    def newest_snapshot(self, at_most: int | None = None) -> int | None:
+        """The newest version with a snapshot (or RocksDB zip), optionally not after at_most."""
+        found = [v for v, bits in self.versions.items() if bits & SNAPSHOT_BITS and (at_most is None or v <= at_most)]
+        return max(found) if found else None
+
+    def replay_after(self, base: int | None, up_to: int | None = None) -> int:
+        """How many delta/changelog versions a load replays on top of base (everything when no snapshot)."""
+        start = base or 0
+        return sum(
+            1 for v, bits in self.versions.items() if bits & REPLAY_BITS and v > start and (up_to is None or v <= up_to)
+        )
+
+    def can_load(self, version: int) -> bool:
+        """True when the files to rebuild this version are all here: a snapshot then every replay file."""
+        if self.versions.get(version, 0) & SNAPSHOT_BITS:
+            return True
+        base = self.newest_snapshot(at_most=version) or 0
+        return all(self.versions.get(v, 0) & REPLAY_BITS for v in range(base + 1, version + 1))
+
+
+@dataclass
+class OperatorScan:
+    """What state/<op> holds."""
+
+    id: int
+    files: int = 0
+    bytes: int = 0
+    kinds: dict[FileKind, list[int]] = field(default_factory=lambda: {k: [0, 0] for k in FileKind})
+    stores: dict[tuple[int, str], StoreScan] = field(default_factory=dict)
+
+    def store(self, partition: int, name: str) -> StoreScan:
+        """The accumulator of one partition's store, made on first use."""
+        key = (partition, name)
+        found = self.stores.get(key)
+        if found is None:
+            found = self.stores[key] = StoreScan(partition, name)
+        return found
+
+
+@dataclass
+class CheckpointScan:
+    """Everything one walk learned."""
+
+    files_total: int = 0
+    bytes_total: int = 0
+    folders: dict[str, list[int]] = field(default_factory=dict)
+    offset_batches: list[int] = field(default_factory=list)
+    commit_batches: list[int] = field(default_factory=list)
+    operators: dict[int, OperatorScan] = field(default_factory=dict)
+
+
+def _count_files(op: OperatorScan, listing: DirListing) -> None:
+    kinds = op.kinds
+    for name, size in listing.files:
+        counter = kinds[classify(name)[0]]
+        counter[0] += 1
+        counter[1] += size
+
+
+def _scan_store_folder(op: OperatorScan, store: StoreScan, listing: DirListing) -> None:
+    kinds = op.kinds
+    versions = store.versions
+    files = 0
+    total = 0
+    for name, size in listing.files:
+        kind, version, unique_id = classify(name)
+        counter = kinds[kind]
+        counter[0] += 1
+        counter[1] += size
+        files += 1
+        total += size
+        if version is not None:
+            versions[version] = versions.get(version, 0) | KIND_BITS[kind]
+            if unique_id is not None:
+                store.unique_ids.append((version, unique_id, kind))
+    store.files += files
+    store.bytes += total
+
+
+def _scan_state(result: CheckpointScan, parts: list[str], listing: DirListing) -> None:
+    if len(parts) < 2 or not parts[1].isdigit():
+        return
+    op_id = int(parts[1])
+    op = result.operators.get(op_id)
+    if op is None:
+        op = result.operators[op_id] = OperatorScan(op_id)
+    op.files += len(listing.files)
+    op.bytes += sum(size for _, size in listing.files)
+    if len(parts) < 3 or not parts[2].isdigit():
+        _count_files(op, listing)  # state/<op>/_metadata, _stateSchema, ...
+        return
+    rest = parts[3:]
+    store_name, inner = ("default", rest) if not rest or rest[0] in STORE_SUBFOLDERS else (rest[0], rest[1:])
+    if inner and inner[0] == "_metadata":
+        _count_files(op, listing)
+        return
+    if not listing.files:
+        return
+    # SSTs/ and logs/ belong to the store but hold no versioned files; classify sorts them out.
+    _scan_store_folder(op, op.store(int(parts[2]), store_name), listing)
+
+
+def scan_checkpoint(fs: CheckpointFS) -> CheckpointScan:
+    """Walk the checkpoint once (skipping tidemark's own folder) and aggregate what it holds."""
+    result = CheckpointScan()
+    for listing in fs.walk("", exclude=frozenset({TIDEMARK_DIR})):
+        rel = listing.rel
+        parts = rel.split("/") if rel else []
+        top = parts[0] if parts else "."
+        folder = f"{STATE}/{parts[1]}" if top == STATE and len(parts) > 1 else top
+        count = len(listing.files)
+        if count:
+            size = sum(s for _, s in listing.files)
+            bucket = result.folders.get(folder)
+            if bucket is None:
+                bucket = result.folders[folder] = [0, 0]
+            bucket[0] += count
+            bucket[1] += size
+            result.files_total += count
+            result.bytes_total += size
+        if top == STATE:
+            _scan_state(result, parts, listing)
+        elif rel in (OFFSETS, COMMITS):
+            batches = [b for b in (log_batch(name) for name, _ in listing.files) if b is not None]
+            target = result.offset_batches if rel == OFFSETS else result.commit_batches
+            target.extend(sorted(batches))
+    return result

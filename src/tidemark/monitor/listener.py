@@ -1,0 +1,316 @@
+"""RunMonitor: the run's StreamingQueryListener, durable progress log, watchdog and metrics endpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from tidemark.monitor.log import EventType
+from tidemark.monitor.metrics import MetricsRegistry, MetricsServer
+from tidemark.monitor.progress import BatchProgress
+from tidemark.monitor.watchdog import (
+    RunningStage,
+    StuckDiagnosis,
+    Watchdog,
+    checkpoint_file_counts,
+    default_stuck_after,
+    latest_planned_batch,
+    recent_commits,
+)
+from tidemark.monitor.writer import ProgressLogWriter, log_path_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    from tidemark.config import TidemarkConfig
+
+log = logging.getLogger(__name__)
+
+_RECENT_BATCHES = 10
+_TERMINATED_GRACE_SECONDS = 3.0
+_Item = tuple[str, datetime, Any]
+
+
+def _make_listener(put: Any) -> Any:
+    """A StreamingQueryListener whose callbacks only enqueue: they run on Spark's listener bus and must not block."""
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    class _EnqueueingListener(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            put(
+                (
+                    EventType.STARTED,
+                    datetime.now(UTC),
+                    {"query_id": str(event.id), "query_run_id": str(event.runId), "name": event.name},
+                )
+            )
+
+        def onQueryProgress(self, event: Any) -> None:
+            put((EventType.PROGRESS, datetime.now(UTC), event.progress.json))
+
+        def onQueryIdle(self, event: Any) -> None:
+            put((EventType.IDLE, datetime.now(UTC), {"query_id": str(event.id), "query_run_id": str(event.runId)}))
+
+        def onQueryTerminated(self, event: Any) -> None:
+            data = {"query_id": str(event.id), "query_run_id": str(event.runId), "exception": event.exception}
+            put((EventType.TERMINATED, datetime.now(UTC), data))
+
+    return _EnqueueingListener()
+
+
+class RunMonitor:
+    """Monitors one run: listener -> queue -> log writer thread; watchdog thread; optional metrics server."""
+
+    def __init__(self, spark: SparkSession, config: TidemarkConfig, run_id: str) -> None:
+        self.spark = spark
+        self.config = config
+        self.run_id = run_id
+        self.log_path = str(log_path_for(config.monitor_dir, run_id))
+        self.stuck_after = default_stuck_after(config.trigger.interval, config.monitor.stuck_after)
+        self.registry = MetricsRegistry()
+        self.diagnoses: list[StuckDiagnosis] = []
+        self._writer = ProgressLogWriter(self.log_path, run_id)
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._recent: deque[BatchProgress] = deque(maxlen=_RECENT_BATCHES)
+        self._query: StreamingQuery | None = None
+        self._query_id: str | None = None
+        self._listener: Any = None
+        self._worker: threading.Thread | None = None
+        self._server: MetricsServer | None = None
+        self._watchdog = Watchdog(self.stuck_after, self._on_stuck, self._is_busy)
+        self._terminated = threading.Event()
+        self._state_lock = threading.Lock()
+        self._started = False
+        self._stopped = False
+        self._idle_logged = False
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound metrics port (None when metrics are off)."""
+        return self._server.port if self._server is not None else None
+
+    def start(self) -> None:
+        """Open the log, start the writer thread, the metrics server and the watchdog, register the listener."""
+        if self._started:
+            return
+        self._started = True
+        self._writer.open()
+        self._worker = threading.Thread(target=self._drain, name="tidemark-monitor", daemon=True)
+        self._worker.start()
+        port = self.config.monitor.metrics_port
+        if port is not None:
+            self._server = MetricsServer(self.registry, self.config.monitor.metrics_host, port)
+            self._server.start()
+        self._listener = _make_listener(self._queue.put)
+        self.spark.streams.addListener(self._listener)
+        self._watchdog.start()
+
+    def attach(self, query: StreamingQuery) -> None:
+        """Watch this query: events of other queries are ignored from now on, and 'stop' can stop it."""
+        self._query = query
+        self._query_id = str(query.id)
+
+    def record(self, type: str, **data: Any) -> None:
+        """Append an extra line (e.g. a warning) to the run's log, in order with the listener's lines."""
+        if self._started and not self._stopped:
+            self._queue.put((type, datetime.now(UTC), data))
+        else:
+            log.debug("monitor not running; dropped %s line", type)
+
+    def stop(self) -> None:
+        """Flush the log, stop the threads and the server, unregister the listener; safe to call twice."""
+        if not self._started or self._stopped:
+            return
+        self._stopped = True
+        self._watchdog.stop()
+        query = self._query
+        if query is not None and not self._query_active(query):
+            # The terminated event trails the query's end on the listener bus; give it a moment.
+            self._terminated.wait(_TERMINATED_GRACE_SECONDS)
+        try:
+            self.spark.streams.removeListener(self._listener)
+        except Exception as exc:  # the session may already be stopped
+            log.debug("could not remove the monitor listener: %s", exc)
+        self._queue.put(None)
+        if self._worker is not None:
+            self._worker.join(timeout=30)
+        if query is not None and not self._terminated.is_set() and not self._query_active(query):
+            self._write(EventType.TERMINATED, datetime.now(UTC), self._terminated_data(query))
+        self._writer.close()
+        if self._server is not None:
+            self._server.stop()
+
+    # --- writer thread -------------------------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            try:
+                self._handle(*item)
+            except Exception:  # one bad event must not end the log
+                log.exception("the progress monitor could not record a %s event", item[0])
+
+    def _handle(self, kind: str, moment: datetime, payload: Any) -> None:
+        if kind == EventType.PROGRESS:
+            data = json.loads(payload)
+            if not self._is_ours(str(data.get("id", ""))):
+                return
+            progress = BatchProgress.from_json(data)
+            self._write(EventType.PROGRESS, moment, {"progress": data})
+            with self._state_lock:
+                self._recent.append(progress)
+            self.registry.update(progress)
+            self._watchdog.note_activity()
+            self._idle_logged = False
+            return
+        if kind in (EventType.STARTED, EventType.IDLE, EventType.TERMINATED):
+            if not self._is_ours(str(payload.get("query_id", ""))):
+                return
+            if kind == EventType.STARTED:
+                payload = {**payload, "pipeline": self.config.pipeline.name, "checkpoint": self._location}
+                payload["stuck_after_seconds"] = self.stuck_after.total_seconds()
+            if kind == EventType.TERMINATED:
+                self._terminated.set()
+            else:
+                self._watchdog.note_activity()
+            if kind == EventType.IDLE:
+                # Spark repeats the idle event every few seconds while idle; one line per idle spell is enough.
+                if self._idle_logged:
+                    return
+                self._idle_logged = True
+        self._write(kind, moment, payload)
+
+    def _write(self, kind: str, moment: datetime, data: dict[str, Any]) -> None:
+        self._writer.write(kind, time=moment, **data)
+
+    def _is_ours(self, query_id: str) -> bool:
+        return self._query_id is None or query_id == self._query_id
+
+    # --- watchdog ------------------------------------------------------------------------------------------
+
+    @property
+    def _location(self) -> str:
+        return self.config.checkpoint.location
+
+    @staticmethod
+    def _query_active(query: StreamingQuery) -> bool:
+        try:
+            return bool(query.isActive)
+        except Exception:
+            return False
+
+    def _is_busy(self) -> bool:
+        query = self._query
+        if query is None:
+            return True
+        if not self._query_active(query):
+            return False
+        # Waiting for the next trigger is not being stuck; only a running trigger can hang.
+        return bool(query.status.get("isTriggerActive", True))
+
+    def _terminated_data(self, query: StreamingQuery) -> dict[str, Any]:
+        try:
+            failure = query.exception()
+        except Exception:
+            failure = None
+        return {
+            "query_id": str(query.id),
+            "query_run_id": str(query.runId),
+            "exception": str(failure) if failure is not None else None,
+            "note": "written by the monitor: the listener's terminated event did not arrive",
+        }
+
+    def _running_stages(self) -> tuple[RunningStage, ...]:
+        tracker = self.spark.sparkContext.statusTracker()
+        stage_ids: set[int] = set()
+        query = self._query
+        if query is not None:
+            # Spark runs every job of a streaming query in a job group named by the query's run id.
+            for job_id in tracker.getJobIdsForGroup(str(query.runId)):
+                job = tracker.getJobInfo(job_id)
+                if job is not None and str(job.status) == "RUNNING":
+                    stage_ids.update(job.stageIds)
+        active = set(tracker.getActiveStageIds())
+        chosen = sorted(stage_ids & active) if stage_ids else sorted(active)
+        stages = []
+        for stage_id in chosen:
+            info = tracker.getStageInfo(stage_id)
+            if info is not None:
+                stages.append(
+                    RunningStage(
+                        stage_id=int(info.stageId),
+                        name=str(info.name),
+                        num_tasks=int(info.numTasks),
+                        active_tasks=int(info.numActiveTasks),
+                        completed_tasks=int(info.numCompletedTasks),
+                        failed_tasks=int(info.numFailedTasks),
+                    )
+                )
+        return tuple(stages)
+
+    def diagnose(self, waited: float) -> StuckDiagnosis:
+        """What is running now, the recent commit times and the checkpoint's file counts."""
+        with self._state_lock:
+            recent = tuple(self._recent)
+        last_done = recent[-1].batch_id if recent else None
+        planned = latest_planned_batch(self._location)
+        batch_id = planned if planned is not None and (last_done is None or planned > last_done) else None
+        if batch_id is None:
+            batch_id = last_done + 1 if last_done is not None else planned
+        status: dict[str, Any] = {}
+        stages: tuple[RunningStage, ...] = ()
+        if self._query is not None:
+            try:
+                status = dict(self._query.status)
+            except Exception as exc:
+                log.debug("no query status: %s", exc)
+        try:
+            stages = self._running_stages()
+        except Exception as exc:
+            log.debug("no stage information: %s", exc)
+        return StuckDiagnosis(
+            batch_id=batch_id,
+            last_completed_batch=last_done,
+            waiting_seconds=round(waited, 3),
+            stuck_after_seconds=self.stuck_after.total_seconds(),
+            action=self.config.monitor.on_stuck,
+            query_status=status,
+            running_stages=stages,
+            recent_batches=recent_commits(recent[-5:]),
+            checkpoint_files=checkpoint_file_counts(self._location),
+        )
+
+    def _on_stuck(self, waited: float) -> None:
+        diagnosis = self.diagnose(waited)
+        self.diagnoses.append(diagnosis)
+        name = self.config.pipeline.name
+        if self._query is not None:
+            try:
+                name = self._query.name or name
+            except Exception as exc:
+                log.debug("no query name: %s", exc)
+        self.registry.set_stuck(name, True)
+        log.warning("stuck: %s", diagnosis.message())
+        self._queue.put((EventType.STUCK, datetime.now(UTC), {**asdict(diagnosis), "message": diagnosis.message()}))
+        if diagnosis.action == "stop" and self._query is not None:
+            query = self._query
+            threading.Thread(target=self._stop_query, args=(query,), name="tidemark-stop", daemon=True).start()
+
+    @staticmethod
+    def _stop_query(query: StreamingQuery) -> None:
+        started = time.monotonic()
+        try:
+            query.stop()
+        except Exception as exc:
+            log.warning("could not stop the stuck query: %s", exc)
+        log.debug("stopped the stuck query in %.1fs", time.monotonic() - started)

@@ -1,0 +1,73 @@
+"""The two entry points the CLI calls: a memory plan and checkpoint-mode advice, from whatever inputs were given."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tidemark.config import load_config
+from tidemark.config.model import StateStoreKind, TidemarkConfig
+from tidemark.errors import UsageError
+from tidemark.monitor.log import read_progress
+from tidemark.plan.advice import CheckpointAdvice, advise_checkpoint, detect_changelog
+from tidemark.plan.load import (
+    ConfOverrides,
+    LoadFlags,
+    detect_state_store,
+    load_from_log,
+    load_from_rest,
+    resolve_conf,
+    resolve_load,
+)
+from tidemark.plan.memory import DEFAULT_TARGET_UTILIZATION, MemoryPlan, plan_memory
+
+
+@dataclass(frozen=True)
+class MemoryRequest:
+    """Everything `tidemark plan memory` was given."""
+
+    config: str | Path | None = None
+    overrides: ConfOverrides = field(default_factory=ConfOverrides)
+    load: LoadFlags = field(default_factory=LoadFlags)
+    from_log: str | Path | None = None
+    from_rest: str | None = None
+    scale: float | None = None
+    target: float = DEFAULT_TARGET_UTILIZATION
+
+
+def _config(path: str | Path | None) -> TidemarkConfig | None:
+    return load_config(path) if path is not None else None
+
+
+def plan_memory_request(request: MemoryRequest) -> MemoryPlan:
+    """Resolve the conf and the load, then plan; the store seen in the log wins over Spark's default."""
+    config = _config(request.config)
+    conf = resolve_conf(config, request.overrides)
+    log = load_from_log(request.from_log) if request.from_log is not None else None
+    rest = load_from_rest(request.from_rest) if request.from_rest is not None else None
+    if config is None and request.overrides.state_store is None and log is not None and log.state_store is not None:
+        conf = replace(conf, state_store=log.state_store)
+    return plan_memory(conf, resolve_load(request.load, log, rest), request.scale, request.target)
+
+
+def advise_checkpoint_log(
+    log: str | Path,
+    config: str | Path | None = None,
+    overrides: ConfOverrides | None = None,
+) -> CheckpointAdvice:
+    """Read a progress log and advise on the checkpoint mode; config and flags give the executor size and slots."""
+    overrides = overrides or ConfOverrides()
+    loaded = _config(config)
+    conf = resolve_conf(loaded, overrides)
+    progress = read_progress(log)
+    if not any(p.state_operators for p in progress):
+        msg = f"{log} holds no progress of a stateful query: give the progress log of a run with state"
+        raise UsageError(msg)
+    store = overrides.state_store or detect_state_store(progress)
+    if store is None and loaded is not None:
+        store = loaded.checkpoint.state_store
+    changelog = detect_changelog(progress)
+    if changelog is None and loaded is not None and store is StateStoreKind.ROCKSDB:
+        changelog = loaded.checkpoint.changelog
+    slots = conf.executors * conf.cores if (loaded is not None or overrides.cores or overrides.executors) else None
+    return advise_checkpoint(progress, str(log), conf, store, changelog, slots)

@@ -1,0 +1,1 @@
+"""Recovery: restart after a lost or corrupt checkpoint with nothing lost and nothing duplicated."""

@@ -1,0 +1,183 @@
+"""Plan a recovery from what the sink durably holds: the resume point, what moves aside, what is rewritten."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tidemark.checkpoint.lock import lock_is_live, locked_message, read_lock
+from tidemark.config import TidemarkConfig
+from tidemark.errors import CheckpointLocked
+from tidemark.recovery.archive import Move, MoveKind, PipelinePaths, pipeline_paths, plan_move
+from tidemark.recovery.replay import EPOCH, check_replayable, describe_replay
+from tidemark.recovery.sink import SINK_LOG, companions, data_files, partition_start, read_log
+
+
+@dataclass(frozen=True)
+class RecoveryPlan:
+    """What `tidemark recover` will do: nothing happens until it is applied."""
+
+    pipeline: str
+    checkpoint: str
+    checkpoint_state: str  # "missing", "empty" (no offsets) or "present"
+    sink: str
+    archive: str
+    per_key: bool
+    committed_files: int
+    newest_committed_window: datetime | None
+    newest_event_time: datetime | None
+    resume_from: datetime
+    unclamped_resume_from: datetime | None
+    lost_windows: int  # window starts between the unclamped and the clamped resume point
+    replay: str
+    rewritten_from: datetime
+    rewritten_until: datetime | None  # the newest window start the landing data reaches
+    surviving_files: tuple[str, ...]
+    moves: tuple[Move, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def clamped(self) -> bool:
+        """True when max_lookback moved the resume point later (windows in between are not rewritten)."""
+        return self.lost_windows > 0
+
+
+def floor_to_grid(when: datetime, step: timedelta) -> datetime:
+    """The newest grid point (epoch-aligned, like Spark's windows) at or before when."""
+    return when - (when - EPOCH) % step
+
+
+def ceil_to_grid(when: datetime, step: timedelta) -> datetime:
+    """The oldest grid point at or after when."""
+    floor = floor_to_grid(when, step)
+    return floor if floor == when else floor + step
+
+
+def checkpoint_state(checkpoint: Path) -> str:
+    """'missing', 'empty' (no planned batch) or 'present'."""
+    if not checkpoint.exists():
+        return "missing"
+    offsets = checkpoint / "offsets"
+    if offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir()):
+        return "present"
+    return "empty"
+
+
+def ensure_not_running(checkpoint: Path) -> None:
+    """Refuse to touch a checkpoint a live run holds."""
+    if not checkpoint.exists():
+        return
+    info = read_lock(str(checkpoint))
+    if info is not None and lock_is_live(info):
+        raise CheckpointLocked(locked_message(str(checkpoint), info))
+
+
+def _newest_per_key(files: list[Path], sink: Path, keys: list[str]) -> dict[tuple[object, ...], datetime]:
+    import pyarrow.parquet as pq
+
+    newest: dict[tuple[object, ...], datetime] = {}
+    for file in files:
+        start = partition_start(file, sink)
+        if start is None:
+            continue
+        table = pq.read_table(file, columns=keys, partitioning=None)
+        for row in zip(*(table.column(k).to_pylist() for k in keys), strict=True):
+            if row not in newest or newest[row] < start:
+                newest[row] = start
+    return newest
+
+
+def _resume_point(
+    committed: list[Path], paths: PipelinePaths, config: TidemarkConfig, per_key: bool
+) -> tuple[datetime | None, datetime | None]:
+    """(newest committed window start, resume point before the look-back clamp)."""
+    slide = config.aggregation.slide or config.aggregation.window
+    assert slide is not None
+    starts = [s for s in (partition_start(f, paths.sink) for f in committed) if s is not None]
+    if not starts:
+        return None, None
+    newest = max(starts)
+    if not per_key:
+        return newest, newest + slide
+    per = _newest_per_key(committed, paths.sink, list(config.aggregation.key))
+    return newest, (min(per.values()) + slide) if per else newest + slide
+
+
+def plan_recovery(
+    config: TidemarkConfig,
+    newest_event_time: datetime | None,
+    *,
+    per_key: bool = False,
+    now: datetime | None = None,
+) -> RecoveryPlan:
+    """Work out the resume point and the moves; newest_event_time bounds the look-back (None: wall clock)."""
+    check_replayable(config)
+    paths = pipeline_paths(config)
+    ensure_not_running(paths.checkpoint)
+    slide = config.aggregation.slide or config.aggregation.window
+    assert slide is not None
+    archive = paths.archive_for(now)
+    log = read_log(paths.sink)
+    committed = [Path(p) for p in log.files if Path(p).exists()]
+    newest_window, unclamped = _resume_point(committed, paths, config, per_key)
+    reference = newest_event_time or now or datetime.now(tz=UTC)
+    floor = ceil_to_grid(reference - config.checkpoint.max_lookback, slide)
+    notes: list[str] = []
+    if unclamped is None:
+        resume = floor if newest_event_time is not None else EPOCH
+        notes.append("the sink holds no committed window: the replay starts max_lookback before the newest event")
+        lost = 0
+    else:
+        resume = max(unclamped, floor)
+        lost = int((resume - unclamped) / slide) if resume > unclamped else 0
+        if lost:
+            notes.append(
+                f"max_lookback ({config.checkpoint.max_lookback}) clamps the replay: {lost} window start(s) from "
+                f"{unclamped.isoformat()} to {(resume - slide).isoformat()} will NOT be rewritten"
+            )
+    missing = len(log.files) - len(committed)
+    if missing:
+        notes.append(f"{missing} file(s) the sink log lists are gone from disk; Spark readers would fail on them")
+    moves: list[Move] = []
+    state = checkpoint_state(paths.checkpoint)
+    if paths.checkpoint.exists():
+        moves.append(Move(MoveKind.CHECKPOINT, str(paths.checkpoint), str(archive / "checkpoint")))
+    if (paths.sink / SINK_LOG).exists():
+        moves.append(Move(MoveKind.SINK_METADATA, str(paths.sink / SINK_LOG), str(archive / "sink-metadata")))
+    live = {str(p) for p in committed}
+    surviving: list[str] = []
+    for file in data_files(paths.sink):
+        start = partition_start(file, paths.sink)
+        if str(file) not in live:
+            kind = MoveKind.FAILED_BATCH_FILE
+        elif start is not None and start >= resume:
+            kind = MoveKind.REWRITTEN_PARTITION_FILE
+        else:
+            surviving.append(str(file))
+            continue
+        moves.extend(plan_move(kind, f, paths.sink, archive, "sink-partitions") for f in companions(file))
+    if paths.quarantine.exists():
+        moves.append(Move(MoveKind.QUARANTINE, str(paths.quarantine), str(archive / "quarantine")))
+        notes.append("the quarantine folder moves aside too: the replay re-quarantines malformed lines")
+    until = floor_to_grid(newest_event_time, slide) if newest_event_time is not None else None
+    return RecoveryPlan(
+        pipeline=config.pipeline.name,
+        checkpoint=str(paths.checkpoint),
+        checkpoint_state=state,
+        sink=str(paths.sink),
+        archive=str(archive),
+        per_key=per_key,
+        committed_files=len(committed),
+        newest_committed_window=newest_window,
+        newest_event_time=newest_event_time,
+        resume_from=resume,
+        unclamped_resume_from=unclamped,
+        lost_windows=lost,
+        replay=describe_replay(config, resume),
+        rewritten_from=resume,
+        rewritten_until=until if until is None or until >= resume else None,
+        surviving_files=tuple(surviving),
+        moves=tuple(moves),
+        notes=tuple(notes),
+    )

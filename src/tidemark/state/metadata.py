@@ -1,0 +1,141 @@
+"""Which operators and stores a checkpoint holds: Spark's state-metadata, or the folders when it predates it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tidemark.state.logs import OperatorFolder, operator_folders
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+TIMER_VARIABLE_TYPE = "TimerState"
+_USER_VARIABLE_TYPES = frozenset({"ValueState", "ListState", "MapState"})
+
+
+class MetadataSource(StrEnum):
+    """Where the operator list came from."""
+
+    STATE_METADATA = "state-metadata"
+    FOLDERS = "folders"
+
+
+@dataclass(frozen=True)
+class StateVariable:
+    """One transformWithState state variable as recorded in the operator properties."""
+
+    name: str
+    kind: str
+    ttl_enabled: bool
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """One (operator, store) pair of a checkpoint."""
+
+    operator_id: int
+    operator_name: str
+    store: str
+    num_partitions: int
+    min_batch: int | None
+    max_batch: int | None
+    time_mode: str | None
+    variables: tuple[StateVariable, ...]
+    has_timers: bool
+    has_changelog: bool
+    disk_bytes: int
+    from_metadata: bool
+
+    @property
+    def is_transform_with_state(self) -> bool:
+        """True for transformWithState operators, whose rows are read one state variable at a time."""
+        return "transformwithstate" in self.operator_name.lower()
+
+
+def parse_operator_properties(text: str | None) -> tuple[str | None, tuple[StateVariable, ...], bool]:
+    """Time mode, user state variables and whether timers exist, from the operatorProperties JSON."""
+    if not text:
+        return None, (), False
+    try:
+        props: Any = json.loads(text)
+    except json.JSONDecodeError:
+        return None, (), False
+    if not isinstance(props, dict):
+        return None, (), False
+    variables = []
+    has_timers = False
+    for entry in props.get("stateVariables") or []:
+        kind = str(entry.get("stateVariableType", ""))
+        name = str(entry.get("stateName", ""))
+        if kind == TIMER_VARIABLE_TYPE:
+            has_timers = True
+        elif kind in _USER_VARIABLE_TYPES and not name.startswith("$"):
+            variables.append(StateVariable(name, kind, bool(entry.get("ttlEnabled", False))))
+    time_mode = props.get("timeMode")
+    return (str(time_mode) if time_mode else None), tuple(variables), has_timers
+
+
+def _from_folder(folder: OperatorFolder) -> list[StoreInfo]:
+    return [
+        StoreInfo(
+            operator_id=folder.operator_id,
+            operator_name="unknown",
+            store=store,
+            num_partitions=len(folder.partitions),
+            min_batch=None,
+            max_batch=None,
+            time_mode=None,
+            variables=(),
+            has_timers=False,
+            has_changelog=folder.has_changelog,
+            disk_bytes=folder.disk_bytes,
+            from_metadata=False,
+        )
+        for store in folder.stores
+    ]
+
+
+def list_stores(spark: SparkSession, root: Path) -> list[StoreInfo]:
+    """Every (operator, store) of the checkpoint, from state-metadata where Spark 4 wrote it."""
+    folders = {f.operator_id: f for f in operator_folders(root)}
+    rows = spark.read.format("state-metadata").load(str(root)).collect() if folders else []
+    stores: list[StoreInfo] = []
+    described: set[int] = set()
+    for row in sorted(rows, key=lambda r: (int(r["operatorId"]), str(r["stateStoreName"]))):
+        op = int(row["operatorId"])
+        folder = folders.get(op)
+        time_mode, variables, has_timers = parse_operator_properties(row["operatorProperties"])
+        described.add(op)
+        stores.append(
+            StoreInfo(
+                operator_id=op,
+                operator_name=str(row["operatorName"]),
+                store=str(row["stateStoreName"]),
+                num_partitions=int(row["numPartitions"]),
+                min_batch=int(row["minBatchId"]) if row["minBatchId"] is not None else None,
+                max_batch=int(row["maxBatchId"]) if row["maxBatchId"] is not None else None,
+                time_mode=time_mode,
+                variables=variables,
+                has_timers=has_timers,
+                has_changelog=folder.has_changelog if folder else False,
+                disk_bytes=folder.disk_bytes if folder else 0,
+                from_metadata=True,
+            )
+        )
+    for op, folder in sorted(folders.items()):
+        if op not in described:
+            stores.extend(_from_folder(folder))
+    return stores
+
+
+def legacy_hint(store: StoreInfo) -> str:
+    """What to pass when an operator has no state metadata (checkpoint written before Spark 4.0)."""
+    return (
+        f"operator {store.operator_id} has no state metadata (checkpoint written before Spark 4.0): "
+        f"read it with --operator {store.operator_id} --store {store.store}; "
+        "transformWithState and join operators also need their state variable or join store name"
+    )

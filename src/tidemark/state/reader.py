@@ -1,0 +1,187 @@
+"""Open a checkpoint's state with Spark's `statestore` reader: session, options, flattening, clear errors."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tidemark.errors import CheckpointError, UsageError
+from tidemark.state.logs import checkpoint_path, committed_batches, latest_committed_batch, read_commit
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from tidemark.state.metadata import StoreInfo
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+TIMERS = "$timers"
+
+
+@dataclass(frozen=True)
+class ReadTarget:
+    """One readable slice of state: a store, a transformWithState variable, or its timers."""
+
+    operator_id: int
+    store: str
+    state_variable: str | None = None
+    timers: bool = False
+
+    @property
+    def label(self) -> str:
+        """The name shown to users: the store, or the state variable of a transformWithState operator."""
+        if self.timers:
+            return TIMERS
+        return self.state_variable or self.store
+
+
+def reader_options(target: ReadTarget, batch: int | None = None) -> dict[str, str]:
+    """The statestore options that read one target at one batch (latest committed when None)."""
+    options = {"operatorId": str(target.operator_id)}
+    if target.timers:
+        options["readRegisteredTimers"] = "true"
+    elif target.state_variable is not None:
+        options["stateVarName"] = target.state_variable
+    else:
+        options["storeName"] = target.store
+    if batch is not None:
+        options["batchId"] = str(batch)
+    return options
+
+
+def targets_of(store: StoreInfo, include_timers: bool = True) -> list[ReadTarget]:
+    """The read targets of one store: one per transformWithState variable (plus timers), else the store."""
+    if store.is_transform_with_state and store.from_metadata:
+        targets = [ReadTarget(store.operator_id, store.store, v.name) for v in store.variables]
+        if include_timers and store.has_timers:
+            targets.append(ReadTarget(store.operator_id, store.store, timers=True))
+        return targets
+    return [ReadTarget(store.operator_id, store.store)]
+
+
+def session_conf(root: Path) -> dict[str, str]:
+    """Runtime SQL settings the reading session needs for this checkpoint."""
+    batches = committed_batches(root)
+    if batches and read_commit(root, batches[-1]).version >= 2:
+        return {FORMAT_VERSION_KEY: "2"}
+    return {}
+
+
+@contextmanager
+def state_session(path: str | Path) -> Iterator[tuple[SparkSession, Path]]:
+    """A Spark session ready to read this checkpoint's state; settings it changes are restored on exit."""
+    from tidemark.session import build_session
+
+    root = checkpoint_path(path)
+    latest_committed_batch(root)
+    spark = build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
+    # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
+    spark.streams.active  # noqa: B018
+    wanted = session_conf(root)
+    saved = {key: spark.conf.get(key, None) for key in wanted}
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
+    try:
+        yield spark, root
+    finally:
+        for key, previous in saved.items():
+            if previous is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, previous)
+
+
+def explain_read_error(exc: Exception, root: Path, target: ReadTarget, batch: int | None) -> CheckpointError:
+    """Turn a Spark reader failure into a one-line CheckpointError that says what to pass instead."""
+    text = str(exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    where = f"operator {target.operator_id} store {target.label}"
+    if "STDS_COMMITTED_BATCH_UNAVAILABLE" in text or "STDS_OFFSET_LOG_UNAVAILABLE" in text:
+        committed = committed_batches(root)
+        span = f"{committed[0]}..{committed[-1]}" if committed else "none"
+        msg = (
+            f"batch {batch} is not a committed batch of {root} (committed batches: {span}): pass --batch in that range"
+        )
+        return CheckpointError(msg)
+    if "STDS_FAILED_TO_READ_STATE_SCHEMA" in text or "STDS_INVALID_OPTION_VALUE" in text:
+        msg = (
+            f"cannot read {where} of {root}: Spark found no state schema for it; check --operator/--store "
+            "(run 'tidemark state stats' to list them), or rerun the query once on Spark 4 to write the metadata"
+        )
+        return CheckpointError(msg)
+    if "STDS_REQUIRED_OPTION_UNSPECIFIED" in text:
+        msg = f"cannot read {where}: {first} (for transformWithState pass the state variable as --store)"
+        return CheckpointError(msg)
+    if "STATE_STORE_PROVIDER_DOES_NOT_SUPPORT" in text or "readChangeFeed" in text:
+        msg = f"cannot read the change feed of {where}: {first}"
+        return CheckpointError(msg)
+    msg = f"cannot read {where} of {root} at batch {batch if batch is not None else 'latest'}: {first[:300]}"
+    return CheckpointError(msg)
+
+
+def read_state(
+    spark: SparkSession,
+    root: Path,
+    target: ReadTarget,
+    batch: int | None = None,
+    extra: dict[str, str] | None = None,
+) -> DataFrame:
+    """The statestore DataFrame of one target (columns key, value or expiration_timestamp_ms, partition_id)."""
+    options = reader_options(target, batch)
+    options.update(extra or {})
+    try:
+        frame = spark.read.format("statestore").options(**options).load(str(root))
+        frame.schema  # noqa: B018 - resolve now so option mistakes surface here, not mid-action
+    except Exception as exc:
+        raise explain_read_error(exc, root, target, batch) from exc
+    return frame
+
+
+def run_action(action: Any, root: Path, target: ReadTarget, batch: int | None) -> Any:
+    """Run a Spark action on state; a reader failure becomes a CheckpointError."""
+    try:
+        return action()
+    except Exception as exc:
+        raise explain_read_error(exc, root, target, batch) from exc
+
+
+def _flat(prefix: str, column: Column, data_type: Any) -> list[Column]:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, StructType):
+        columns: list[Column] = []
+        for field in data_type.fields:
+            columns.extend(_flat(f"{prefix}_{field.name}", column.getField(field.name), field.dataType))
+        return columns
+    if isinstance(data_type, ArrayType | MapType):
+        return [F.to_json(column).alias(prefix)]
+    return [column.alias(prefix)]
+
+
+def flatten(frame: DataFrame) -> DataFrame:
+    """Keys and values as flat columns (key_<field>, value_<field>...); arrays and maps as JSON text."""
+    from pyspark.sql import functions as F
+
+    columns: list[Column] = []
+    for field in frame.schema.fields:
+        columns.extend(_flat(field.name, F.col(field.name), field.dataType))
+    return frame.select(*columns)
+
+
+def parse_key_filter(expression: str | None) -> Column | None:
+    """The --key SQL predicate as a Column (it sees the raw key and value structs)."""
+    if expression is None:
+        return None
+    from pyspark.sql import functions as F
+
+    try:
+        return F.expr(expression)
+    except Exception as exc:
+        msg = f"--key {expression!r} is not a valid Spark SQL expression (example: \"key.user_id = 'u1'\")"
+        raise UsageError(msg) from exc

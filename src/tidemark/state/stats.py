@@ -1,0 +1,145 @@
+"""`state stats`: rows, approximate bytes and partition skew per operator, store and state variable."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tidemark.errors import CheckpointError
+from tidemark.state.logs import latest_committed_batch
+from tidemark.state.metadata import MetadataSource, StoreInfo, legacy_hint, list_stores
+from tidemark.state.reader import ReadTarget, read_state, run_action, state_session, targets_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class PartitionRows:
+    """Rows held by one state partition."""
+
+    id: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class VariableStats:
+    """Rows of one transformWithState state variable."""
+
+    name: str
+    kind: str
+    rows: int
+    approx_bytes: int
+
+
+@dataclass(frozen=True)
+class OperatorStats:
+    """Size and skew of one (operator, store)."""
+
+    id: int
+    name: str
+    store: str
+    rows: int
+    approx_bytes: int
+    disk_bytes: int
+    partitions: tuple[PartitionRows, ...]
+    max_partition_rows: int
+    median_partition_rows: float
+    skew: float | None
+    state_variables: tuple[VariableStats, ...]
+    timers: int | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class StateStats:
+    """What the state stores of a checkpoint hold at one batch."""
+
+    checkpoint: str
+    batch: int
+    metadata: MetadataSource
+    operators: tuple[OperatorStats, ...]
+
+
+def skew_of(partition_rows: list[int]) -> tuple[int, float, float | None]:
+    """Max rows, median rows and max/median (None when the median is 0) over all partitions."""
+    if not partition_rows:
+        return 0, 0.0, None
+    largest = max(partition_rows)
+    median = float(statistics.median(partition_rows))
+    return largest, median, (round(largest / median, 3) if median > 0 else None)
+
+
+def _count_target(spark: SparkSession, root: Path, target: ReadTarget, batch: int | None) -> tuple[dict[int, int], int]:
+    """Rows per partition and approximate bytes (key + value as JSON text) of one target, in one pass."""
+    from pyspark.sql import functions as F
+
+    frame = read_state(spark, root, target, batch)
+    if target.timers:
+        size = F.lit(0)
+    else:
+        size = F.octet_length(F.to_json(F.col("key"))) + F.coalesce(F.octet_length(F.to_json(F.col("value"))), F.lit(0))
+    query = frame.groupBy("partition_id").agg(F.count(F.lit(1)).alias("rows"), F.sum(size).alias("bytes"))
+    rows = run_action(query.collect, root, target, batch)
+    per_partition = {int(r["partition_id"]): int(r["rows"]) for r in rows}
+    return per_partition, sum(int(r["bytes"] or 0) for r in rows)
+
+
+def _store_stats(spark: SparkSession, root: Path, store: StoreInfo, batch: int | None) -> OperatorStats:
+    per_partition = dict.fromkeys(range(store.num_partitions), 0)
+    total_bytes = 0
+    variables: list[VariableStats] = []
+    timers: int | None = None
+    note = None if store.from_metadata else legacy_hint(store)
+    kinds = {v.name: v.kind for v in store.variables}
+    try:
+        for target in targets_of(store):
+            counts, size = _count_target(spark, root, target, batch)
+            if target.timers:
+                timers = sum(counts.values())
+                continue
+            for part, rows in counts.items():
+                per_partition[part] = per_partition.get(part, 0) + rows
+            total_bytes += size
+            if target.state_variable is not None:
+                kind = kinds.get(target.state_variable, "")
+                variables.append(VariableStats(target.state_variable, kind, sum(counts.values()), size))
+    except CheckpointError as exc:
+        if store.from_metadata:
+            raise
+        note = f"{legacy_hint(store)} ({exc})"
+    partitions = tuple(PartitionRows(p, n) for p, n in sorted(per_partition.items()))
+    largest, median, skew = skew_of([p.rows for p in partitions])
+    return OperatorStats(
+        id=store.operator_id,
+        name=store.operator_name,
+        store=store.store,
+        rows=sum(p.rows for p in partitions),
+        approx_bytes=total_bytes,
+        disk_bytes=store.disk_bytes,
+        partitions=partitions,
+        max_partition_rows=largest,
+        median_partition_rows=median,
+        skew=skew,
+        state_variables=tuple(variables),
+        timers=timers,
+        note=note,
+    )
+
+
+def state_stats(path: str | Path, batch: int | None = None, operator: int | None = None) -> StateStats:
+    """Rows, approximate bytes, per-partition rows and skew of every state store of a checkpoint."""
+    with state_session(path) as (spark, root):
+        stores = list_stores(spark, root)
+        if operator is not None:
+            stores = [s for s in stores if s.operator_id == operator]
+        if not stores:
+            msg = (
+                f"{root} holds no state{f' for operator {operator}' if operator is not None else ''}: nothing to count"
+            )
+            raise CheckpointError(msg)
+        operators = tuple(_store_stats(spark, root, store, batch) for store in stores)
+        source = MetadataSource.STATE_METADATA if all(s.from_metadata for s in stores) else MetadataSource.FOLDERS
+        return StateStats(str(root), batch if batch is not None else latest_committed_batch(root), source, operators)

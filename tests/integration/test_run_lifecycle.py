@@ -1,0 +1,153 @@
+"""Graceful stop, clear errors for bad environments, and the example project."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import read_sink, write_config
+from tests.oracles import window_oracle
+from tidemark.cli.main import main
+from tidemark.config import load_config
+from tidemark.errors import EnvironmentProblem, SourceError
+from tidemark.pipeline.generate import generate_events
+from tidemark.pipeline.run import StopReason, run_pipeline
+
+pytestmark = pytest.mark.integration
+
+
+def _batches(folder: Path) -> set[int]:
+    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else set()
+
+
+def _sink_log_files(sink: Path) -> set[str]:
+    listed: set[str] = set()
+    for entry in (sink / "_spark_metadata").iterdir():
+        if entry.name.startswith("."):
+            continue
+        for line in entry.read_text().splitlines()[1:]:
+            listed.add(Path(json.loads(line)["path"].removeprefix("file:")).name)
+    return listed
+
+
+def _assert_no_half_batch(root: Path) -> None:
+    """Every planned batch is committed, and every Parquet file on disk is in the sink's log."""
+    offsets, commits = _batches(root / "checkpoint" / "offsets"), _batches(root / "checkpoint" / "commits")
+    assert offsets and max(offsets) == max(commits)
+    on_disk = {p.name for p in (root / "output").rglob("*.parquet")}
+    assert on_disk <= _sink_log_files(root / "output")
+
+
+def test_stop_request_finishes_batch_in_flight_then_restart_completes(spark: Any, tmp_path: Path) -> None:
+    data = generate_events(tmp_path / "landing", events=2400, keys=4, files=8, seed=5)
+    config = load_config(write_config(tmp_path, trigger={"mode": "processing-time", "interval": "6 seconds"}))
+    stop = threading.Event()
+
+    def stop_after_two(progress: dict[str, Any]) -> None:
+        if progress["numInputRows"] > 0 and progress["batchId"] >= 1:
+            stop.set()
+
+    first = run_pipeline(config, stop=stop, on_progress=stop_after_two)
+    assert first.stopped is StopReason.REQUESTED
+    assert not first.interrupted
+    _assert_no_half_batch(tmp_path)
+    committed = max(_batches(tmp_path / "checkpoint" / "commits"))
+    assert committed < 8, "the run should have stopped before reading every file"
+
+    second = run_pipeline(config, available_now=True)
+    assert second.first_batch == committed + 1
+    expected = window_oracle([[f] for f in data.files], timedelta(minutes=15), timedelta(minutes=10))
+    actual = read_sink(tmp_path / "output")
+    assert len(actual) == len(expected)
+    assert not actual.duplicated(["user", "windowStart"]).any()
+    assert actual["count"].sum() == expected["count"].sum()
+
+
+def test_max_duration_stops_gracefully(spark: Any, tmp_path: Path) -> None:
+    generate_events(tmp_path / "landing", events=300, keys=3, files=3, seed=1)
+    config = load_config(write_config(tmp_path, trigger={"mode": "processing-time", "interval": "4 seconds"}))
+    result = run_pipeline(config, max_duration=timedelta(seconds=8))
+    assert result.stopped is StopReason.MAX_DURATION
+    assert not result.interrupted
+    assert result.duration >= timedelta(seconds=8)
+    _assert_no_half_batch(tmp_path)
+
+
+def test_missing_source_path_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = load_config(write_config(tmp_path))
+    with pytest.raises(SourceError, match="does not exist"):
+        run_pipeline(config)
+    assert main(["run", str(tmp_path / "tidemark.toml")]) == 1
+    err = capsys.readouterr().err
+    assert "source.path" in err and "Traceback" not in err
+
+
+def test_kafka_without_connector_says_what_to_add(spark: Any, tmp_path: Path) -> None:
+    config = load_config(
+        write_config(
+            tmp_path,
+            source={"format": "kafka", "path": None, "bootstrap_servers": "127.0.0.1:9", "topic": "events"},
+        )
+    )
+    with pytest.raises(EnvironmentProblem, match="spark-sql-kafka-0-10"):
+        run_pipeline(config, available_now=True)
+
+
+def test_missing_java_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tidemark.session import check_java
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(EnvironmentProblem, match="no Java runtime found"):
+        check_java()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_cli_run_gracefully_with_exit_0(tmp_path: Path) -> None:
+    generate_events(tmp_path / "landing", events=4000, keys=4, files=20, seed=9)
+    config = write_config(tmp_path, trigger={"mode": "processing-time", "interval": "4 seconds"})
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tidemark.cli.main", "run", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (tmp_path / "checkpoint" / "commits" / "1").exists():
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "no batch committed in time"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert "signal" in out
+    _assert_no_half_batch(tmp_path)
+    assert max(_batches(tmp_path / "checkpoint" / "commits")) < 20
+    assert not (tmp_path / "checkpoint" / "_tidemark" / "run.lock").exists()
+
+
+def test_init_then_run_example(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "demo"
+    assert main(["init", str(target)]) == 0
+    assert "tidemark run" in capsys.readouterr().out
+    result = run_pipeline(load_config(target / "tidemark.toml"), available_now=True)
+    assert result.stopped is StopReason.FINISHED
+    assert result.quarantined > 0
+    frame = read_sink(target / "output")
+    assert len(frame) > 0 and frame["count"].min() >= 1
