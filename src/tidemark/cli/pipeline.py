@@ -43,7 +43,13 @@ def run(
     settings = load_config(config)
     deadline = parse_duration(max_duration) if max_duration else None
     err.print(f"[bold]tidemark[/bold] running [cyan]{settings.pipeline.name}[/cyan] on {settings.spark.master}")
-    result = run_pipeline(settings, available_now=available_now or None, max_duration=deadline, on_progress=_batch_line)
+    result = run_pipeline(
+        settings,
+        available_now=available_now or None,
+        max_duration=deadline,
+        on_progress=_batch_line,
+        on_warning=lambda text: err.print(f"[yellow]warning:[/yellow] {text}"),
+    )
     if result.interrupted:
         err.print(
             "[yellow]warning:[/yellow] batches ran back to back with no gap to stop in; the batch in flight was "

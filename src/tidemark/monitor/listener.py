@@ -181,7 +181,8 @@ class RunMonitor:
                 payload["stuck_after_seconds"] = self.stuck_after.total_seconds()
             if kind == EventType.TERMINATED:
                 self._terminated.set()
-            else:
+            elif kind == EventType.IDLE:
+                # Not for STARTED: on a busy driver it can arrive after the watchdog fired, and must not re-arm it.
                 self._watchdog.note_activity()
             if kind == EventType.IDLE:
                 # Spark repeats the idle event every few seconds while idle; one line per idle spell is enough.
@@ -304,6 +305,7 @@ class RunMonitor:
         self._queue.put((EventType.STUCK, datetime.now(UTC), {**asdict(diagnosis), "message": diagnosis.message()}))
         if diagnosis.action == "stop" and self._query is not None:
             query = self._query
+            self._watchdog.disarm()
             threading.Thread(target=self._stop_query, args=(query,), name="tidemark-stop", daemon=True).start()
 
     @staticmethod

@@ -156,6 +156,7 @@ class Watchdog:
         self._check_every = check_every if check_every is not None else min(max(limit / 10, 0.2), 10.0)
         self._last_activity = time.monotonic()
         self._armed = True
+        self._disarmed = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.fired = 0
@@ -164,6 +165,11 @@ class Watchdog:
         """A batch completed (or the query reported itself idle): restart the clock and re-arm."""
         self._last_activity = time.monotonic()
         self._armed = True
+
+    def disarm(self) -> None:
+        """Never fire again (the query is being stopped)."""
+        self._disarmed = True
+        self._armed = False
 
     def start(self) -> None:
         """Start watching from now."""

@@ -61,6 +61,7 @@ class RunResult:
     checkpoint: str
     monitor_log: str | None
     interrupted: bool = False  # a graceful stop found no gap between batches and interrupted one
+    warnings: tuple[str, ...] = ()
 
 
 def new_run_id() -> str:
@@ -159,6 +160,27 @@ def _output_start_column(config: TidemarkConfig) -> str | None:
     return {"window": "windowStart", "session": "sessionStart"}.get(kind)
 
 
+def _leak_hook(
+    config: TidemarkConfig, monitor: Any, warnings: list[str], on_warning: Callable[[str], None] | None
+) -> ProgressHook:
+    """Warn, in the run's output and its progress log, when an operator's state grows without end."""
+    from tidemark.stateful.leak import LeakGuard
+
+    guard = LeakGuard(batches=config.monitor.leak_batches)
+
+    def hook(progress: dict[str, Any]) -> None:
+        for warning in guard.observe(progress):
+            text = f"{warning.code}: {warning.message}; fix: {warning.fix}"
+            log.warning(text)
+            warnings.append(text)
+            if monitor is not None:
+                monitor.record("warning", code=warning.code, message=warning.message, fix=warning.fix)
+            if on_warning is not None:
+                on_warning(text)
+
+    return hook
+
+
 def _monitor_for(spark: SparkSession, config: TidemarkConfig, run_id: str) -> Any:
     try:
         from tidemark.monitor.runmonitor import RunMonitor
@@ -174,6 +196,7 @@ def run_pipeline(
     max_duration: timedelta | None = None,
     stop: threading.Event | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
     spark: SparkSession | None = None,
     replay_from: datetime | None = None,
 ) -> RunResult:
@@ -195,8 +218,10 @@ def run_pipeline(
     from tidemark.recovery.auto import prepare_failover
 
     replay_from = replay_from or prepare_failover(config, session)
-    hooks: list[ProgressHook] = [on_progress] if on_progress else []
     monitor = _monitor_for(session, config, run_id)
+    warnings: list[str] = []
+    hooks: list[ProgressHook] = [on_progress] if on_progress else []
+    hooks.append(_leak_hook(config, monitor, warnings, on_warning))
     listener, counters, lock = make_listener(config.pipeline.name, config.quarantine.path, hooks)
     started = time.monotonic()
     with RunLock(config.checkpoint.location, run_id):
@@ -242,6 +267,7 @@ def run_pipeline(
             checkpoint=config.checkpoint.location,
             monitor_log=getattr(monitor, "log_path", None) if monitor is not None else None,
             interrupted=not clean_stop,
+            warnings=tuple(warnings),
         )
 
 

@@ -1,0 +1,69 @@
+"""The README stays true: its config example is valid and every command it lists exists."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tidemark.cli.main import main
+from tidemark.config import parse_config
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_config_example_is_valid(tmp_path: Path) -> None:
+    block = re.search(r"```toml\n(.*?)```", README, re.S)
+    assert block is not None
+    config = parse_config(tomllib.loads(block.group(1)), base=tmp_path)
+    assert config.pipeline.name == "clicks"
+    assert config.source.path == str(tmp_path / "landing")
+    assert config.spark_conf()["spark.sql.streaming.stateStore.maintenanceInterval"] == "30s"
+
+
+GROUPS = ("checkpoint", "state", "plan", "cluster")
+
+
+def _commands(text: str) -> list[str]:
+    """Every `tidemark X` / `tidemark GROUP a/b/c` the README names, slash lists expanded."""
+    found: set[str] = set()
+    for first, rest in re.findall(r"(?:^|`)tidemark ([a-z]+)(?: ([a-z]+(?:[|/][a-z]+)*))?", text, re.M):
+        if first in GROUPS:
+            found.update(f"{first} {sub}" for sub in re.split(r"[|/]", rest) if sub)
+        else:
+            found.add(first)
+    return sorted(found)
+
+
+COMMANDS = _commands(README)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_readme_command_exists(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*command.split(), "--help"]) == 0, command
+    assert "Usage" in capsys.readouterr().out
+
+
+def test_readme_lists_the_main_commands() -> None:
+    for command in (
+        "run",
+        "generate",
+        "init",
+        "checkpoint inspect",
+        "checkpoint prune",
+        "recover",
+        "analyze",
+        "report",
+        "plan memory",
+        "plan checkpoint",
+        "state stats",
+        "state show",
+        "state diff",
+        "state expired",
+        "cluster up",
+        "cluster down",
+        "cluster status",
+    ):
+        assert command in COMMANDS
