@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from typing import Annotated
@@ -9,21 +10,26 @@ from typing import Annotated
 import click
 import typer
 
-from tidemark.cli import checkpoint, cluster, monitor, pipeline, plan, recover, state
 from tidemark.cli.output import err
 from tidemark.errors import TidemarkError
 
-app = typer.Typer(
-    name="tidemark",
-    help="Stateful Spark Structured Streaming pipelines from one config file, and the tools around them.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+# Which module registers each top-level command: only that one is imported for a run of the CLI,
+# so `tidemark checkpoint inspect` does not pay for the imports of every other command.
+COMMAND_MODULES = {
+    "run": "pipeline",
+    "generate": "pipeline",
+    "init": "pipeline",
+    "checkpoint": "checkpoint",
+    "state": "state",
+    "analyze": "monitor",
+    "report": "monitor",
+    "plan": "plan",
+    "recover": "recover",
+    "cluster": "cluster",
+}
 _debug = {"on": False}
 
 
-@app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")] = False,
 ) -> None:
@@ -35,8 +41,22 @@ def _root(
     )
 
 
-for _module in (pipeline, checkpoint, state, monitor, plan, recover, cluster):
-    _module.register(app)
+def build_app(args: list[str] | None = None) -> typer.Typer:
+    """The root app with the commands args need (all of them for help or an unknown command)."""
+    app = typer.Typer(
+        name="tidemark",
+        help="Stateful Spark Structured Streaming pipelines from one config file, and the tools around them.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+    )
+    app.callback()(_root)
+    words = [a for a in args or [] if not a.startswith("-")]
+    wanted = COMMAND_MODULES.get(words[0]) if words else None
+    names = [wanted] if wanted else list(dict.fromkeys(COMMAND_MODULES.values()))
+    for name in names:
+        importlib.import_module(f"tidemark.cli.{name}").register(app)
+    return app
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     _debug["on"] = "--debug" in args
     try:
-        result = app(args=args, prog_name="tidemark", standalone_mode=False)
+        result = build_app(args)(args=args, prog_name="tidemark", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.exceptions.Abort:

@@ -17,7 +17,9 @@ def _batch_line(progress: dict[str, Any]) -> None:
     state = sum(int(op.get("numRowsTotal", 0)) for op in progress.get("stateOperators", []))
     dropped = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", []))
     quarantine = (progress.get("observedMetrics") or {}).get("tidemark_quarantine") or {}
-    watermark = (progress.get("eventTime") or {}).get("watermark", "-")
+    watermark = (progress.get("eventTime") or {}).get("watermark") or "-"
+    if watermark.startswith("1970-01-01T00:00:00"):
+        watermark = "none yet"
     seconds = int(progress.get("batchDuration", 0)) / 1000
     err.print(
         f"batch {progress.get('batchId')}: {progress.get('numInputRows', 0):,} rows in {seconds:.1f}s, "
