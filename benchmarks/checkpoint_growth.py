@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import CHANGELOG, HDFS, PROVIDER, RETAIN, ROCKSDB, apply_conf, markdown_table, restore_conf, session
+from _stream_bench import CHANGELOG, HDFS, PROVIDER, RETAIN, ROCKSDB, apply_conf, markdown_table, restore_conf, session
 
 SETUPS: dict[str, dict[str, str]] = {
     "spark defaults": {PROVIDER: HDFS, RETAIN: "100"},

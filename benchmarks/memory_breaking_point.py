@@ -2,13 +2,15 @@
 
 Method: one subprocess per key count, each a fresh local[2] JVM with a small driver heap (spark.driver.memory is
 fixed at JVM start). Each run aggregates a rate-micro-batch stream by a key with `value % keys`, so after two
-batches the state holds `keys` rows and later batches rewrite them; the state lives on the heap (HDFS-backed store).
+batches the state holds `keys` rows and the third batch rewrites half of them; the state lives on the heap
+(HDFS-backed store).
 The smaller (calibration) runs give the measured state size (memoryUsedBytes); the planner, fed that size for the
 same heap, says at which scale the verdict turns 'over' (utilization > 100 %), which is the predicted breaking
 point. Larger runs then go up until one fails (OutOfMemoryError, the JVM dies, or it stalls past the timeout).
 
-Usage: .venv/bin/python benchmarks/memory_breaking_point.py [--heap 1g] [--payload 400]
-       [--calibrate 50000,100000] [--keys 200000,400000,...] [--timeout 240]
+Usage: .venv/bin/python benchmarks/memory_breaking_point.py [--heap 1g] [--payload 4000]
+       [--calibrate 20000,40000] [--keys 70000,90000,...] [--timeout 300]
+Results and method: docs/benchmarks/memory_breaking_point.md.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class Run:
     seconds: float
     state_bytes: int
     jvm_max_memory: int
+    current_version_bytes: int = 0
 
 
 def run(keys: int, heap: str, payload: int, timeout: float) -> Run:
@@ -128,7 +131,12 @@ def run(keys: int, heap: str, payload: int, timeout: float) -> Run:
         data = json.loads(out.read_text())
     batches = data["batches"]
     state = max((b["memory_used_bytes"] for b in batches), default=0)
-    return Run(keys, data["outcome"], seconds, state, data["jvm_max_memory"])
+    current = max((b["current_version_bytes"] for b in batches), default=0)
+    outcome = data["outcome"]
+    if outcome != "ok" and "OutOfMemoryError" in (done.stderr or ""):
+        # A task's OutOfMemoryError shuts the local SparkContext down; the query only sees the shutdown.
+        outcome = f"failed: OutOfMemoryError ({outcome.removeprefix('failed: ')[:120]})"
+    return Run(keys, outcome, seconds, state, data["jvm_max_memory"], current)
 
 
 def predict(calibration: list[Run], heap: str) -> tuple[float, float]:
@@ -152,28 +160,39 @@ def main() -> None:
     parser.add_argument("--child", type=int)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--heap", default="1g")
-    parser.add_argument("--payload", type=int, default=400)
-    parser.add_argument("--calibrate", default="50000,100000")
+    parser.add_argument("--payload", type=int, default=4000)
+    parser.add_argument("--calibrate", default="20000,40000")
     parser.add_argument("--keys", default="")
-    parser.add_argument("--timeout", type=float, default=240)
+    parser.add_argument("--timeout", type=float, default=300)
     args = parser.parse_args()
     if args.child is not None:
         child(args.child, args.heap, args.payload, args.out)
         return
     calibration = [run(int(k), args.heap, args.payload, args.timeout) for k in args.calibrate.split(",")]
     for r in calibration:
-        say(f"calibration {r.keys:>9,} keys: {r.outcome}, state {r.state_bytes / 2**20:,.1f} MB, {r.seconds:.0f}s")
+        say(
+            f"calibration {r.keys:>9,} keys: {r.outcome}, state {r.state_bytes / 2**20:,.1f} MB "
+            f"(current version {r.current_version_bytes / 2**20:,.1f} MB), {r.seconds:.0f}s"
+        )
     per_key, predicted = predict(calibration, args.heap)
     say(f"jvm maxMemory {calibration[0].jvm_max_memory / 2**20:,.1f} MB; {per_key:,.0f} state bytes per key")
     say(f"planner: utilization reaches 100 % at {predicted:,.0f} keys ({predicted * per_key / 2**20:,.1f} MB)")
+    largest = max(calibration, key=lambda r: r.keys)
+    if largest.current_version_bytes:
+        # memoryUsedBytes counts every version kept in memory; the current version alone is the other reading.
+        current_keys = predicted * largest.state_bytes / largest.current_version_bytes
+        say(f"planner fed the current version only (stateOnCurrentVersionSizeBytes): {current_keys:,.0f} keys")
     ladder = (
         [int(k) for k in args.keys.split(",")]
         if args.keys
-        else [int(predicted * f) for f in (0.8, 1.0, 1.25, 1.5, 1.75, 2.0)]
+        else [int(predicted * f) for f in (1.0, 1.25, 1.5, 1.75, 1.9, 2.0, 2.25, 2.5)]
     )
     for keys in ladder:
         r = run(keys, args.heap, args.payload, args.timeout)
-        say(f"run {keys:>9,} keys: {r.outcome[:160]}, state {r.state_bytes / 2**20:,.1f} MB, {r.seconds:.0f}s")
+        say(
+            f"run {keys:>9,} keys: {r.outcome[:160]}, state {r.state_bytes / 2**20:,.1f} MB "
+            f"(current version {r.current_version_bytes / 2**20:,.1f} MB), {r.seconds:.0f}s"
+        )
         if not r.outcome.startswith("ok"):
             say(f"measured breaking point: between the last ok run and {keys:,} keys; predicted {predicted:,.0f}")
             return

@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import folder_stats, markdown_table, session
+from _stream_bench import folder_stats, markdown_table, session
 from checkpoint_growth import SETUPS, start
 
 ROWS, KEYS = 50, 10_000  # all 10k keys are in state after 200 batches

@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import SETUPS, Summary, apply_conf, folder_stats, markdown_table, restore_conf, run_batches, session
+from _stream_bench import SETUPS, Summary, apply_conf, folder_stats, markdown_table, restore_conf, run_batches, session
 
 TIDEMARK_DEFAULT = "rocksdb+changelog"
 

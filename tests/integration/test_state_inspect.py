@@ -189,7 +189,7 @@ def test_stats_counts_equal_sparks_reader(spark: SparkSession, checkpoints: Chec
     assert state_stats(checkpoints.window).operators[0].rows == 5
 
 
-def test_stats_of_transform_with_state_lists_variables_and_timers(spark: SparkSession, checkpoints: Checkpoints) -> None:
+def test_stats_of_transform_with_state(spark: SparkSession, checkpoints: Checkpoints) -> None:
     (op,) = state_stats(checkpoints.timers).operators
     variables = {v.name: v.rows for v in op.state_variables}
     assert variables == {

@@ -138,7 +138,7 @@ def session_runs(rocksdb: SparkSession, tmp_path_factory: pytest.TempPathFactory
     runs: dict[str, Any] = {}
     for engine, build in (("lifecycle", build_lifecycle), ("native", build_native)):
         frame = build(_events(rocksdb, tmp / "in"), ["user"], "ts", GAP)
-        result, progress = _run(frame, tmp / f"ckpt-{engine}", f"sessions_{engine}")
+        result, progress = _run(frame, tmp / f"ckpt-{engine}", f"stateful_sessions_{engine}")
         runs[engine] = {"result": result, "progress": progress, "checkpoint": tmp / f"ckpt-{engine}"}
     return runs
 
@@ -171,7 +171,7 @@ def test_expiry_behind_the_watermark_is_clamped_not_an_error(rocksdb: SparkSessi
     files = [[("a", 0), ("b", 1)], [("a", 20), ("c", 21)]]
     _write_files(tmp_path / "in", files)
     frame = custom.build(_events(rocksdb, tmp_path / "in"), _config("stateful_processors:PastExpiry", tmp_path))
-    result, progress = _run(frame, tmp_path / "ckpt", "clamped")
+    result, progress = _run(frame, tmp_path / "ckpt", "stateful_clamped")
     # Batch 1's watermark is the newest event of batch 0 minus the delay; batch 0's is 0 (no event seen yet).
     batch1_watermark_ms = int((T0 + timedelta(minutes=1) - DELAY).timestamp() * 1000)
     expected = pd.DataFrame(
@@ -197,7 +197,7 @@ def test_processor_that_never_removes_state_triggers_the_leak_warning(rocksdb: S
     files = [[(f"u{i}a", 10 * i), (f"u{i}b", 10 * i + 1)] for i in range(5)]
     _write_files(tmp_path / "in", files)
     frame = custom.build(_events(rocksdb, tmp_path / "in"), _config("stateful_processors:NeverRemoves", tmp_path))
-    _, progress = _run(frame, tmp_path / "ckpt", "leaky")
+    _, progress = _run(frame, tmp_path / "ckpt", "stateful_leaky")
     guard = LeakGuard(batches=3)
     warnings = [warning for batch in progress for warning in guard.observe(batch)]
     assert len(warnings) == 1

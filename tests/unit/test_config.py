@@ -77,3 +77,8 @@ def test_invalid_toml(tmp_path: Path) -> None:
     path.write_text("[pipeline\nname = 1")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(path)
+
+
+def test_error_text_in_brackets_survives_rendering(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(tmp_path / "missing.jsonl")]) == 2
+    assert "[monitor] dir" in capsys.readouterr().err

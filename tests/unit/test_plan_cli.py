@@ -91,3 +91,18 @@ def test_plan_commands_do_not_import_spark() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_memory_with_config_and_rest(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from tests.unit.test_plan_load import CONFIG
+
+    config = tmp_path / "tidemark.toml"
+    config.write_text(CONFIG)
+    rest = str(FIXTURES / "executors.json")
+    data = _json(capsys, ["plan", "memory", "--config", str(config), "--from-rest", rest, "--json"])
+    conf, load = data["conf"], data["load"]
+    assert isinstance(conf, dict) and isinstance(load, dict)
+    assert (conf["executor_memory_bytes"], conf["executors"], conf["state_store"]) == (6 * 1024 * MB, 3, "rocksdb")
+    executors = json.loads((FIXTURES / "executors.json").read_text())
+    assert load["shuffle_bytes"] == executors[0]["peakMemoryMetrics"]["OnHeapExecutionMemory"]
+    assert load["cached_bytes"] == executors[0]["memoryUsed"]

@@ -160,3 +160,10 @@ def test_bad_scale_and_target_are_usage_errors() -> None:
         plan_memory(EXACT, MemoryLoad(), scale=0)
     with pytest.raises(UsageError):
         plan_memory(EXACT, MemoryLoad(), target=1.5)
+
+
+def test_hdfs_state_beyond_the_usable_heap_warns_of_out_of_memory() -> None:
+    conf = MemoryConf(executor_memory_bytes=1 * GB)
+    assert not any("OutOfMemoryError" in n for n in plan_memory(conf, MemoryLoad(state_bytes=724 * MB)).notes)
+    over = plan_memory(conf, MemoryLoad(state_bytes=724 * MB + 1))
+    assert any("OutOfMemoryError" in n for n in over.notes)

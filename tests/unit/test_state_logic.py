@@ -18,7 +18,7 @@ from tidemark.state.logs import (
     parse_offsets,
     read_commit,
 )
-from tidemark.state.metadata import StoreInfo, StateVariable, legacy_hint, parse_operator_properties
+from tidemark.state.metadata import StateVariable, StoreInfo, legacy_hint, parse_operator_properties
 from tidemark.state.reader import FORMAT_VERSION_KEY, ReadTarget, reader_options, session_conf, targets_of
 from tidemark.state.show import choose_target, plain
 from tidemark.state.stats import skew_of
@@ -123,7 +123,10 @@ def test_targets_and_options() -> None:
     assert [t.label for t in targets_of(tws, include_timers=False)] == ["last", "count"]
     plain_store = _store("stateStoreSave", None)
     assert targets_of(plain_store) == [ReadTarget(0, "default")]
-    assert reader_options(ReadTarget(1, "left-keyToNumValues")) == {"operatorId": "1", "storeName": "left-keyToNumValues"}
+    assert reader_options(ReadTarget(1, "left-keyToNumValues")) == {
+        "operatorId": "1",
+        "storeName": "left-keyToNumValues",
+    }
 
 
 def test_choose_target() -> None:

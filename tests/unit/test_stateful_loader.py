@@ -41,3 +41,38 @@ def test_loads_an_instance_of_the_named_class(on_path: None) -> None:
 def test_bad_specs_are_usage_errors(on_path: None, spec: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         load_processor(spec)
+
+
+class _Conf:
+    def __init__(self, provider: str | None) -> None:
+        self.provider = provider
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.provider
+
+
+def _events(provider: str | None) -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(sparkSession=SimpleNamespace(conf=_Conf(provider)))
+
+
+def test_the_hdfs_state_store_is_refused_with_the_config_fix() -> None:
+    from tidemark.config.model import HDFS_PROVIDER
+    from tidemark.stateful.lifecycle import check_requirements
+
+    with pytest.raises(UsageError, match='state_store = "rocksdb"'):
+        check_requirements(_events(HDFS_PROVIDER), KeyedProcessor())  # type: ignore[arg-type]
+
+
+def test_ttl_in_event_time_is_refused() -> None:
+    from datetime import timedelta
+
+    from tidemark.config.model import ROCKSDB_PROVIDER
+    from tidemark.stateful.lifecycle import check_requirements
+
+    class WithTtl(KeyedProcessor):
+        ttl = timedelta(minutes=1)
+
+    with pytest.raises(UsageError, match="PROCESSING_TIME"):
+        check_requirements(_events(ROCKSDB_PROVIDER), WithTtl())  # type: ignore[arg-type]

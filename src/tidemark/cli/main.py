@@ -9,6 +9,7 @@ from typing import Annotated
 
 import click
 import typer
+from rich.markup import escape
 
 from tidemark.cli.output import err
 from tidemark.errors import TidemarkError
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except TidemarkError as exc:
         if _debug["on"]:
             err.print_exception()
-        err.print(f"[bold red]error:[/bold red] {exc}")
+        err.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
         return exc.exit_code
     except KeyboardInterrupt:
         err.print("[red]interrupted[/red]")
@@ -87,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if _debug["on"]:
             raise
-        err.print(f"[bold red]unexpected error:[/bold red] {type(exc).__name__}: {exc} (run with --debug for details)")
+        err.print(
+            f"[bold red]unexpected error:[/bold red] {type(exc).__name__}: {escape(str(exc))} "
+            "(run with --debug for details)"
+        )
         return 1
     return result if isinstance(result, int) else 0
 

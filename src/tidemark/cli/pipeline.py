@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tidemark.cli.output import err, out
@@ -50,7 +51,7 @@ def run(
         available_now=available_now or None,
         max_duration=deadline,
         on_progress=_batch_line,
-        on_warning=lambda text: err.print(f"[yellow]warning:[/yellow] {text}"),
+        on_warning=lambda text: err.print(f"[yellow]warning:[/yellow] {escape(text)}"),
     )
     if result.interrupted:
         err.print(

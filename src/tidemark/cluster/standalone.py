@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import signal
 import time
 import urllib.error
@@ -24,9 +23,7 @@ from tidemark.cluster.model import (
     client_conf,
 )
 from tidemark.errors import UsageError
-from tidemark.sizes import format_size, parse_size
-
-log = logging.getLogger(__name__)
+from tidemark.sizes import parse_size
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -228,9 +225,3 @@ def kill_worker(run_dir: str | Path, index: int, graceful: bool = False) -> Work
         raise ClusterError(msg)
     processes.wait_gone(worker, 20.0)
     return cluster_status(run_dir).workers[record.workers.index(worker)]
-
-
-def describe_memory(status: ClusterStatus) -> str:
-    """Total worker memory registered with the master, for display."""
-    total = sum(w.memory_mb or 0 for w in status.workers if w.master_state == "ALIVE")
-    return format_size(total * 1024**2)

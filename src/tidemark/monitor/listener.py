@@ -117,6 +117,8 @@ class RunMonitor:
         """Watch this query: events of other queries are ignored from now on, and 'stop' can stop it."""
         self._query = query
         self._query_id = str(query.id)
+        # The clock starts with the query: starting it (listing sources, planning) is not a stuck batch.
+        self._watchdog.note_activity()
 
     def record(self, type: str, **data: Any) -> None:
         """Append an extra line (e.g. a warning) to the run's log, in order with the listener's lines."""
@@ -213,7 +215,7 @@ class RunMonitor:
     def _is_busy(self) -> bool:
         query = self._query
         if query is None:
-            return True
+            return False
         if not self._query_active(query):
             return False
         # Waiting for the next trigger is not being stuck; only a running trigger can hang.

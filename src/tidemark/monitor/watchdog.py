@@ -164,7 +164,7 @@ class Watchdog:
     def note_activity(self) -> None:
         """A batch completed (or the query reported itself idle): restart the clock and re-arm."""
         self._last_activity = time.monotonic()
-        self._armed = True
+        self._armed = not self._disarmed
 
     def disarm(self) -> None:
         """Never fire again (the query is being stopped)."""
