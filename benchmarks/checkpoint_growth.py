@@ -102,16 +102,20 @@ def run(spark: Any, work: Path, batches: int, every: int, rows: int, keys: int) 
     return samples
 
 
-def render(samples: dict[str, list[dict[str, Any]]]) -> str:
+def render(samples: dict[str, list[dict[str, Any]]], every: int) -> str:
     """A markdown table of total file counts per sample point, both setups side by side."""
     names = list(samples)
-    points = sorted({s["batches"] // 100 * 100 or s["batches"] for n in names for s in samples[n]})
+
+    def point(sample: dict[str, Any]) -> int:
+        return int(sample["batches"]) // every * every
+
+    points = sorted({point(s) for n in names for s in samples[n]})
     rows = []
-    for point in points:
-        row = [str(point)]
+    for at in points:
+        row = [str(at)]
         for name in names:
-            match = [s for s in samples[name] if (s["batches"] // 100 * 100 or s["batches"]) == point]
-            row.append(str(match[0]["files"]) if match else "-")
+            match = [s for s in samples[name] if point(s) == at]
+            row.append(f"{match[0]['files']} (state {match[0]['by_folder'].get('state', 0)})" if match else "-")
         rows.append(row)
     table = markdown_table(["batches (sampled at)", *[f"files: {n}" for n in names]], rows)
     last = {n: samples[n][-1]["by_folder"] for n in names if samples[n]}
@@ -165,7 +169,7 @@ def main() -> None:
         args.json.write_text(json.dumps(samples, indent=2), encoding="utf-8")
     if args.plot and not plot(samples, args.plot):
         print("matplotlib is not installed: no plot written", file=sys.stderr)
-    print(render(samples))
+    print(render(samples, args.every))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 A checkpoint of `--batches` short batches is built once per setup (count per key over `rate-micro-batch`),
 or taken from `checkpoint_growth.py --keep DIR`. Then, `--repeats` times and alternating, a fresh copy of it
 is restarted as is, and a fresh copy pruned with tidemark's `prune_checkpoint(keep=20, apply=True)` is
-restarted. Restart time = from `writeStream.start()` until the first batch after the restart has completed
-(it loads the latest offsets, commits and state). Reported: median restart time, the first batch's planning and
+restarted (a throwaway restart first warms the JVM, and the order alternates between repeats). Restart time =
+from `writeStream.start()` until the first batch after the restart has completed (it loads the latest offsets,
+commits and state). Reported: median restart time, the first batch's planning and
 state-load-bearing addBatch time, and the checkpoint's file count, as the ratio pruned / unpruned.
 
 Run by hand:  .venv/bin/python benchmarks/restart_time.py --batches 2000 --repeats 3
@@ -89,7 +90,9 @@ def measure(spark: Any, name: str, base: Path, work: Path, repeats: int, keep: i
     files: dict[str, int] = {}
     removed = 0
     for attempt in range(repeats):
-        for variant in ("unpruned", "pruned"):
+        # Alternate which variant goes first, so neither always restarts on a JVM warmed by the other.
+        order = ("unpruned", "pruned") if attempt % 2 == 0 else ("pruned", "unpruned")
+        for variant in order:
             copy = work / f"{name.replace(' ', '-')}-{variant}-{attempt}"
             shutil.copytree(base, copy)
             if variant == "pruned":
@@ -153,6 +156,12 @@ def main() -> None:
                 started = time.monotonic()
                 build(spark, name, base, args.batches)
                 print(f"built {name}: {time.monotonic() - started:.0f}s", file=sys.stderr)
+            if not results:
+                # A throwaway restart first: the JVM's first query pays for class loading and JIT.
+                warmup = work / "warmup"
+                shutil.copytree(base, warmup)
+                restart_once(spark, name, warmup)
+                shutil.rmtree(warmup, ignore_errors=True)
             result = measure(spark, name, base, work, args.repeats, args.keep)
             print(json.dumps(result), file=sys.stderr, flush=True)
             results.append(result)

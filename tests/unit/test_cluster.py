@@ -158,3 +158,17 @@ def test_cli_status_json_and_error_exit_code(tmp_path: Path) -> None:
     assert data["master_url"] == "spark://127.0.0.1:7077"
     assert [w["name"] for w in data["workers"]] == ["worker-1", "worker-2"]
     assert data["master_reachable"] is False
+
+
+def test_cli_tables_render_status_and_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "cluster.json").write_text(_record(tmp_path).to_json())
+    from tidemark.cli.main import main
+
+    assert main(["cluster", "status", "--run-dir", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    assert "spark://127.0.0.1:7077" in shown
+    assert "worker-1" in shown and "worker-2" in shown
+    assert "0 of 2 workers alive" in shown
+    assert main(["cluster", "down", "--run-dir", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    assert "master was not running" in shown

@@ -301,8 +301,8 @@ def _notes(conf: MemoryConf, load: MemoryLoad, layout: ExecutorLayout, usage: Us
                 "keeps it off the heap (checkpoint.state_store = 'rocksdb')"
             )
     if usage.state_on_heap_bytes > layout.usable_bytes:
-        # Measured (benchmarks/memory_breaking_point.py, 1g heap): runs lived with reported state up to 0.82 x heap
-        # and failed with OutOfMemoryError by 0.94 x heap, so past the usable heap the end is near.
+        # Measured (docs/benchmarks/memory_breaking_point.md, 1g heap): runs lived with reported state up to
+        # 0.86 x heap and failed with OutOfMemoryError a few percent above, so past the usable heap the end is near.
         notes.append(
             f"HDFS-backed state per executor ({format_size(usage.state_on_heap_bytes)}) is past the usable heap "
             f"({format_size(layout.usable_bytes)}): expect OutOfMemoryError as it nears the whole heap"
