@@ -12,7 +12,7 @@ from tests.helpers import read_sink, write_config
 from tests.oracles import count_malformed, window_oracle
 from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
-from tidemark.pipeline.quarantine import read_quarantine
+from tidemark.pipeline.quarantine import batch_file, read_quarantine, write_marker
 from tidemark.pipeline.run import StopReason, run_pipeline
 
 pytestmark = pytest.mark.integration
@@ -71,3 +71,14 @@ def test_malformed_lines_land_in_quarantine(spark: object, tmp_path: Path) -> No
     # The batch id of each record is the batch that read its file (one file per batch here).
     for record in records:
         assert record["source"].endswith(f"events-{record['batch_id']}.json")
+
+    # A driver that died after batch 1 committed but before its records were written: the next
+    # start re-reads that batch's files from the source log and writes them.
+    batch_file(str(tmp_path / "quarantine"), 1).unlink()
+    batch_file(str(tmp_path / "quarantine"), 3).unlink()
+    write_marker(str(tmp_path / "quarantine"), 0)
+    again = run_pipeline(config)
+    assert again.input_rows == 0
+    restored = read_quarantine(str(tmp_path / "quarantine"))
+    key = ["batch_id", "source", "reason", "raw"]
+    assert sorted(tuple(r[k] for k in key) for r in restored) == sorted(tuple(r[k] for k in key) for r in records)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tidemark.pipeline.quarantine import rows_of, write_batch
+from tidemark.pipeline.quarantine import rows_of, write_batch, write_marker
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.listener import QueryProgressEvent
@@ -53,8 +53,9 @@ def make_listener(
                 return
             data = json.loads(progress.json)
             count, rows = rows_of(progress.observedMetrics)
-            if quarantine_dir is not None and rows:
+            if quarantine_dir is not None:
                 write_batch(quarantine_dir, progress.batchId, rows)
+                write_marker(quarantine_dir, progress.batchId)
             with lock:
                 counters.batches += 1
                 counters.first_batch = progress.batchId if counters.first_batch is None else counters.first_batch

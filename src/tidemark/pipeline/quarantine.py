@@ -46,8 +46,15 @@ def event_time_expression(config: TidemarkConfig, data_type: str) -> Column:
     return F.try_to_timestamp(column)
 
 
-def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
-    """Split malformed rows off into an observation and return the good events with a watermark."""
+@dataclass(frozen=True)
+class _Checks:
+    frame: DataFrame  # the source rows with the cast event time in _event_time
+    bad: Column
+    record: Column  # struct(raw, source, reason) of a malformed row
+
+
+def _checks(stream: RawStream, config: TidemarkConfig) -> _Checks:
+    """The malformed-row test and the quarantine record, shared by the stream and the reconciliation."""
     from pyspark.sql import functions as F
 
     types = dict(stream.frame.dtypes)
@@ -63,7 +70,6 @@ def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
     no_key = F.lit(False)
     for key in config.aggregation.key:
         no_key = no_key | F.col(key).isNull()
-    bad = unparseable | no_time | no_key
     reason = (
         F.when(unparseable, F.lit(REASON_UNPARSEABLE))
         .when(no_time, F.lit(REASON_EVENT_TIME))
@@ -72,16 +78,31 @@ def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
     reconstructed = F.to_json(F.struct(*[F.col(c) for c in stream.columns]))
     raw = F.coalesce(stream.raw_line, reconstructed) if stream.raw_line is not None else reconstructed
     record = F.struct(raw.alias("raw"), stream.origin.alias("source"), reason.alias("reason"))
-    observed = frame.observe(
+    return _Checks(frame, unparseable | no_time | no_key, record)
+
+
+def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
+    """Split malformed rows off into an observation and return the good events with a watermark."""
+    from pyspark.sql import functions as F
+
+    checks = _checks(stream, config)
+    observed = checks.frame.observe(
         OBSERVATION,
-        F.count(F.when(bad, 1)).alias("count"),
-        F.collect_list(F.when(bad, record)).alias("rows"),
+        F.count(F.when(checks.bad, 1)).alias("count"),
+        F.collect_list(F.when(checks.bad, checks.record)).alias("rows"),
     )
-    good = observed.where(~bad).select(
+    good = observed.where(~checks.bad).select(
         *[F.col("_event_time").alias(c) if c == config.event_time.column else F.col(c) for c in stream.columns]
     )
     watermarked = good.withWatermark(config.event_time.column, _interval(config))
     return ValidatedStream(watermarked, stream.columns)
+
+
+def malformed_rows(stream: RawStream, config: TidemarkConfig) -> list[dict[str, Any]]:
+    """The quarantine records of a batch read (reconciliation after a crash)."""
+    checks = _checks(stream, config)
+    rows = checks.frame.where(checks.bad).select(checks.record.alias("r")).collect()
+    return [row["r"].asDict(recursive=True) for row in rows]
 
 
 def _interval(config: TidemarkConfig) -> str:
@@ -138,6 +159,26 @@ def write_batch(quarantine_dir: str, batch_id: int, rows: list[dict[str, Any]]) 
         os.fsync(handle.fileno())
     os.replace(tmp, target)
     return QuarantinedBatch(batch_id, len(rows), target)
+
+
+MARKER = "_last_batch"
+
+
+def read_marker(quarantine_dir: str) -> int | None:
+    """The newest batch whose malformed records were written (or found to be none)."""
+    try:
+        return int((Path(quarantine_dir) / MARKER).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def write_marker(quarantine_dir: str, batch_id: int) -> None:
+    """Record that every batch up to batch_id has had its malformed records written."""
+    folder = Path(quarantine_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{MARKER}.tmp"
+    tmp.write_text(str(batch_id), encoding="utf-8")
+    os.replace(tmp, folder / MARKER)
 
 
 def read_quarantine(quarantine_dir: str) -> list[dict[str, Any]]:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
+    from tidemark.monitor.runmonitor import RunMonitor
+
 log = logging.getLogger(__name__)
 
 
@@ -161,7 +163,7 @@ def _output_start_column(config: TidemarkConfig) -> str | None:
 
 
 def _leak_hook(
-    config: TidemarkConfig, monitor: Any, warnings: list[str], on_warning: Callable[[str], None] | None
+    config: TidemarkConfig, monitor: RunMonitor, warnings: list[str], on_warning: Callable[[str], None] | None
 ) -> ProgressHook:
     """Warn, in the run's output and its progress log, when an operator's state grows without end."""
     from tidemark.stateful.leak import LeakGuard
@@ -173,20 +175,11 @@ def _leak_hook(
             text = f"{warning.code}: {warning.message}; fix: {warning.fix}"
             log.warning(text)
             warnings.append(text)
-            if monitor is not None:
-                monitor.record("warning", code=warning.code, message=warning.message, fix=warning.fix)
+            monitor.record("warning", code=warning.code, message=warning.message, fix=warning.fix)
             if on_warning is not None:
                 on_warning(text)
 
     return hook
-
-
-def _monitor_for(spark: SparkSession, config: TidemarkConfig, run_id: str) -> Any:
-    try:
-        from tidemark.monitor.runmonitor import RunMonitor
-    except ImportError:  # monitoring is optional while its package is absent
-        return None
-    return RunMonitor(spark, config, run_id)
 
 
 def run_pipeline(
@@ -215,10 +208,13 @@ def run_pipeline(
         for key, value in config.spark_conf().items():
             if not key.startswith(("spark.driver.", "spark.executor.")):
                 session.conf.set(key, value)
+    from tidemark.monitor.runmonitor import RunMonitor
+    from tidemark.pipeline.reconcile import reconcile_quarantine
     from tidemark.recovery.auto import prepare_failover
 
     replay_from = replay_from or prepare_failover(config, session)
-    monitor = _monitor_for(session, config, run_id)
+    reconcile_quarantine(session, config)
+    monitor = RunMonitor(session, config, run_id)
     warnings: list[str] = []
     hooks: list[ProgressHook] = [on_progress] if on_progress else []
     # Spark's own window and session aggregations evict by watermark by construction: their state
@@ -229,13 +225,11 @@ def run_pipeline(
     started = time.monotonic()
     with RunLock(config.checkpoint.location, run_id):
         session.streams.addListener(listener)
-        if monitor is not None:
-            monitor.start()
         try:
+            monitor.start()
             with _stop_on_signals(stop, reasons):
                 query = start_query(session, config, once, replay_from)
-                if monitor is not None:
-                    monitor.attach(query)
+                monitor.attach(query)
                 deadline = started + deadline_after.total_seconds() if deadline_after else None
                 clean_stop = True
                 while query.isActive:
@@ -248,8 +242,7 @@ def run_pipeline(
                 failure = query.exception()
                 _wait_for_listener(query, counters, lock)
         finally:
-            if monitor is not None:
-                monitor.stop()
+            monitor.stop()
             session.streams.removeListener(listener)
     if failure is not None:
         msg = f"the streaming query failed: {_first_line(str(failure))} (run with --debug for the Spark trace)"
@@ -268,7 +261,7 @@ def run_pipeline(
             output_path=config.sink.path if config.sink.format is SinkFormat.PARQUET else None,
             quarantine_path=config.quarantine.path,
             checkpoint=config.checkpoint.location,
-            monitor_log=getattr(monitor, "log_path", None) if monitor is not None else None,
+            monitor_log=str(monitor.log_path),
             interrupted=not clean_stop,
             warnings=tuple(warnings),
         )

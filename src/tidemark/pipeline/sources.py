@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.errors import ConfigError, EnvironmentProblem, SourceError
@@ -51,26 +51,34 @@ def check_source_path(config: TidemarkConfig) -> None:
         raise SourceError(msg)
 
 
-def _file_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:
+def _file_stream(spark: SparkSession, config: TidemarkConfig, files: list[str] | None = None) -> RawStream:
+    """The landing folder as a stream, or (files given) those files as one batch, parsed the same way."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
     source = config.source
     schema = parse_schema(source.schema_ddl or "")
     columns = tuple(schema.fieldNames())
-    reader = spark.readStream.format(source.format.value)
+    reader: Any = (spark.read if files is not None else spark.readStream).format(source.format.value)
     keeps_raw = source.format in (SourceFormat.JSON, SourceFormat.CSV)
     if keeps_raw:
         schema = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
     if source.format is SourceFormat.CSV:
         reader = reader.option("header", "true")
-    if source.max_files_per_trigger:
+    if source.max_files_per_trigger and files is None:
         reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
     for key, value in source.options.items():
         reader = reader.option(key, str(value))
-    frame = reader.schema(schema).load(source.path).withColumn(SOURCE_FILE_COLUMN, F.col("_metadata.file_path"))
+    reader = reader.schema(schema)
+    frame = reader.load(files) if files is not None else reader.load(source.path)
+    frame = frame.withColumn(SOURCE_FILE_COLUMN, F.col("_metadata.file_path"))
     return RawStream(frame, columns, F.col(CORRUPT_COLUMN) if keeps_raw else None, F.col(SOURCE_FILE_COLUMN))
+
+
+def read_files(spark: SparkSession, config: TidemarkConfig, files: list[str]) -> RawStream:
+    """Read given landing files as a batch, exactly as the stream parses them (for quarantine reconciliation)."""
+    return _file_stream(spark, config, files)
 
 
 def _rate_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:

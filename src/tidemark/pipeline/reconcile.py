@@ -1,0 +1,74 @@
+"""Quarantine reconciliation: re-extract malformed records a crash kept from being written.
+
+The run writes a batch's malformed records when its progress event arrives, after the batch
+committed. A driver that dies in between would lose them silently; at the next start, every
+committed batch past the quarantine marker is read again from the files the source log says it
+read, and its malformed records are written (idempotently: one file per batch).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tidemark.config import TidemarkConfig
+from tidemark.pipeline.quarantine import malformed_rows, read_marker, write_batch, write_marker
+from tidemark.pipeline.sources import read_files
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def _committed_batches(checkpoint: Path) -> list[int]:
+    folder = checkpoint / "commits"
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def source_files_by_batch(checkpoint: Path) -> dict[int, list[str]]:
+    """The files each batch read, from the file source's log (plain and .compact entries)."""
+    folder = checkpoint / "sources" / "0"
+    files: dict[int, list[str]] = defaultdict(list)
+    if not folder.is_dir():
+        return files
+    for entry in folder.iterdir():
+        if entry.name.startswith(".") or not entry.name.split(".")[0].isdigit():
+            continue
+        for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
+            if line.strip():
+                record = json.loads(line)
+                if record["path"] not in files[int(record["batchId"])]:
+                    files[int(record["batchId"])].append(record["path"])
+    return files
+
+
+def reconcile_quarantine(spark: SparkSession, config: TidemarkConfig) -> list[int]:
+    """Write the malformed records of committed batches the quarantine has not seen; return their ids."""
+    if not config.source.is_file or "://" in config.checkpoint.location:
+        return []
+    checkpoint = Path(config.checkpoint.location)
+    committed = _committed_batches(checkpoint)
+    if not committed:
+        return []
+    done = read_marker(config.quarantine.path)
+    missing = [b for b in committed if done is None or b > done]
+    if not missing:
+        return []
+    by_batch = source_files_by_batch(checkpoint)
+    repaired: list[int] = []
+    for batch in missing:
+        files = by_batch.get(batch)
+        if files:
+            rows = malformed_rows(read_files(spark, config, files), config)
+            write_batch(config.quarantine.path, batch, rows)
+            repaired.append(batch)
+    write_marker(config.quarantine.path, committed[-1])
+    if repaired:
+        log.warning("re-read %d committed batch(es) to write their malformed records: %s", len(repaired), repaired)
+    return repaired
