@@ -18,7 +18,13 @@ from tidemark.state.logs import (
     parse_offsets,
     read_commit,
 )
-from tidemark.state.metadata import StateVariable, StoreInfo, legacy_hint, parse_operator_properties
+from tidemark.state.metadata import (
+    StateVariable,
+    StoreInfo,
+    legacy_hint,
+    parse_operator_metadata,
+    parse_operator_properties,
+)
 from tidemark.state.reader import FORMAT_VERSION_KEY, ReadTarget, reader_options, session_conf, targets_of
 from tidemark.state.show import choose_target, plain
 from tidemark.state.stats import skew_of
@@ -87,6 +93,7 @@ def test_checkpoint_folders(tmp_path: Path) -> None:
     assert checkpoint_path(f"file://{root}") == root
     assert latest_committed_batch(root) == 1
     assert read_commit(root, 1).next_batch_watermark_ms == 7
+    (root / "state" / "5" / "0" / "_metadata").mkdir(parents=True)  # left behind by Spark's reader
     (folder,) = operator_folders(root)
     assert folder.partitions == (0, 1)
     assert folder.stores == ("left-keyToNumValues",)
@@ -171,3 +178,20 @@ def test_cli_rejects_bad_flags_before_starting_spark(tmp_path: Path, capsys: pyt
     assert main(["state", "--help"]) == 0
     assert "stats" in capsys.readouterr().out
     assert time.monotonic() - started < 10
+
+
+def test_operator_metadata_files() -> None:
+    v1 = parse_operator_metadata(
+        'v1\n{"operatorInfo":{"operatorId":0,"operatorName":"stateStoreSave"},'
+        '"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":2}]}'
+    )
+    assert (v1.operator_id, v1.operator_name, v1.properties) == (0, "stateStoreSave", None)
+    assert v1.stores == (("default", 2),)
+    body = {
+        "operatorInfo": {"operatorId": 3, "operatorName": "transformWithStateInPandasExec"},
+        "stateStoreInfo": [{"storeName": "default", "numColsPrefixKey": 0, "numPartitions": 4}],
+        "operatorPropertiesJson": TWS_PROPS,
+    }
+    v2 = parse_operator_metadata("v2\n" + json.dumps(body))
+    assert v2.stores == (("default", 4),)
+    assert parse_operator_properties(v2.properties)[0] == "EventTime"

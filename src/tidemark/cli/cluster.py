@@ -41,8 +41,10 @@ def _render_status(status: ClusterStatus) -> None:
     if status.active_apps:
         out.print(f"running applications: {', '.join(status.active_apps)}")
     if status.master_alive:
-        out.print("use it from a pipeline config:")
-        out.print(f'  [spark]\n  master = "{status.master_url}"')
+        conf = "\n".join(f'  "{k}" = "{v}"' for k, v in status.spark_conf.items() if k != "spark.master")
+        snippet = f'  [spark]\n  master = "{status.master_url}"\n\n  [spark.conf]\n{conf}'
+        out.print("use it from a pipeline config (and run with SPARK_LOCAL_IP=127.0.0.1):")
+        out.print(snippet, markup=False)
 
 
 def _render_stop(result: StopResult) -> None:

@@ -149,15 +149,20 @@ def operator_folders(root: Path) -> list[OperatorFolder]:
                 if ".changelog" in child.name and not child.name.startswith("."):
                     changelog = True
             changelog = changelog or any(f.name.endswith(".changelog") for f in part.glob("*/*.changelog"))
+        has_metadata = (op_dir / "_metadata" / "metadata").is_file() or (op_dir / "_metadata" / "v2").is_dir()
+        size = _folder_size(op_dir)
+        if not has_metadata and size == 0:
+            # Spark's statestore reader leaves empty state/<op>/<part>/_metadata folders behind when asked
+            # for an operator that does not exist: not an operator.
+            continue
         found.append(
             OperatorFolder(
                 operator_id=int(op_dir.name),
                 partitions=tuple(int(p.name) for p in part_dirs),
                 stores=tuple(sorted(stores)) or ("default",),
-                has_operator_metadata=(op_dir / "_metadata" / "metadata").is_file()
-                or (op_dir / "_metadata" / "v2").is_dir(),
+                has_operator_metadata=has_metadata,
                 has_changelog=changelog,
-                disk_bytes=_folder_size(op_dir),
+                disk_bytes=size,
             )
         )
     return found
