@@ -14,8 +14,6 @@ from tidemark.state.logs import (
     checkpoint_path,
     latest_committed_batch,
     operator_folders,
-    parse_commit,
-    parse_offsets,
     read_commit,
 )
 from tidemark.state.metadata import (
@@ -81,18 +79,18 @@ def _checkpoint(tmp_path: Path, commit_version: int = 1) -> Path:
     return root
 
 
-def test_parse_commit_and_offsets() -> None:
-    commit = parse_commit(4, 'v2\n{"nextBatchWatermarkMs":1704067310000,"stateUniqueIds":{}}')
-    assert (commit.batch, commit.version, commit.next_batch_watermark_ms) == (4, 2, 1704067310000)
-    offsets = parse_offsets(4, 'v1\n{"batchWatermarkMs":12,"batchTimestampMs":34,"conf":{"a":"b"}}\n{"logOffset":0}')
-    assert (offsets.batch_watermark_ms, offsets.batch_timestamp_ms, offsets.conf) == (12, 34, {"a": "b"})
+def test_corrupt_commit_is_one_clear_error(tmp_path: Path) -> None:
+    root = _checkpoint(tmp_path)
+    (root / "commits" / "1").write_text("garbage")
+    with pytest.raises(CheckpointError, match="not a valid Spark commit log entry"):
+        read_commit(root, 1)
 
 
 def test_checkpoint_folders(tmp_path: Path) -> None:
     root = _checkpoint(tmp_path)
     assert checkpoint_path(f"file://{root}") == root
     assert latest_committed_batch(root) == 1
-    assert read_commit(root, 1).next_batch_watermark_ms == 7
+    assert read_commit(root, 1).next_watermark_ms == 7
     (root / "state" / "5" / "0" / "_metadata").mkdir(parents=True)  # left behind by Spark's reader
     (folder,) = operator_folders(root)
     assert folder.partitions == (0, 1)

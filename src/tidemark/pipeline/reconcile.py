@@ -14,21 +14,16 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tidemark.checkpoint.layout import sink_log_batch
 from tidemark.config import TidemarkConfig
 from tidemark.pipeline.quarantine import malformed_rows, read_marker, write_batch, write_marker
 from tidemark.pipeline.sources import read_files
+from tidemark.state.logs import committed_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-
-def _committed_batches(checkpoint: Path) -> list[int]:
-    folder = checkpoint / "commits"
-    if not folder.is_dir():
-        return []
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
 
 
 def source_files_by_batch(checkpoint: Path) -> dict[int, list[str]]:
@@ -38,7 +33,7 @@ def source_files_by_batch(checkpoint: Path) -> dict[int, list[str]]:
     if not folder.is_dir():
         return files
     for entry in folder.iterdir():
-        if entry.name.startswith(".") or not entry.name.split(".")[0].isdigit():
+        if sink_log_batch(entry.name) is None:
             continue
         for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
             if line.strip():
@@ -53,7 +48,7 @@ def reconcile_quarantine(spark: SparkSession, config: TidemarkConfig) -> list[in
     if not config.source.is_file or "://" in config.checkpoint.location:
         return []
     checkpoint = Path(config.checkpoint.location)
-    committed = _committed_batches(checkpoint)
+    committed = committed_batches(checkpoint)
     if not committed:
         return []
     done = read_marker(config.quarantine.path)

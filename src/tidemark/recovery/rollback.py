@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from tidemark.checkpoint.layout import REPLAY_KINDS, SNAPSHOT_KINDS, FileKind, classify
+from tidemark.checkpoint.layout import REPLAY_KINDS, SNAPSHOT_KINDS, FileKind, classify, sink_log_batch
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.recovery.archive import Move, MoveKind, PipelinePaths, perform, pipeline_paths, plan_move
 from tidemark.recovery.plan import ensure_not_running
-from tidemark.recovery.sink import SINK_LOG, companions, data_files, log_file_batch, log_names, read_log
+from tidemark.recovery.sink import SINK_LOG, companions, data_files, log_names, read_log
 
 _QUARANTINE_PREFIX = "batch-"
 
@@ -102,7 +102,7 @@ def _log_moves(paths: PipelinePaths, archive: Path, to_batch: int) -> list[Move]
         folders.extend(sorted(p for p in sources.iterdir() if p.is_dir()))
     for folder in folders:
         for child in sorted(folder.iterdir()) if folder.is_dir() else []:
-            parsed = log_file_batch(child.name)
+            parsed = sink_log_batch(child.name)
             if parsed is not None and parsed[0] > to_batch:
                 moves.extend(
                     plan_move(MoveKind.CHECKPOINT_FILE, f, paths.checkpoint, archive, "checkpoint")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from tidemark.checkpoint.layout import sink_log_batch
 from tidemark.errors import CheckpointError
 
 SINK_LOG = "_spark_metadata"
@@ -30,15 +31,6 @@ class SinkLog:
         return bool(self.batches)
 
 
-def log_file_batch(name: str) -> tuple[int, bool] | None:
-    """Batch id and is-compact of a `_spark_metadata` file name; None for crc, temp and other files."""
-    if name.isdigit():
-        return int(name), False
-    if name.endswith(COMPACT) and name[: -len(COMPACT)].isdigit():
-        return int(name[: -len(COMPACT)]), True
-    return None
-
-
 def entry_path(uri: str) -> str:
     """The local path of a log entry's `file:` URI (Spark URI-encodes the already Hive-escaped path)."""
     return os.path.abspath(unquote(urlparse(uri).path))
@@ -51,7 +43,7 @@ def log_names(sink: Path) -> dict[int, str]:
         return {}
     found: dict[int, str] = {}
     for child in folder.iterdir():
-        parsed = log_file_batch(child.name)
+        parsed = sink_log_batch(child.name)
         if parsed is not None:
             found[parsed[0]] = child.name
     return found

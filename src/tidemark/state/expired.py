@@ -187,8 +187,8 @@ def find_expired(
         raise UsageError(msg)
     with state_session(path) as (spark, root):
         at = batch if batch is not None else latest_committed_batch(root)
-        batch_wm = read_offsets(root, at).batch_watermark_ms
-        committed_wm = read_commit(root, at).next_batch_watermark_ms
+        batch_wm = read_offsets(root, at).watermark_ms
+        committed_wm = read_commit(root, at).next_watermark_ms
         stores = [s for s in list_stores(spark, root) if operator is None or s.operator_id == operator]
         if not stores:
             msg = f"no state in {root}{f' for operator {operator}' if operator is not None else ''}"

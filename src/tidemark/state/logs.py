@@ -7,29 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tidemark.checkpoint.layout import CommitEntry, OffsetEntry
 from tidemark.errors import CheckpointError
 
 # Sub-folders of a state partition folder that are not named stores.
 _NOT_STORES = frozenset({"_metadata", "SSTs", "logs", "_stateSchema"})
-
-
-@dataclass(frozen=True)
-class CommitEntry:
-    """One commits/<batch> file: its format version and the watermark it hands to the next batch."""
-
-    batch: int
-    version: int
-    next_batch_watermark_ms: int
-
-
-@dataclass(frozen=True)
-class OffsetEntry:
-    """The metadata line of one offsets/<batch> file."""
-
-    batch: int
-    batch_watermark_ms: int
-    batch_timestamp_ms: int
-    conf: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -95,36 +77,30 @@ def _json_line(file: Path, lines: list[str]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def parse_commit(batch: int, text: str) -> CommitEntry:
-    """Parse the text of commits/<batch> ("v1"/"v2" line, then JSON)."""
-    lines = text.splitlines()
-    version = int(lines[0].strip().lstrip("v")) if lines and lines[0].strip().startswith("v") else 1
-    body = json.loads(lines[1]) if len(lines) > 1 else {}
-    return CommitEntry(batch, version, int(body.get("nextBatchWatermarkMs", 0)))
-
-
-def parse_offsets(batch: int, text: str) -> OffsetEntry:
-    """Parse the metadata line of offsets/<batch>."""
-    lines = text.splitlines()
-    body = json.loads(lines[1]) if len(lines) > 1 else {}
-    conf = {str(k): str(v) for k, v in (body.get("conf") or {}).items()}
-    return OffsetEntry(batch, int(body.get("batchWatermarkMs", 0)), int(body.get("batchTimestampMs", 0)), conf)
+def _entry(file: Path) -> str:
+    lines = _log_lines(file)
+    _json_line(file, lines)
+    return "\n".join(lines)
 
 
 def read_commit(root: Path, batch: int) -> CommitEntry:
     """The commits/<batch> entry of a checkpoint."""
     file = root / "commits" / str(batch)
-    lines = _log_lines(file)
-    _json_line(file, lines)
-    return parse_commit(batch, "\n".join(lines))
+    try:
+        return CommitEntry.parse(batch, _entry(file))
+    except ValueError as exc:
+        msg = f"{file} is not a valid Spark commit log entry: the checkpoint may be corrupt"
+        raise CheckpointError(msg) from exc
 
 
 def read_offsets(root: Path, batch: int) -> OffsetEntry:
-    """The offsets/<batch> metadata of a checkpoint."""
+    """The offsets/<batch> entry of a checkpoint."""
     file = root / "offsets" / str(batch)
-    lines = _log_lines(file)
-    _json_line(file, lines)
-    return parse_offsets(batch, "\n".join(lines))
+    try:
+        return OffsetEntry.parse(batch, _entry(file))
+    except ValueError as exc:
+        msg = f"{file} is not a valid Spark offset log entry: the checkpoint may be corrupt"
+        raise CheckpointError(msg) from exc
 
 
 def _folder_size(folder: Path) -> int:

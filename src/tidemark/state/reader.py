@@ -67,7 +67,7 @@ def targets_of(store: StoreInfo, include_timers: bool = True) -> list[ReadTarget
 def session_conf(root: Path) -> dict[str, str]:
     """Runtime SQL settings the reading session needs for this checkpoint."""
     batches = committed_batches(root)
-    if batches and read_commit(root, batches[-1]).version >= 2:
+    if batches and read_commit(root, batches[-1]).log_version >= 2:
         return {FORMAT_VERSION_KEY: "2"}
     return {}
 
