@@ -163,8 +163,9 @@ def main() -> None:
         if args.keep_checkpoints:
             shutil.copytree(work, args.keep_checkpoints, dirs_exist_ok=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        # Stop first: state store maintenance threads may still write into the folder.
         spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(samples, indent=2), encoding="utf-8")
     if args.plot and not plot(samples, args.plot):

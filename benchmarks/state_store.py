@@ -137,8 +137,9 @@ def main() -> None:
                 print(json.dumps(result), file=sys.stderr, flush=True)
                 results.append(result)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        # Stop first: state store maintenance threads may still write into the folder.
         spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
     print(render(results))
