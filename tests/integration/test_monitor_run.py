@@ -195,6 +195,12 @@ def test_diagnosis_names_the_running_stage(spark: SparkSession, tmp_path: Path) 
         query = _hanging_query(spark, tmp_path, "hanging2", config)
         monitor.attach(query)
         wait_for(lambda: (tmp_path / "sleeping").exists(), 90, "the UDF to start sleeping")
+        # Spark's status tracker learns of running tasks from its (asynchronous) listener bus.
+        wait_for(
+            lambda: any(s.active_tasks >= 1 for s in monitor.diagnose(42.0).running_stages),
+            30,
+            "the status tracker to report the running task",
+        )
         diagnosis = monitor.diagnose(42.0)
         assert diagnosis.batch_id == 0
         assert diagnosis.last_completed_batch is None

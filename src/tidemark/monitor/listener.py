@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
@@ -12,6 +11,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from tidemark.monitor.events import EventKind, json_listener
 from tidemark.monitor.log import EventType
 from tidemark.monitor.metrics import MetricsRegistry, MetricsServer
 from tidemark.monitor.progress import BatchProgress
@@ -37,33 +37,6 @@ log = logging.getLogger(__name__)
 _RECENT_BATCHES = 10
 _TERMINATED_GRACE_SECONDS = 3.0
 _Item = tuple[str, datetime, Any]
-
-
-def _make_listener(put: Any) -> Any:
-    """A StreamingQueryListener whose callbacks only enqueue: they run on Spark's listener bus and must not block."""
-    from pyspark.sql.streaming.listener import StreamingQueryListener
-
-    class _EnqueueingListener(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:
-            put(
-                (
-                    EventType.STARTED,
-                    datetime.now(UTC),
-                    {"query_id": str(event.id), "query_run_id": str(event.runId), "name": event.name},
-                )
-            )
-
-        def onQueryProgress(self, event: Any) -> None:
-            put((EventType.PROGRESS, datetime.now(UTC), event.progress.json))
-
-        def onQueryIdle(self, event: Any) -> None:
-            put((EventType.IDLE, datetime.now(UTC), {"query_id": str(event.id), "query_run_id": str(event.runId)}))
-
-        def onQueryTerminated(self, event: Any) -> None:
-            data = {"query_id": str(event.id), "query_run_id": str(event.runId), "exception": event.exception}
-            put((EventType.TERMINATED, datetime.now(UTC), data))
-
-    return _EnqueueingListener()
 
 
 class RunMonitor:
@@ -97,8 +70,25 @@ class RunMonitor:
         """The bound metrics port (None when metrics are off)."""
         return self._server.port if self._server is not None else None
 
-    def start(self) -> None:
-        """Open the log, start the writer thread, the metrics server and the watchdog, register the listener."""
+    def handle_event(self, kind: EventKind, data: dict[str, Any]) -> None:
+        """Take one listener-bus event (its JSON); only enqueues, as it runs on Spark's listener bus."""
+        now = datetime.now(UTC)
+        ids = {"query_id": str(data.get("id", "")), "query_run_id": str(data.get("runId", ""))}
+        if kind is EventKind.PROGRESS:
+            self._queue.put((EventType.PROGRESS, now, data.get("progress") or {}))
+        elif kind is EventKind.STARTED:
+            self._queue.put((EventType.STARTED, now, {**ids, "name": data.get("name")}))
+        elif kind is EventKind.IDLE:
+            self._queue.put((EventType.IDLE, now, ids))
+        else:
+            self._queue.put((EventType.TERMINATED, now, {**ids, "exception": data.get("exception")}))
+
+    def start(self, listen: bool = True) -> None:
+        """Open the log, start the writer thread, the metrics server and the watchdog.
+
+        With listen, register a listener of its own; without, the caller feeds handle_event (tidemark
+        run shares one listener between the pipeline and the monitor).
+        """
         if self._started:
             return
         self._started = True
@@ -109,8 +99,9 @@ class RunMonitor:
         if port is not None:
             self._server = MetricsServer(self.registry, self.config.monitor.metrics_host, port)
             self._server.start()
-        self._listener = _make_listener(self._queue.put)
-        self.spark.streams.addListener(self._listener)
+        if listen:
+            self._listener = json_listener(self.handle_event)
+            self.spark.streams.addListener(self._listener)
         self._watchdog.start()
 
     def attach(self, query: StreamingQuery) -> None:
@@ -137,10 +128,11 @@ class RunMonitor:
         if query is not None and not self._query_active(query):
             # The terminated event trails the query's end on the listener bus; give it a moment.
             self._terminated.wait(_TERMINATED_GRACE_SECONDS)
-        try:
-            self.spark.streams.removeListener(self._listener)
-        except Exception as exc:  # the session may already be stopped
-            log.debug("could not remove the monitor listener: %s", exc)
+        if self._listener is not None:
+            try:
+                self.spark.streams.removeListener(self._listener)
+            except Exception as exc:  # the session may already be stopped
+                log.debug("could not remove the monitor listener: %s", exc)
         self._queue.put(None)
         if self._worker is not None:
             self._worker.join(timeout=30)
@@ -164,7 +156,7 @@ class RunMonitor:
 
     def _handle(self, kind: str, moment: datetime, payload: Any) -> None:
         if kind == EventType.PROGRESS:
-            data = json.loads(payload)
+            data = payload
             if not self._is_ours(str(data.get("id", ""))):
                 return
             progress = BatchProgress.from_json(data)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tidemark.monitor.events import EventKind
 from tidemark.pipeline.quarantine import rows_of, write_batch, write_marker
-
-if TYPE_CHECKING:
-    from pyspark.sql.streaming.listener import QueryProgressEvent
 
 log = logging.getLogger(__name__)
 
@@ -32,48 +29,38 @@ class RunCounters:
     hook_errors: list[str] = field(default_factory=list)
 
 
-def make_listener(
+def make_handler(
     query_name: str,
     quarantine_dir: str | None,
     hooks: list[ProgressHook],
-) -> tuple[Any, RunCounters, threading.Lock]:
-    """A StreamingQueryListener for one named query (the session may run others)."""
-    from pyspark.sql.streaming.listener import StreamingQueryListener
-
+) -> tuple[Callable[[EventKind, dict[str, Any]], None], RunCounters, threading.Lock]:
+    """The run's handler of listener-bus events (their JSON) for one named query."""
     counters = RunCounters()
     lock = threading.Lock()
 
-    class _PipelineListener(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:
-            pass
+    def handle(kind: EventKind, event: dict[str, Any]) -> None:
+        if kind is not EventKind.PROGRESS:
+            return
+        progress = event.get("progress") or {}
+        if progress.get("name") != query_name:
+            return
+        batch_id = int(progress["batchId"])
+        count, rows = rows_of(progress.get("observedMetrics"))
+        if quarantine_dir is not None:
+            write_batch(quarantine_dir, batch_id, rows)
+            write_marker(quarantine_dir, batch_id)
+        with lock:
+            counters.batches += 1
+            counters.first_batch = batch_id if counters.first_batch is None else counters.first_batch
+            counters.last_batch = batch_id
+            counters.input_rows += int(progress.get("numInputRows", 0))
+            counters.quarantined += count
+            counters.last_progress = progress
+        for hook in hooks:
+            try:
+                hook(progress)
+            except Exception as exc:  # a reporting hook must never take the query down
+                log.warning("progress hook failed: %s", exc)
+                counters.hook_errors.append(str(exc))
 
-        def onQueryProgress(self, event: QueryProgressEvent) -> None:
-            progress = event.progress
-            if progress.name != query_name:
-                return
-            data = json.loads(progress.json)
-            count, rows = rows_of(progress.observedMetrics)
-            if quarantine_dir is not None:
-                write_batch(quarantine_dir, progress.batchId, rows)
-                write_marker(quarantine_dir, progress.batchId)
-            with lock:
-                counters.batches += 1
-                counters.first_batch = progress.batchId if counters.first_batch is None else counters.first_batch
-                counters.last_batch = progress.batchId
-                counters.input_rows += progress.numInputRows
-                counters.quarantined += count
-                counters.last_progress = data
-            for hook in hooks:
-                try:
-                    hook(data)
-                except Exception as exc:  # a reporting hook must never take the query down
-                    log.warning("progress hook failed: %s", exc)
-                    counters.hook_errors.append(str(exc))
-
-        def onQueryIdle(self, event: Any) -> None:
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:
-            pass
-
-    return _PipelineListener(), counters, lock
+    return handle, counters, lock

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig
 from tidemark.errors import EnvironmentProblem, TidemarkError
-from tidemark.pipeline.listener import ProgressHook, RunCounters, make_listener
+from tidemark.monitor.events import EventKind, json_listener
+from tidemark.pipeline.listener import ProgressHook, RunCounters, make_handler
 from tidemark.pipeline.quarantine import validate
 from tidemark.pipeline.sinks import writer_for
 from tidemark.pipeline.sources import check_source_path, read_stream
@@ -221,12 +222,18 @@ def run_pipeline(
     # grows only while it ramps up. Leaks come from per-key logic that forgets to remove state.
     if config.aggregation.kind is AggregationKind.CUSTOM:
         hooks.append(_leak_hook(config, monitor, warnings, on_warning))
-    listener, counters, lock = make_listener(config.pipeline.name, config.quarantine.path, hooks)
+    handle, counters, lock = make_handler(config.pipeline.name, config.quarantine.path, hooks)
+
+    def fan_out(kind: EventKind, event: dict[str, Any]) -> None:
+        handle(kind, event)
+        monitor.handle_event(kind, event)
+
+    listener = json_listener(fan_out)
     started = time.monotonic()
     with RunLock(config.checkpoint.location, run_id):
         session.streams.addListener(listener)
         try:
-            monitor.start()
+            monitor.start(listen=False)
             with _stop_on_signals(stop, reasons):
                 query = start_query(session, config, once, replay_from)
                 monitor.attach(query)
