@@ -6,7 +6,8 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,30 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+@contextmanager
+def runtime_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """Apply the runtime-settable entries of conf for the duration, then put the previous values back."""
+    previous: dict[str, str | None] = {}
+    for key, value in conf.items():
+        if key.startswith(_STATIC_PREFIXES):
+            continue
+        old = spark.conf.get(key, None)
+        try:
+            spark.conf.set(key, value)
+        except Exception as exc:  # static SQL settings only take effect when a session is created
+            log.debug("cannot change %s on a running session: %s", key, exc)
+            continue
+        previous[key] = old
+    try:
+        yield
+    finally:
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def session_for(config: TidemarkConfig) -> SparkSession:

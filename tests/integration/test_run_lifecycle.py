@@ -151,3 +151,15 @@ def test_init_then_run_example(spark: Any, tmp_path: Path, capsys: pytest.Captur
     assert result.quarantined > 0
     frame = read_sink(target / "output")
     assert len(frame) > 0 and frame["count"].min() >= 1
+
+
+def test_run_gives_a_shared_session_its_settings_back(spark: Any, tmp_path: Path) -> None:
+    generate_events(tmp_path / "landing", events=200, keys=3, files=2, seed=2)
+    config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 3}, checkpoint={"state_store": "hdfs"}))
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    provider_before = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
+    run_pipeline(config, available_now=True)
+    offsets = (tmp_path / "checkpoint" / "offsets" / "0").read_text()
+    assert '"spark.sql.shuffle.partitions":"3"' in offsets and "HDFSBackedStateStoreProvider" in offsets
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before != "3"
+    assert spark.conf.get("spark.sql.streaming.stateStore.providerClass", None) == provider_before

@@ -195,8 +195,7 @@ def run_pipeline(
     replay_from: datetime | None = None,
 ) -> RunResult:
     """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
-    from tidemark.checkpoint.lock import RunLock
-    from tidemark.session import session_for
+    from tidemark.session import runtime_conf, session_for
 
     check_source_path(config)  # before the JVM starts: a wrong path should cost nothing
     run_id = new_run_id()
@@ -204,11 +203,28 @@ def run_pipeline(
     reasons: list[StopReason] = []
     once = bool(available_now) or config.trigger.mode.value == "available-now"
     deadline_after = max_duration or config.trigger.max_duration
-    session = spark or session_for(config)
-    if spark is not None:
-        for key, value in config.spark_conf().items():
-            if not key.startswith(("spark.driver.", "spark.executor.")):
-                session.conf.set(key, value)
+    from pyspark.sql import SparkSession
+
+    session = spark or SparkSession.getActiveSession() or session_for(config)
+    # A reused session (tests, notebooks, the recovery replay) gets its settings back afterwards.
+    with runtime_conf(session, config.spark_conf()):
+        return _run(session, config, run_id, once, deadline_after, stop, reasons, on_progress, on_warning, replay_from)
+
+
+def _run(
+    session: SparkSession,
+    config: TidemarkConfig,
+    run_id: str,
+    once: bool,
+    deadline_after: timedelta | None,
+    stop: threading.Event,
+    reasons: list[StopReason],
+    on_progress: Callable[[dict[str, Any]], None] | None,
+    on_warning: Callable[[str], None] | None,
+    replay_from: datetime | None,
+) -> RunResult:
+    """The body of run_pipeline, on a session that has the pipeline's settings."""
+    from tidemark.checkpoint.lock import RunLock
     from tidemark.monitor.runmonitor import RunMonitor
     from tidemark.pipeline.reconcile import reconcile_quarantine
     from tidemark.recovery.auto import prepare_failover
