@@ -95,3 +95,16 @@ def window_oracle(
     )
     final = grouped[grouped["windowEnd"] <= current_watermark]
     return final.sort_values([key, "windowStart"]).reset_index(drop=True)
+
+
+def assert_matches_oracle(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
+    """The sink holds exactly the oracle's (key, window) rows, each once, with the same aggregates."""
+    key = ["user", "windowStart", "windowEnd"]
+    assert not actual.duplicated(key).any(), "a (key, window) row was written twice"
+    merged = actual.merge(expected, on=key, how="outer", suffixes=("", "_oracle"), indicator=True)
+    assert (merged["_merge"] == "both").all(), merged[merged["_merge"] != "both"].head()
+    assert (merged["count"] == merged["count_oracle"]).all()
+    assert (merged["firstEventTime"] == merged["firstEventTime_oracle"]).all()
+    assert (merged["lastEventTime"] == merged["lastEventTime_oracle"]).all()
+    assert (merged["value_sum"] - merged["value_sum_oracle"]).abs().max() < 1e-6
+    assert len(actual) == len(expected)

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers import read_sink, write_config
-from tests.oracles import window_oracle
+from tests.oracles import assert_matches_oracle, window_oracle
 from tidemark.cluster import ClusterStatus, cluster_down, cluster_status, cluster_up, kill_worker, master_json
 from tidemark.cluster.model import ClusterRecord
 from tidemark.cluster.processes import is_ours
@@ -80,18 +80,6 @@ def _commits(checkpoint: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.exists() else []
 
 
-def _compare(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
-    key = ["user", "windowStart", "windowEnd"]
-    assert not actual.duplicated(key).any(), "a (key, window) row was written twice"
-    merged = actual.merge(expected, on=key, how="outer", suffixes=("", "_oracle"), indicator=True)
-    assert (merged["_merge"] == "both").all(), merged[merged["_merge"] != "both"].head()
-    assert (merged["count"] == merged["count_oracle"]).all()
-    assert (merged["firstEventTime"] == merged["firstEventTime_oracle"]).all()
-    assert (merged["lastEventTime"] == merged["lastEventTime_oracle"]).all()
-    assert (merged["value_sum"] - merged["value_sum_oracle"]).abs().max() < 1e-6
-    assert len(actual) == len(expected)
-
-
 def _oracle(files: list[Path]) -> pd.DataFrame:
     return window_oracle([[f] for f in files], window=timedelta(minutes=15), watermark=timedelta(minutes=10))
 
@@ -122,7 +110,7 @@ def test_pipeline_on_cluster_equals_oracle(cluster: ClusterStatus, tmp_path: Pat
 
     expected = _oracle(data.files)
     assert len(expected) > 10
-    _compare(read_sink(tmp_path / "output"), expected)
+    assert_matches_oracle(read_sink(tmp_path / "output"), expected)
     # The run really was an application of this cluster, with executors on both workers.
     view = master_json(cluster.webui_url)
     assert view is not None
@@ -154,7 +142,7 @@ def test_losing_a_worker_mid_stream_loses_nothing(cluster: ClusterStatus, tmp_pa
     assert len(_commits(checkpoint)) > committed_before_kill
     # The driver saw its executor on worker 1 go away while batches were still to run.
     assert "Lost executor" in log.read_text()
-    _compare(read_sink(tmp_path / "output"), _oracle(data.files))
+    assert_matches_oracle(read_sink(tmp_path / "output"), _oracle(data.files))
     status = cluster_status(cluster.run_dir)
     assert status.alive_workers == 1
     assert [w.process_alive for w in status.workers] == [False, True]

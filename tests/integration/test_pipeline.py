@@ -5,29 +5,16 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from tests.helpers import read_sink, write_config
-from tests.oracles import count_malformed, window_oracle
+from tests.oracles import assert_matches_oracle, count_malformed, window_oracle
 from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.quarantine import batch_file, read_quarantine, write_marker
 from tidemark.pipeline.run import StopReason, run_pipeline
 
 pytestmark = pytest.mark.integration
-
-
-def _compare(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
-    assert len(actual) == len(expected)
-    key = ["user", "windowStart", "windowEnd"]
-    assert not actual.duplicated(key).any(), "a (key, window) row was written twice"
-    merged = actual.merge(expected, on=key, how="outer", suffixes=("", "_oracle"), indicator=True)
-    assert (merged["_merge"] == "both").all(), merged[merged["_merge"] != "both"].head()
-    assert (merged["count"] == merged["count_oracle"]).all()
-    assert (merged["firstEventTime"] == merged["firstEventTime_oracle"]).all()
-    assert (merged["lastEventTime"] == merged["lastEventTime_oracle"]).all()
-    assert (merged["value_sum"] - merged["value_sum_oracle"]).abs().max() < 1e-6
 
 
 @pytest.mark.parametrize("slide", [None, "5 minutes"], ids=["tumbling", "sliding"])
@@ -46,7 +33,7 @@ def test_output_equals_pandas_oracle(spark: object, tmp_path: Path, slide: str |
         slide=timedelta(minutes=5) if slide else None,
     )
     assert len(expected) > 20
-    _compare(read_sink(tmp_path / "output"), expected)
+    assert_matches_oracle(read_sink(tmp_path / "output"), expected)
     # Spark's own reader (through the sink's metadata log) sees the same rows.
     spark_rows = spark.read.parquet(str(tmp_path / "output")).count()  # type: ignore[attr-defined]
     assert spark_rows == len(expected)

@@ -163,3 +163,11 @@ def test_run_gives_a_shared_session_its_settings_back(spark: Any, tmp_path: Path
     assert '"spark.sql.shuffle.partitions":"3"' in offsets and "HDFSBackedStateStoreProvider" in offsets
     assert spark.conf.get("spark.sql.shuffle.partitions") == before != "3"
     assert spark.conf.get("spark.sql.streaming.stateStore.providerClass", None) == provider_before
+
+
+def test_bad_schema_is_a_usage_error_naming_the_key(spark: Any, tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "landing").mkdir()
+    path = write_config(tmp_path, source={"schema": "user STRING,, ts"})
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "source.schema" in err and "not a valid Spark DDL schema" in err and "Traceback" not in err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 from urllib.parse import urlparse
@@ -58,6 +58,23 @@ class CheckpointFS(Protocol):
         ...
 
 
+def walk_folders(
+    list_dir: Callable[[str], DirListing | None], rel: str, exclude: frozenset[str]
+) -> Iterator[DirListing]:
+    """Depth-first over folders with an explicit stack (no recursion limit), skipping excluded paths."""
+    stack = [rel]
+    while stack:
+        current = stack.pop()
+        listing = list_dir(current)
+        if listing is None:
+            continue
+        yield listing
+        for name in reversed(listing.dirs):
+            child = join(current, name)
+            if child not in exclude:
+                stack.append(child)
+
+
 def is_local(path: str) -> bool:
     """True for plain paths and file: URIs; False for hdfs://, s3a://, abfss:// and the like."""
     scheme = urlparse(path).scheme
@@ -88,17 +105,7 @@ class LocalFS:
 
     def walk(self, rel: str = "", exclude: frozenset[str] = frozenset()) -> Iterator[DirListing]:
         """Every folder under rel, iteratively (no recursion limit), symlinks not followed."""
-        stack = [rel]
-        while stack:
-            current = stack.pop()
-            listing = self.list_dir(current)
-            if listing is None:
-                continue
-            yield listing
-            for name in reversed(listing.dirs):
-                child = join(current, name)
-                if child not in exclude:
-                    stack.append(child)
+        return walk_folders(self.list_dir, rel, exclude)
 
     def list_dir(self, rel: str) -> DirListing | None:
         """One folder, or None when it does not exist."""
@@ -189,17 +196,7 @@ class HadoopFS:
 
     def walk(self, rel: str = "", exclude: frozenset[str] = frozenset()) -> Iterator[DirListing]:
         """Every folder under rel, one listStatus call per folder."""
-        stack = [rel]
-        while stack:
-            current = stack.pop()
-            listing = self.list_dir(current)
-            if listing is None:
-                continue
-            yield listing
-            for name in reversed(listing.dirs):
-                child = join(current, name)
-                if child not in exclude:
-                    stack.append(child)
+        return walk_folders(self.list_dir, rel, exclude)
 
     def list_dir(self, rel: str) -> DirListing | None:
         """One folder, or None when it does not exist."""

@@ -28,19 +28,28 @@ class RawStream:
     origin: Column  # where a record came from: file path, or topic/partition/offset
 
 
-def parse_schema(ddl: str) -> StructType:
-    """Parse the config's DDL schema, or raise a ConfigError naming the problem."""
+def parse_ddl(ddl: str) -> StructType:
+    """Parse a Spark DDL column list ('user STRING, ts TIMESTAMP'); ValueError says what is wrong."""
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     try:
         parsed = _parse_datatype_string(ddl)
     except Exception as exc:
-        msg = f"source.schema {ddl!r} is not a valid DDL schema (e.g. 'user STRING, ts STRING, value DOUBLE')"
-        raise ConfigError(msg) from exc
+        msg = f"{ddl!r} is not a valid Spark DDL schema"
+        raise ValueError(msg) from exc
     if not isinstance(parsed, StructType):
-        msg = f"source.schema {ddl!r} must list columns, e.g. 'user STRING, ts STRING'"
-        raise ConfigError(msg)
+        msg = f"{ddl!r} must list named columns"
+        raise ValueError(msg)
     return parsed
+
+
+def parse_schema(ddl: str) -> StructType:
+    """Parse the config's DDL schema, or raise a ConfigError naming the problem."""
+    try:
+        return parse_ddl(ddl)
+    except ValueError as exc:
+        msg = f"source.schema: {exc} (e.g. 'user STRING, ts STRING, value DOUBLE')"
+        raise ConfigError(msg) from exc
 
 
 def check_source_path(config: TidemarkConfig) -> None:

@@ -160,18 +160,13 @@ class LifecycleProcessor(StatefulProcessor):
 
 
 def _struct(ddl: str, what: str, processor: KeyedProcessor) -> StructType:
-    from pyspark.sql.types import _parse_datatype_string
+    from tidemark.pipeline.sources import parse_ddl
 
-    name = type(processor).__name__
     try:
-        parsed = _parse_datatype_string(ddl)
-    except Exception as exc:
-        msg = f"{name}.{what} {ddl!r} is not a valid Spark DDL schema (e.g. 'count BIGINT, last TIMESTAMP'): {exc}"
+        return parse_ddl(ddl)
+    except ValueError as exc:
+        msg = f"{type(processor).__name__}.{what}: {exc} (e.g. 'count BIGINT, last TIMESTAMP')"
         raise UsageError(msg) from exc
-    if not isinstance(parsed, StructType):
-        msg = f"{name}.{what} must list named fields, e.g. 'count BIGINT', got {ddl!r}"
-        raise UsageError(msg)
-    return parsed
 
 
 def check_requirements(events: DataFrame, processor: KeyedProcessor) -> None:
