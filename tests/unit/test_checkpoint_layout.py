@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tidemark.checkpoint.layout import (
@@ -73,3 +75,14 @@ def test_operator_metadata_join() -> None:
     assert meta.name == "symmetricHashJoin"
     assert meta.store_names == ["left-keyToNumValues", "right-keyToNumValues"]
     assert meta.partitions == 2
+
+
+def test_batch_ids_sorted_numerically_ignoring_crc_and_temp(tmp_path: Path) -> None:
+    from tidemark.checkpoint.layout import batch_ids
+
+    folder = tmp_path / "commits"
+    folder.mkdir()
+    for name in ("10", "2", "9", ".9.crc", "9.tmp", "._temp"):
+        (folder / name).write_text("v1")
+    assert batch_ids(folder) == [2, 9, 10]
+    assert batch_ids(tmp_path / "missing") == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 OFFSETS = "offsets"
@@ -69,6 +70,13 @@ def crc_companions(name: str) -> tuple[str, ...]:
 def log_batch(name: str) -> int | None:
     """Batch id of an offsets/commits log file name, None for crc, temp and other files."""
     return int(name) if name.isdigit() else None
+
+
+def batch_ids(folder: Path) -> list[int]:
+    """Ascending batch ids of a local offsets/ or commits/ folder (empty when it does not exist)."""
+    if not folder.is_dir():
+        return []
+    return sorted(batch for p in folder.iterdir() if (batch := log_batch(p.name)) is not None)
 
 
 def sink_log_batch(name: str) -> tuple[int, bool] | None:

@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from tidemark.checkpoint.layout import batch_ids
 from tidemark.monitor.progress import BatchProgress
 
 log = logging.getLogger(__name__)
@@ -120,11 +121,8 @@ def checkpoint_file_counts(location: str) -> dict[str, int]:
 def latest_planned_batch(location: str) -> int | None:
     """The highest batch with an offsets file (planned, maybe not committed), for local checkpoints."""
     root = local_path(location)
-    folder = root / "offsets" if root is not None else None
-    if folder is None or not folder.is_dir():
-        return None
-    ids = [int(p.name) for p in folder.iterdir() if p.name.isdigit()]
-    return max(ids) if ids else None
+    ids = batch_ids(root / "offsets") if root is not None else []
+    return ids[-1] if ids else None
 
 
 def recent_commits(progress: Iterable[BatchProgress]) -> tuple[BatchCommit, ...]:

@@ -14,11 +14,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tidemark.checkpoint.layout import sink_log_batch
+from tidemark.checkpoint.layout import batch_ids, sink_log_batch
 from tidemark.config import TidemarkConfig
 from tidemark.pipeline.quarantine import malformed_rows, read_marker, write_batch, write_marker
 from tidemark.pipeline.sources import read_files
-from tidemark.state.logs import committed_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,7 +47,7 @@ def reconcile_quarantine(spark: SparkSession, config: TidemarkConfig) -> list[in
     if not config.source.is_file or "://" in config.checkpoint.location:
         return []
     checkpoint = Path(config.checkpoint.location)
-    committed = committed_batches(checkpoint)
+    committed = batch_ids(checkpoint / "commits")
     if not committed:
         return []
     done = read_marker(config.quarantine.path)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from tidemark.checkpoint.layout import batch_ids
 from tidemark.checkpoint.lock import lock_is_live, locked_message, read_lock
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointLocked
@@ -58,10 +59,7 @@ def checkpoint_state(checkpoint: Path) -> str:
     """'missing', 'empty' (no planned batch) or 'present'."""
     if not checkpoint.exists():
         return "missing"
-    offsets = checkpoint / "offsets"
-    if offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir()):
-        return "present"
-    return "empty"
+    return "present" if batch_ids(checkpoint / "offsets") else "empty"
 
 
 def ensure_not_running(checkpoint: Path) -> None:

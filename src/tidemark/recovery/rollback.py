@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from tidemark.checkpoint.layout import REPLAY_KINDS, SNAPSHOT_KINDS, FileKind, classify, sink_log_batch
+from tidemark.checkpoint.layout import REPLAY_KINDS, SNAPSHOT_KINDS, FileKind, batch_ids, classify, sink_log_batch
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.recovery.archive import Move, MoveKind, PipelinePaths, perform, pipeline_paths, plan_move
@@ -31,12 +31,6 @@ class RollbackPlan:
     state_version: int  # the state version the next run loads (to_batch + 1)
     moves: tuple[Move, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-def _ids(folder: Path) -> list[int]:
-    if not folder.is_dir():
-        return []
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
 
 
 def loadable(versions: dict[int, set[FileKind]], version: int) -> bool:
@@ -148,8 +142,8 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
         msg = f"checkpoint {paths.checkpoint} does not exist: run `tidemark recover` without --to-batch"
         raise CheckpointError(msg)
     ensure_not_running(paths.checkpoint)
-    commits = _ids(paths.checkpoint / "commits")
-    offsets = _ids(paths.checkpoint / "offsets")
+    commits = batch_ids(paths.checkpoint / "commits")
+    offsets = batch_ids(paths.checkpoint / "offsets")
     if to_batch not in commits:
         shown = f"{commits[0]}..{commits[-1]}" if commits else "none"
         msg = f"batch {to_batch} is not committed in {paths.checkpoint} (committed batches: {shown}): pick one of those"

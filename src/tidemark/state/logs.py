@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tidemark.checkpoint.layout import CommitEntry, OffsetEntry
+from tidemark.checkpoint.layout import CommitEntry, OffsetEntry, batch_ids
 from tidemark.errors import CheckpointError
 
 # Sub-folders of a state partition folder that are not named stores.
@@ -38,15 +38,9 @@ def checkpoint_path(path: str | Path) -> Path:
     return root
 
 
-def _batch_files(folder: Path) -> list[int]:
-    if not folder.is_dir():
-        return []
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
-
-
 def committed_batches(root: Path) -> list[int]:
     """Batch ids that have a commits/<batch> file, ascending."""
-    return _batch_files(root / "commits")
+    return batch_ids(root / "commits")
 
 
 def latest_committed_batch(root: Path) -> int:
