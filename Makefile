@@ -13,8 +13,10 @@ $(UV):
 	$(PYTHON) -m venv .uv
 	.uv/bin/pip install --quiet uv==$(UV_VERSION)
 
-$(VENV)/.installed: $(UV) pyproject.toml uv.lock
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock setup.py src/tidemark/checkpoint/_fastwalk.c
 	$(UV) sync --frozen --quiet
+	# Bytecode for tidemark's own modules too (uv compiles site-packages): CLI startup 0.75 s -> 0.3 s here.
+	$(VENV)/bin/python -m compileall -q src >/dev/null
 	touch $@
 
 install: $(VENV)/.installed
@@ -30,8 +32,8 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
 lint: install
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks setup.py
+	$(VENV)/bin/ruff format --check src tests benchmarks setup.py
 	$(VENV)/bin/mypy
 
 test: install chromium lint

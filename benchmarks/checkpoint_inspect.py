@@ -2,6 +2,8 @@
 
 Run by hand: `.venv/bin/python benchmarks/checkpoint_inspect.py [--files N] [--dir PATH] [--keep]`.
 Both commands run on the same warm tree; best of --repeat runs; peak memory of the inspect process.
+Also times, in this process, a bare walk with the C listing against the os.scandir fallback (what a machine
+without a C compiler gets), and the startup of the CLI on an empty checkpoint.
 """
 
 from __future__ import annotations
@@ -63,6 +65,18 @@ def peak_rss_mb(command: list[str]) -> float:
     return int(out.strip()) / 1024
 
 
+def walk_seconds(root: Path, native: bool) -> float:
+    """One bare walk of the tree (listing only, no classification) with the C listing or os.scandir."""
+    from tidemark.checkpoint.fs import LocalFS
+
+    fs = LocalFS(str(root), native=native)
+    start = time.perf_counter()
+    files = sum(len(listing.files) for listing in fs.walk())
+    elapsed = time.perf_counter() - start
+    assert files > 0
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=1_000_000)
@@ -87,7 +101,14 @@ def main() -> None:
     files, size = (int(x) for x in find_out.split())
     report = json.loads(inspect_out)
     assert (report["files_total"], report["bytes_total"]) == (files, size), "inspect disagrees with find"
+    assert report["walker"] == "native", f"inspect listed with {report['walker']}: the C listing is not built"
     rss = peak_rss_mb(tidemark)
+    native_walk = min(walk_seconds(root, native=True) for _ in range(args.repeat))
+    python_walk = min(walk_seconds(root, native=False) for _ in range(args.repeat))
+    empty = root.with_name(root.name + "-empty")
+    empty.mkdir(exist_ok=True)
+    startup = min(timed([*tidemark[:3], str(empty), "--json"])[0] for _ in range(args.repeat))
+    empty.rmdir()
     result = {
         "files": files,
         "bytes": size,
@@ -95,6 +116,10 @@ def main() -> None:
         "inspect_best_s": round(min(inspect_times), 3),
         "ratio": round(min(inspect_times) / min(find_times), 2),
         "inspect_peak_rss_mb": round(rss, 1),
+        "walk_native_best_s": round(native_walk, 3),
+        "walk_python_best_s": round(python_walk, 3),
+        "walk_python_over_native": round(python_walk / native_walk, 2),
+        "cli_startup_best_s": round(startup, 3),
         "find_times": [round(t, 3) for t in find_times],
         "inspect_times": [round(t, 3) for t in inspect_times],
         "load_average": os.getloadavg(),

@@ -12,6 +12,21 @@ from urllib.parse import urlparse
 from tidemark.errors import CheckpointError
 
 Backend = Literal["auto", "local", "hadoop"]
+# How a file system lists folders: the C listing, os.scandir, or Hadoop's FileSystem.
+Walker = Literal["native", "python", "hadoop"]
+Listing = tuple[list[tuple[str, int]], list[str]]
+
+
+def _load_native() -> Callable[[str], Listing | None] | None:
+    """The C listing, built at install when a compiler is there (setup.py); None otherwise."""
+    try:
+        from tidemark.checkpoint._fastwalk import list_dir
+    except ImportError:
+        return None
+    return list_dir
+
+
+_NATIVE_LIST = _load_native()
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,7 @@ class CheckpointFS(Protocol):
     """What inspect, prune and the run lock need from a file system."""
 
     root: str
+    walker: Walker
 
     def walk(self, rel: str = "", exclude: frozenset[str] = frozenset()) -> Iterator[DirListing]:
         """Every folder under rel (depth first), skipping the relative paths in exclude."""
@@ -87,12 +103,38 @@ def local_path(path: str) -> str:
     return urlparse(path).path if path.startswith("file:") else path
 
 
-class LocalFS:
-    """A checkpoint on a local or mounted disk, walked with os.scandir."""
+def native_walk_available() -> bool:
+    """True when the C listing was built with this install."""
+    return _NATIVE_LIST is not None
 
-    def __init__(self, root: str) -> None:
+
+def _scandir(path: str) -> Listing | None:
+    """One folder through os.scandir: the fallback of the C listing, with the same semantics."""
+    files: list[tuple[str, int]] = []
+    dirs: list[str] = []
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    dirs.append(entry.name)
+                else:
+                    try:
+                        files.append((entry.name, entry.stat(follow_symlinks=False).st_size))
+                    except FileNotFoundError:
+                        continue  # removed while we walked
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return files, dirs
+
+
+class LocalFS:
+    """A checkpoint on a local or mounted disk, listed in C (readdir + fstatat) or with os.scandir."""
+
+    def __init__(self, root: str, *, native: bool = True) -> None:
         self.root = os.path.abspath(local_path(root))
         self._real_root = os.path.realpath(self.root)
+        self._list = _NATIVE_LIST if native and _NATIVE_LIST is not None else _scandir
+        self.walker: Walker = "native" if self._list is not _scandir else "python"
 
     def _abs(self, rel: str) -> str:
         full = os.path.join(self.root, *rel.split("/")) if rel else self.root
@@ -109,23 +151,15 @@ class LocalFS:
 
     def list_dir(self, rel: str) -> DirListing | None:
         """One folder, or None when it does not exist."""
-        files: list[tuple[str, int]] = []
-        dirs: list[str] = []
+        path = self._abs(rel)
         try:
-            with os.scandir(self._abs(rel)) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        dirs.append(entry.name)
-                    else:
-                        try:
-                            files.append((entry.name, entry.stat(follow_symlinks=False).st_size))
-                        except FileNotFoundError:
-                            continue  # removed while we walked
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+            found = self._list(path)
         except PermissionError as exc:
-            msg = f"cannot read {self._abs(rel)}: {exc.strerror}; run as a user that can read the checkpoint"
+            msg = f"cannot read {path}: {exc.strerror}; run as a user that can read the checkpoint"
             raise CheckpointError(msg) from exc
+        if found is None:
+            return None
+        files, dirs = found
         dirs.sort()
         return DirListing(rel, files, dirs)
 
@@ -187,6 +221,7 @@ class HadoopFS:
         if is_instance_of(session.sparkContext._gateway, fs, "org.apache.hadoop.fs.ChecksumFileSystem"):
             fs = fs.getRawFileSystem()
         self._fs = fs
+        self.walker: Walker = "hadoop"
 
     def _path(self, rel: str) -> Any:
         if rel.startswith("/") or ".." in rel.split("/"):

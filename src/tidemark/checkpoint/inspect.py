@@ -206,4 +206,5 @@ def inspect_checkpoint(
         operators=operators,
         sink=sink_report,
         findings=findings,
+        walker=fs.walker,
     )

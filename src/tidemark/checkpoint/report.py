@@ -115,6 +115,8 @@ class CheckpointReport:
     operators: list[OperatorReport]
     sink: SinkReport | None
     findings: list[Finding]
+    # How the folders were listed: "native" (C), "python" (os.scandir fallback) or "hadoop" (FileSystem API).
+    walker: str
 
     @property
     def has_errors(self) -> bool:
