@@ -76,6 +76,7 @@ static int read_folder(const char *path, listing_t *l) {
         return err;
     }
     int err = 0;
+    int at = dirfd(dir); /* the DIR owns fd now */
     struct dirent *de;
     struct stat st;
     for (;;) {
@@ -92,7 +93,7 @@ static int read_folder(const char *path, listing_t *l) {
         if (de->d_type == DT_DIR) {
             is_dir = 1;
         } else {
-            if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
                 if (errno == ENOENT) continue; /* removed while we listed */
                 err = errno;
                 break;
@@ -124,14 +125,10 @@ static PyObject *list_dir(PyObject *module, PyObject *arg) {
     }
     if (err) {
         listing_free(&l);
-        errno = err;
-        if (err == ENOMEM) {
-            Py_DECREF(encoded);
-            return PyErr_NoMemory();
-        }
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
         Py_DECREF(encoded);
-        return NULL;
+        if (err == ENOMEM) return PyErr_NoMemory();
+        errno = err; /* OSError picks the subclass from errno: PermissionError for EACCES */
+        return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
     }
     Py_DECREF(encoded);
 
