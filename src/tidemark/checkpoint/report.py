@@ -7,6 +7,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from tidemark.checkpoint.fs import Walker
+
 
 class Severity(StrEnum):
     """How bad a finding is: an error makes `inspect` exit 1."""
@@ -116,7 +118,7 @@ class CheckpointReport:
     sink: SinkReport | None
     findings: list[Finding]
     # How the folders were listed: "native" (C), "python" (os.scandir fallback) or "hadoop" (FileSystem API).
-    walker: str
+    walker: Walker
 
     @property
     def has_errors(self) -> bool:
