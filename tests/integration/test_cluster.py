@@ -16,8 +16,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
+import pyspark
 import pytest
 
+import tidemark.cli.main
 from tests.helpers import read_sink, write_config
 from tests.oracles import assert_matches_oracle, window_oracle
 from tidemark.cluster import ClusterStatus, cluster_down, cluster_status, cluster_up, kill_worker, master_json
@@ -43,9 +45,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStatus]
         cluster_down(run_dir)
 
 
-def _cluster_config(directory: Path, status: ClusterStatus) -> Path:
+def _cluster_config(directory: Path, status: ClusterStatus, name: str = "cluster") -> Path:
     path = write_config(
-        directory, pipeline={"name": "cluster"}, spark={"master": status.master_url, "shuffle_partitions": 2}
+        directory, pipeline={"name": name}, spark={"master": status.master_url, "shuffle_partitions": 2}
     )
     conf = {k: v for k, v in status.spark_conf.items() if k != "spark.master"}
     conf["spark.executor.memory"] = "512m"
@@ -118,6 +120,24 @@ def test_pipeline_on_cluster_equals_oracle(cluster: ClusterStatus, tmp_path: Pat
     assert len(apps) == 1
     executor_logs = list(Path(cluster.run_dir).glob(f"work-*/{apps[0]['id']}/*/stderr"))
     assert {p.parts[-4] for p in executor_logs} == {"work-1", "work-2"}
+
+
+def test_spark_submit_runs_the_cli_as_the_application(cluster: ClusterStatus, tmp_path: Path) -> None:
+    # docs/cluster.md, client mode: spark-submit starts tidemark's CLI module file as the Python application.
+    data = generate_events(tmp_path / "landing", events=800, keys=4, files=2, seed=8, late_fraction=0.03)
+    config = _cluster_config(tmp_path, cluster, name="submitted")
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "TZ": "UTC", "PYSPARK_PYTHON": sys.executable}
+    command = [str(submit), "--master", cluster.master_url, tidemark.cli.main.__file__, "run", str(config)]
+    log = tmp_path / "submit.log"
+    with log.open("wb") as handle:
+        process = subprocess.Popen([*command, "--available-now"], stdout=handle, stderr=subprocess.STDOUT, env=env)
+    _wait(process, log)
+
+    assert_matches_oracle(read_sink(tmp_path / "output"), _oracle(data.files))
+    view = master_json(cluster.webui_url)
+    assert view is not None
+    assert [app["name"] for app in view["completedapps"]].count("tidemark-submitted") == 1
 
 
 def test_losing_a_worker_mid_stream_loses_nothing(cluster: ClusterStatus, tmp_path: Path) -> None:
