@@ -1,7 +1,8 @@
 """Small streaming queries whose checkpoints the checkpoint tests inspect and prune.
 
-Only the standard library and pyspark (imported lazily): `tests/fixtures/spark35/record.py` runs these same
-queries under pyspark 3.5 to record the Spark 3.5 checkpoints kept in `tests/fixtures/spark35/`.
+Only the standard library, pyspark and tidemark.session (which imports nothing else at load):
+`tests/fixtures/spark35/record.py` runs these same queries under pyspark 3.5, with `PYTHONPATH=src`, to record
+the Spark 3.5 checkpoints kept in `tests/fixtures/spark35/`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tidemark.session import runtime_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,10 +48,7 @@ def run_query(
     conf: tuple[str, str, str, str],
 ) -> None:
     """Run until the input is drained, one file per batch, with the given state store settings."""
-    saved = {k: spark.conf.get(k, None) for k in CONF_KEYS}
-    try:
-        for key, value in zip(CONF_KEYS, conf, strict=True):
-            spark.conf.set(key, value)
+    with runtime_conf(spark, dict(zip(CONF_KEYS, conf, strict=True))):
         frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
         query = (
             build(frame)
@@ -60,12 +60,6 @@ def run_query(
             .start()
         )
         query.awaitTermination()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _window_sums(frame: DataFrame) -> DataFrame:
