@@ -126,3 +126,21 @@ def test_prune_spark35_checkpoint_keeps_what_a_restart_needs(name: str, tmp_path
                 assert _sst_references(zipped) <= {p.name for p in zipped.parent.glob("SSTs/*")}
         else:  # no snapshot yet: the whole delta/changelog chain stays
             assert _state_versions(root / "state" / str(op.id)) == {1, 2, 3}
+
+
+def test_text_report_shows_each_operator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tidemark.cli.main import main
+
+    odd = tmp_path / "[red]jobs"  # rich markup in a path is printed as it is
+    odd.mkdir()
+    root, _ = _copy("hdfs_dedup_window", odd)
+    assert main(["checkpoint", "inspect", str(root)]) == 0
+    text = capsys.readouterr().out
+    assert f"checkpoint {root}" in text
+    for op in (0, 1):
+        deltas = len([f for f in _files(root / "state" / str(op)) if f.name.endswith(".delta")])
+        files = len(_files(root / "state" / str(op)))
+        assert f"  {op} (no operator metadata): 2 partitions, stores default" in text
+        assert f"versions 3 (1..3), {files} files" in text
+        assert f"by kind: delta {deltas}, crc" in text
+    assert json.dumps(json.loads((root / "offsets/2").read_text().splitlines()[2])) in text

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from tidemark.cli.output import out, print_json
 
@@ -29,7 +31,7 @@ def _size(value: int) -> str:
 def _render_report(report: CheckpointReport) -> None:
     from rich.table import Table
 
-    out.print(f"[bold]checkpoint[/bold] {report.path}")
+    out.print(f"[bold]checkpoint[/bold] {escape(report.path)}")
     out.print(f"  query id            {report.query_id or '-'}")
     out.print(
         f"  latest planned      {_opt(report.latest_offset_batch)} (watermark {_opt(report.latest_offset_watermark)})"
@@ -39,7 +41,7 @@ def _render_report(report: CheckpointReport) -> None:
         f"(next watermark {_opt(report.latest_committed_watermark)})"
     )
     out.print(f"  state provider      {report.state_provider or '-'}, format v{_opt(report.checkpoint_format_version)}")
-    out.print(f"  source offsets      {report.source_offsets}")
+    out.print(f"  source offsets      {escape(json.dumps(report.source_offsets))}")
     out.print(f"  files               {report.files_total:,} ({_size(report.bytes_total)})")
     folders = Table(title="files per folder", title_justify="left")
     for column in ("folder", "files", "bytes"):
@@ -48,28 +50,23 @@ def _render_report(report: CheckpointReport) -> None:
         folders.add_row(folder.folder, f"{folder.files:,}", _size(folder.bytes))
     out.print(folders)
     if report.operators:
-        ops = Table(title="stateful operators", title_justify="left")
-        for column in ("id", "name", "partitions", "stores", "versions", "files", "bytes", "by kind", "max replay"):
-            ops.add_column(column)
+        # One block per operator rather than a 9-column table: it stays readable in an 80-column terminal.
+        out.print("[bold]stateful operators[/bold]")
         for op in report.operators:
             kinds = ", ".join(f"{k} {c.files:,}" for k, c in op.files_by_kind.items() if c.files)
-            versions = f"{op.versions_held} ({_opt(op.oldest_version)}..{_opt(op.latest_version)})"
-            ops.add_row(
-                str(op.id),
-                op.name or "-",
-                str(op.partitions),
-                ", ".join(op.store_names),
-                versions,
-                f"{op.files:,}",
-                _size(op.bytes),
-                kinds,
-                str(op.max_replay_on_load),
+            out.print(
+                f"  {op.id} {op.name or '(no operator metadata)'}: {op.partitions} partitions, "
+                f"stores {', '.join(op.store_names)}"
             )
-        out.print(ops)
+            out.print(
+                f"      versions {op.versions_held} ({_opt(op.oldest_version)}..{_opt(op.latest_version)}), "
+                f"{op.files:,} files ({_size(op.bytes)}), replay on load up to {op.max_replay_on_load}"
+            )
+            out.print(f"      by kind: {kinds or '-'}")
     if report.sink is not None:
         sink = report.sink
         out.print(
-            f"[bold]sink log[/bold] {sink.path}/_spark_metadata: {sink.entries} entries, latest batch "
+            f"[bold]sink log[/bold] {escape(sink.path)}/_spark_metadata: {sink.entries} entries, latest batch "
             f"{_opt(sink.latest_batch)}, compact {_opt(sink.latest_compact_batch)} ({_size(sink.compact_bytes)}, "
             f"{sink.files_in_compact:,} files)"
         )
@@ -77,8 +74,8 @@ def _render_report(report: CheckpointReport) -> None:
         out.print("[green]no findings[/green]")
     for finding in report.findings:
         style = _SEVERITY_STYLE[finding.severity.value]
-        out.print(f"[{style}]{finding.severity.value.upper()} {finding.code}[/{style}]: {finding.message}")
-        out.print(f"  fix: {finding.fix}")
+        out.print(f"[{style}]{finding.severity.value.upper()} {finding.code}[/{style}]: {escape(finding.message)}")
+        out.print(f"  fix: {escape(finding.fix)}")
 
 
 def _opt(value: object) -> str:
@@ -88,13 +85,13 @@ def _opt(value: object) -> str:
 def _render_prune(result: PruneResult) -> None:
     verb = "removed" if result.applied else "would remove"
     out.print(
-        f"{verb} {result.files:,} files ({_size(result.bytes)}) from {result.path}: keeping batches "
+        f"{verb} {result.files:,} files ({_size(result.bytes)}) from {escape(result.path)}: keeping batches "
         f"{result.keep_from_batch}..{result.latest_committed_batch} (last committed) and their state"
     )
     for folder in result.by_folder:
         out.print(f"  {folder.folder:<24} {folder.files:>10,} files {_size(folder.bytes):>12}")
     for note in result.notes:
-        out.print(f"  [yellow]note[/yellow]: {note}")
+        out.print(f"  [yellow]note[/yellow]: {escape(note)}")
     if not result.applied and result.files:
         out.print("dry run: nothing was removed; add --apply to remove these files")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from tidemark.cli.output import err, out, print_json
 
@@ -37,7 +38,9 @@ def _render_status(status: ClusterStatus) -> None:
         cores = str(worker.cores) if worker.cores is not None else "-"
         table.add_row(worker.name, str(worker.pid), process, f"[{colour}]{seen}[/{colour}]", cores, memory)
     out.print(table)
-    out.print(f"{status.alive_workers} of {len(status.workers)} workers alive; run folder {status.run_dir}")
+    out.print(
+        f"{status.alive_workers} of {len(status.workers)} workers alive; run folder {escape(str(status.run_dir))}"
+    )
     if status.active_apps:
         out.print(f"running applications: {', '.join(status.active_apps)}")
     if status.master_alive:
@@ -68,7 +71,7 @@ def up(
     """Start a master and N workers on 127.0.0.1; wait until every worker is ALIVE."""
     from tidemark.cluster import cluster_up
 
-    err.print(f"starting a master and {workers} worker(s) from {run_dir} ...")
+    err.print(f"starting a master and {workers} worker(s) from {escape(str(run_dir))} ...")
     status = cluster_up(run_dir, workers=workers, cores=cores, memory=memory, timeout=timeout)
     if as_json:
         print_json(status)

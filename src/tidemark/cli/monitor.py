@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from tidemark.cli.output import out, print_json
 
@@ -91,7 +92,10 @@ def report_command(
     if json_output:
         print_json(result)
     else:
-        out.print(f"wrote {result.path}: {result.runs} run(s), {result.batches} batches, {result.findings} finding(s)")
+        out.print(
+            f"wrote {escape(str(result.path))}: {result.runs} run(s), {result.batches} batches, "
+            f"{result.findings} finding(s)"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -98,8 +98,11 @@ def init(directory: Annotated[Path, typer.Argument(help="Folder for the example.
     from tidemark.pipeline.scaffold import init_project
 
     result = init_project(directory)
-    out.print(f"wrote {result.config_path} and {result.data.events:,} events in {result.data.directory}")
-    out.print(f"next: [bold]tidemark run {result.config_path} --available-now[/bold]")
+    out.print(
+        f"wrote {escape(str(result.config_path))} and {result.data.events:,} events in "
+        f"{escape(str(result.data.directory))}"
+    )
+    out.print(f"next: [bold]tidemark run {escape(str(result.config_path))} --available-now[/bold]")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from tidemark.cli.output import out, print_json
 
@@ -193,7 +194,7 @@ def _render_memory(plan: MemoryPlan) -> None:
         proj = plan.projection.recommendation
         out.print(f"at {plan.projection.scale:g}x the event rate: spark.executor.memory={proj.executor_memory}")
     for note in plan.notes:
-        out.print(f"[yellow]note:[/yellow] {note}")
+        out.print(f"[yellow]note:[/yellow] {escape(note)}")
 
 
 def _render_checkpoint(advice: CheckpointAdvice) -> None:
@@ -219,8 +220,8 @@ def _render_checkpoint(advice: CheckpointAdvice) -> None:
     out.print(table)
     for finding in advice.findings:
         color = "yellow" if finding.severity.value == "warning" else "green"
-        out.print(f"[{color}]{finding.code}[/{color}]: {finding.message}\n  fix: {finding.fix}")
-    out.print(f"recommendation: {advice.recommendation}")
+        out.print(f"[{color}]{finding.code}[/{color}]: {escape(finding.message)}\n  fix: {escape(finding.fix)}")
+    out.print(f"recommendation: {escape(advice.recommendation)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tidemark.cli.output import err, out, print_json
@@ -49,7 +50,7 @@ def _render_recovery(result: RecoveryResult) -> None:
     if plan.moves:
         out.print(_moves_table(plan.moves))
     for note in plan.notes:
-        out.print(f"[yellow]note:[/yellow] {note}")
+        out.print(f"[yellow]note:[/yellow] {escape(note)}")
     if not result.applied:
         out.print("[bold]dry run[/bold]: nothing was changed; add --apply to do it")
         return
@@ -81,7 +82,7 @@ def _render_rollback(result: RollbackResult) -> None:
     if plan.moves:
         out.print(_moves_table(plan.moves))
     for note in plan.notes:
-        out.print(f"[yellow]note:[/yellow] {note}")
+        out.print(f"[yellow]note:[/yellow] {escape(note)}")
     if result.applied:
         out.print(f"rolled back: the next `tidemark run` re-runs the batches after {plan.to_batch}")
     else:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from tidemark.cli.output import out, print_json
 from tidemark.errors import UsageError
@@ -55,7 +56,7 @@ def _render_stats(result: StateStats) -> None:
     out.print(table)
     for op in result.operators:
         if op.note:
-            out.print(f"[yellow]operator {op.id}:[/yellow] {op.note}")
+            out.print(f"[yellow]operator {op.id}:[/yellow] {escape(op.note)}")
 
 
 @state_app.command("stats")
@@ -71,7 +72,9 @@ def _render_rows(result: StateRows) -> None:
     from rich.table import Table
 
     if result.exported_to:
-        out.print(f"wrote state of operator {result.operator} store {result.store} to {result.exported_to}")
+        out.print(
+            f"wrote state of operator {result.operator} store {result.store} to {escape(str(result.exported_to))}"
+        )
         return
     table = Table(title=f"operator {result.operator} store {result.store} at batch {result.batch}")
     for column in result.columns:
@@ -165,7 +168,7 @@ def _render_expired(result: ExpiredReport) -> None:
     out.print(table)
     for op in result.operators:
         for key in op.keys:
-            out.print(f"  op {op.id} {key.reason.value}: key={json.dumps(key.key)} timeout={key.timeout_ms}")
+            out.print(f"  op {op.id} {key.reason.value}: key={escape(json.dumps(key.key))} timeout={key.timeout_ms}")
 
 
 @state_app.command("expired")
