@@ -14,6 +14,7 @@ import pytest
 
 from tidemark.cli.main import main
 from tidemark.errors import CheckpointError
+from tidemark.session import runtime_conf
 from tidemark.state.diff import DiffMethod, diff_state
 from tidemark.state.expired import ExpiredReason, find_expired
 from tidemark.state.show import ExportFormat, show_state
@@ -134,10 +135,7 @@ def checkpoints(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -
     base = tmp_path_factory.mktemp("state")
     source = base / "in"
     source.mkdir()
-    saved = {key: spark.conf.get(key, None) for key in CONFS}
-    for key, value in CONFS.items():
-        spark.conf.set(key, value)
-    try:
+    with runtime_conf(spark, CONFS):
         events = spark.readStream.schema("key string, ts timestamp").json(str(source)).withWatermark("ts", "10 seconds")
         plans = {
             "group_state": events.groupBy("key").applyInPandasWithState(
@@ -153,12 +151,6 @@ def checkpoints(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -
             for name, plan in plans.items():
                 # One query at a time, started per batch: each start plans exactly the one new file.
                 _run_once(plan, base / name)
-    finally:
-        for key, previous in saved.items():
-            if previous is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, previous)
     legacy = base / "legacy"
     shutil.copytree(base / "window", legacy)
     shutil.rmtree(legacy / "state" / "0" / "_metadata")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from tidemark.checkpoint.findings import FindingsInput, Thresholds, find_problems
 from tidemark.checkpoint.fs import Backend, CheckpointFS, open_fs
@@ -33,6 +34,7 @@ from tidemark.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+_Entry = TypeVar("_Entry", OffsetEntry, CommitEntry)
 
 
 def read_text(fs: CheckpointFS, rel: str) -> str | None:
@@ -41,28 +43,26 @@ def read_text(fs: CheckpointFS, rel: str) -> str | None:
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
-def read_offset(fs: CheckpointFS, batch: int) -> OffsetEntry | None:
-    """offsets/<batch>, or None when missing or unreadable (logged)."""
-    text = read_text(fs, f"{OFFSETS}/{batch}")
+def _read_entry(fs: CheckpointFS, folder: str, batch: int, parse: Callable[[int, str], _Entry]) -> _Entry | None:
+    """<folder>/<batch> parsed, or None when missing or unreadable (logged)."""
+    text = read_text(fs, f"{folder}/{batch}")
     if text is None:
         return None
     try:
-        return OffsetEntry.parse(batch, text)
+        return parse(batch, text)
     except ValueError as exc:
-        log.warning("cannot read offsets/%s: %s", batch, exc)
+        log.warning("cannot read %s/%s: %s", folder, batch, exc)
         return None
+
+
+def read_offset(fs: CheckpointFS, batch: int) -> OffsetEntry | None:
+    """offsets/<batch>, or None when missing or unreadable (logged)."""
+    return _read_entry(fs, OFFSETS, batch, OffsetEntry.parse)
 
 
 def read_commit(fs: CheckpointFS, batch: int) -> CommitEntry | None:
     """commits/<batch>, or None when missing or unreadable (logged)."""
-    text = read_text(fs, f"{COMMITS}/{batch}")
-    if text is None:
-        return None
-    try:
-        return CommitEntry.parse(batch, text)
-    except ValueError as exc:
-        log.warning("cannot read commits/%s: %s", batch, exc)
-        return None
+    return _read_entry(fs, COMMITS, batch, CommitEntry.parse)
 
 
 def read_commits(fs: CheckpointFS, scan: CheckpointScan) -> dict[int, CommitEntry]:

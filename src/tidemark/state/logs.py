@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from tidemark.checkpoint.layout import CommitEntry, OffsetEntry, batch_ids
+from tidemark.checkpoint.layout import COMMITS, OFFSETS, CommitEntry, OffsetEntry, batch_ids
 from tidemark.errors import CheckpointError
 
+_Entry = TypeVar("_Entry", OffsetEntry, CommitEntry)
 # Sub-folders of a state partition folder that are not named stores.
 _NOT_STORES = frozenset({"_metadata", "SSTs", "logs", "_stateSchema"})
 
@@ -77,24 +79,23 @@ def _entry(file: Path) -> str:
     return "\n".join(lines)
 
 
+def _read_entry(root: Path, folder: str, batch: int, parse: Callable[[int, str], _Entry], what: str) -> _Entry:
+    file = root / folder / str(batch)
+    try:
+        return parse(batch, _entry(file))
+    except ValueError as exc:
+        msg = f"{file} is not a valid Spark {what} log entry: the checkpoint may be corrupt"
+        raise CheckpointError(msg) from exc
+
+
 def read_commit(root: Path, batch: int) -> CommitEntry:
     """The commits/<batch> entry of a checkpoint."""
-    file = root / "commits" / str(batch)
-    try:
-        return CommitEntry.parse(batch, _entry(file))
-    except ValueError as exc:
-        msg = f"{file} is not a valid Spark commit log entry: the checkpoint may be corrupt"
-        raise CheckpointError(msg) from exc
+    return _read_entry(root, COMMITS, batch, CommitEntry.parse, "commit")
 
 
 def read_offsets(root: Path, batch: int) -> OffsetEntry:
     """The offsets/<batch> entry of a checkpoint."""
-    file = root / "offsets" / str(batch)
-    try:
-        return OffsetEntry.parse(batch, _entry(file))
-    except ValueError as exc:
-        msg = f"{file} is not a valid Spark offset log entry: the checkpoint may be corrupt"
-        raise CheckpointError(msg) from exc
+    return _read_entry(root, OFFSETS, batch, OffsetEntry.parse, "offset")
 
 
 def _folder_size(folder: Path) -> int:

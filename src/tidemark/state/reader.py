@@ -75,25 +75,15 @@ def session_conf(root: Path) -> dict[str, str]:
 @contextmanager
 def state_session(path: str | Path) -> Iterator[tuple[SparkSession, Path]]:
     """A Spark session ready to read this checkpoint's state; settings it changes are restored on exit."""
-    from tidemark.session import build_session
+    from tidemark.session import build_session, runtime_conf
 
     root = checkpoint_path(path)
     latest_committed_batch(root)
     spark = build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
     # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
     spark.streams.active  # noqa: B018
-    wanted = session_conf(root)
-    saved = {key: spark.conf.get(key, None) for key in wanted}
-    for key, value in wanted.items():
-        spark.conf.set(key, value)
-    try:
+    with runtime_conf(spark, session_conf(root)):
         yield spark, root
-    finally:
-        for key, previous in saved.items():
-            if previous is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, previous)
 
 
 def explain_read_error(exc: Exception, root: Path, target: ReadTarget, batch: int | None) -> CheckpointError:
