@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.fixtures.checkpoint import synthetic
 from tidemark.checkpoint.findings import Thresholds
 from tidemark.checkpoint.inspect import inspect_checkpoint
-from tidemark.checkpoint.report import Severity
+from tidemark.findings import Severity
 
 
 def _codes(path: Path, **kwargs: object) -> dict[str, Severity]:

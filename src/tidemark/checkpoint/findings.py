@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tidemark.checkpoint.layout import CommitEntry
-from tidemark.checkpoint.report import Finding, FolderCount, OperatorReport, Severity, SinkReport
+from tidemark.checkpoint.report import FolderCount, OperatorReport, SinkReport
 from tidemark.checkpoint.scan import CheckpointScan, StoreScan
+from tidemark.findings import Finding, Severity
 from tidemark.sizes import format_size
 
 PRUNE_HINT = "stop the query and run `tidemark checkpoint prune PATH --keep 100 --apply`"

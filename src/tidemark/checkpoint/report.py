@@ -4,33 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from tidemark.checkpoint.fs import Walker
-
-
-class Severity(StrEnum):
-    """How bad a finding is: an error makes `inspect` exit 1."""
-
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem, with a stable code, what was seen (naming batch/operator/partition) and the fix."""
-
-    code: str
-    severity: Severity
-    message: str
-    fix: str
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Finding:
-        """Rebuild a finding from its JSON form."""
-        return cls(str(data["code"]), Severity(data["severity"]), str(data["message"]), str(data["fix"]))
+from tidemark.findings import Finding, Severity
 
 
 @dataclass(frozen=True)

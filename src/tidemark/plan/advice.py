@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 
 from tidemark.config.model import StateStoreKind
+from tidemark.findings import Finding, Severity
 from tidemark.monitor.progress import BatchProgress, StateOperatorProgress
 from tidemark.plan.memory import MemoryConf, MemoryLoad, layout_for, per_executor_usage
 
@@ -15,23 +15,6 @@ from tidemark.plan.memory import MemoryConf, MemoryLoad, layout_for, per_executo
 COMMIT_SHARE_HIGH = 0.25
 # HDFS-backed state above this share of an executor's execution memory crowds out shuffle and sort.
 STATE_MEMORY_DOMINATES = 0.5
-
-
-class Severity(StrEnum):
-    """How urgent a finding is."""
-
-    INFO = "info"
-    WARNING = "warning"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One piece of advice with a stable code."""
-
-    code: str
-    severity: Severity
-    message: str
-    fix: str
 
 
 @dataclass(frozen=True)

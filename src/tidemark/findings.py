@@ -1,0 +1,30 @@
+"""A finding of a diagnostic (`checkpoint inspect`, `plan checkpoint`): a stable code, a severity, a fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Severity(StrEnum):
+    """How bad a finding is: an error makes `checkpoint inspect` exit 1."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem or piece of advice: a stable code, what was seen (naming batch, operator, ...) and the fix."""
+
+    code: str
+    severity: Severity
+    message: str
+    fix: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Finding:
+        """Rebuild a finding from its JSON form."""
+        return cls(str(data["code"]), Severity(data["severity"]), str(data["message"]), str(data["fix"]))
