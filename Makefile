@@ -7,14 +7,14 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 TM := $(VENV)/bin/tidemark
 DEMO := demo
 
-.PHONY: install run test test-unit test-integration lint typecheck bench chromium clean
+.PHONY: install run test test-unit test-integration lint typecheck bench chromium azurite prometheus clean
 
 $(UV):
 	$(PYTHON) -m venv .uv
 	.uv/bin/pip install --quiet uv==$(UV_VERSION)
 
-$(VENV)/.installed: $(UV) pyproject.toml uv.lock setup.py src/tidemark/checkpoint/_fastwalk.c
-	$(UV) sync --frozen --quiet
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock setup.py src/tidemark/storage/_fastwalk.c
+	$(UV) sync --frozen --quiet --all-extras
 	# Bytecode for tidemark's own modules too (uv compiles site-packages): CLI startup 0.75 s -> 0.3 s here.
 	$(VENV)/bin/python -m compileall -q src >/dev/null
 	touch $@
@@ -31,12 +31,28 @@ run: install
 chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
+# Azurite, the Azure Storage emulator the storage tests start on loopback (npm, pinned by tools/azurite's lock file).
+AZURITE := tools/azurite/node_modules/.bin/azurite-blob
+$(AZURITE): tools/azurite/package.json tools/azurite/package-lock.json
+	npm ci --silent --no-audit --no-fund --prefix tools/azurite
+	touch $@
+
+azurite: $(AZURITE)
+
+# A real Prometheus, promtool and Pushgateway for the metrics tests (Debian packages). The tests start their own
+# binaries on free loopback ports; the packages' services are not used.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 \
+		&& command -v prometheus-pushgateway >/dev/null 2>&1 \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			prometheus prometheus-pushgateway >/dev/null)
+
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks setup.py
 	$(VENV)/bin/ruff format --check src tests benchmarks setup.py
 	$(VENV)/bin/mypy
 
-test: install chromium lint
+test: install chromium azurite prometheus lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600
 
 test-unit: install
@@ -46,4 +62,4 @@ bench: install
 	@echo "benchmarks are run one by one: see BENCHMARKS.md"
 
 clean:
-	rm -rf $(VENV) .uv $(DEMO) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .uv $(DEMO) .pytest_cache .mypy_cache .ruff_cache tools/azurite/node_modules

@@ -67,7 +67,7 @@ def peak_rss_mb(command: list[str]) -> float:
 
 def walk_seconds(root: Path, native: bool) -> float:
     """One bare walk of the tree (listing only, no classification) with the C listing or os.scandir."""
-    from tidemark.checkpoint.fs import LocalFS
+    from tidemark.storage.local import LocalFS
 
     fs = LocalFS(str(root), native=native)
     start = time.perf_counter()

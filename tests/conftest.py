@@ -11,6 +11,9 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# Azurite and moto's S3 server, started on loopback by the tests that ask for them.
+pytest_plugins = ["tests.servers"]
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:

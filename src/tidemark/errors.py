@@ -33,3 +33,7 @@ class CheckpointError(TidemarkError):
 
 class CheckpointLocked(CheckpointError):
     """Another live run holds the checkpoint."""
+
+
+class StorageError(TidemarkError):
+    """A storage location cannot be reached, read or written (missing container, credentials, permission)."""

@@ -95,7 +95,7 @@ def test_log_and_metrics_of_a_real_windowed_query(spark: SparkSession, tmp_path:
         query.awaitTermination(240)
         last: dict[str, Any] = json.loads(query.lastProgress.json) if query.lastProgress else {}
         assert last, "the query completed no batch"
-        q = frozenset({("query", "monitored")})
+        q = frozenset({("pipeline", "monitored"), ("run_id", "run-metrics"), ("query", "monitored")})
         samples = wait_for(
             lambda: (s := scrape(monitor.metrics_port or 0)).get(("tidemark_batch_id", q)) == last["batchId"] and s,
             30,

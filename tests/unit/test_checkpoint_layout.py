@@ -78,11 +78,12 @@ def test_operator_metadata_join() -> None:
 
 
 def test_batch_ids_sorted_numerically_ignoring_crc_and_temp(tmp_path: Path) -> None:
-    from tidemark.checkpoint.layout import batch_ids
+    from tidemark.checkpoint.handle import Checkpoint
 
     folder = tmp_path / "commits"
     folder.mkdir()
     for name in ("10", "2", "9", ".9.crc", "9.tmp", "._temp"):
         (folder / name).write_text("v1")
-    assert batch_ids(folder) == [2, 9, 10]
-    assert batch_ids(tmp_path / "missing") == []
+    checkpoint = Checkpoint.open(str(tmp_path))
+    assert checkpoint.commit_batches() == [2, 9, 10]
+    assert checkpoint.offset_batches() == []

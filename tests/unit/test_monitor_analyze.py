@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import tracemalloc
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from tests.progress_logs import write_long_log
 from tidemark.cli.main import main
 from tidemark.monitor.analyze import analyze
+from tidemark.monitor.report import render_report
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "progress"
 WINDOWED = FIXTURES / "windowed_hdfs.jsonl"
@@ -176,9 +180,80 @@ def test_cli_analyze_json_has_the_documented_keys(capsys: pytest.CaptureFixture[
     assert main(["analyze", str(GROWING), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {"batches", "commit_share", "state_rows_trend", "dropped_by_watermark", "runs", "findings"} <= set(data)
-    assert {"batches", "commit_share", "state_rows_trend", "dropped_by_watermark"} <= set(data["runs"][0])
+    run = data["runs"][0]
+    assert {"batches", "commit_share", "state_rows_trend", "dropped_by_watermark"} <= set(run)
+    assert set(run["batch_duration_ms"]) == {"mean", "p50", "p90", "p99", "max"}
+    assert run["batch_duration_ms"]["max"] == max(p["batchDuration"] for p in raw_progress(GROWING))
+    assert {"batch_id", "duration_ms", "timestamp", "commit_ms"} == set(run["slowest_batches"][0])
     assert data["batches"] == len(raw_progress(GROWING))
 
 
 def test_cli_analyze_missing_log_is_a_usage_error(tmp_path: Path) -> None:
     assert main(["analyze", str(tmp_path / "nope.jsonl")]) == 2
+
+
+def test_long_log_figures_match_hand_computation(tmp_path: Path) -> None:
+    log = write_long_log(tmp_path / "long.jsonl", 20_000, spike_batch=7_777)
+    raw = raw_progress(log.path)
+    run = analyze(log.path).runs[0]
+    durations = np.array([p["batchDuration"] for p in raw])
+    assert run.batches == len(raw) == 20_000
+    assert run.total_batch_ms == durations.sum()
+    stats = run.batch_duration_ms
+    assert stats is not None
+    assert stats.max == durations.max() == log.spike_duration_ms
+    assert stats.mean == pytest.approx(durations.mean(), abs=0.05)
+    ordered = np.sort(durations)
+    for q, value in ((0.5, stats.p50), (0.9, stats.p90), (0.99, stats.p99)):
+        assert value == pytest.approx(ordered[int(np.ceil(q * len(ordered))) - 1], rel=0.01)
+    slowest = sorted(raw, key=lambda p: (-p["batchDuration"], p["batchId"]))[:5]
+    assert [(b.batch_id, b.duration_ms) for b in run.slowest_batches] == [
+        (p["batchId"], p["batchDuration"]) for p in slowest
+    ]
+    assert run.slowest_batches[0].batch_id == 7_777
+    rows = np.array([p["stateOperators"][0]["numRowsTotal"] for p in raw], dtype=float)
+    trend = run.state_rows_trend[0]
+    assert trend.rows_per_batch == pytest.approx(np.polyfit(np.arange(len(rows)), rows, 1)[0], abs=1e-3)
+    assert (trend.first_rows, trend.last_rows, trend.max_rows) == (rows[0], rows[-1], rows.max())
+    removed = [p["stateOperators"][0]["numRowsRemoved"] for p in raw]
+    assert trend.rows_removed == sum(removed)
+    growing = next(i for i in range(len(rows) - 1, 0, -1) if not (rows[i] > rows[i - 1] and removed[i] == 0))
+    assert trend.growing_batches == len(rows) - 1 - growing
+    commit = sum(op["commitTimeMs"] / op["numStateStoreInstances"] for p in raw for op in p["stateOperators"])
+    assert run.commit_share == pytest.approx(commit / durations.sum(), abs=1e-4)
+    last = raw[-1]
+    lag = (when(last["timestamp"]) - when(last["eventTime"]["watermark"])).total_seconds()
+    assert run.watermark_lag_seconds == pytest.approx(lag)
+    assert run.dropped_by_watermark == sum(p["stateOperators"][0]["numRowsDroppedByWatermark"] for p in raw)
+
+
+def test_a_run_in_part_files_reads_as_one_run_in_name_order(tmp_path: Path) -> None:
+    whole = write_long_log(tmp_path / "whole.jsonl", 3_000, spike_batch=2_500).path
+    lines = whole.read_text().splitlines(keepends=True)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    # 12 parts named <run_id>.<part>.jsonl: part 2 must come before part 10 although "10" < "2" as text.
+    size = len(lines) // 12 + 1
+    for part in range(12):
+        chunk = lines[part * size : (part + 1) * size]
+        torn = '{"type":"progress","time":"2026-' if part == 4 else ""  # a part whose writer died mid-line
+        (parts / f"long-run.{part}.jsonl").write_text("".join(chunk) + torn)
+    from_parts, from_file = analyze(parts), analyze(whole)
+    assert len(from_parts.runs) == 1
+    assert from_parts.runs == from_file.runs
+    assert from_parts.runs[0].last_batch == 2_999 and from_parts.runs[0].state_rows_trend[0].growing_batches == 0
+
+
+def test_analysis_memory_does_not_grow_with_the_log(tmp_path: Path) -> None:
+    def peak(batches: int) -> int:
+        log = write_long_log(tmp_path / f"{batches}.jsonl", batches, spike_batch=batches // 2).path
+        tracemalloc.start()
+        try:
+            render_report(log)  # the analysis and the chart series, in one pass
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = peak(1_000), peak(8_000)
+    # Keeping every batch would take 8x here; the folds keep constant-size accumulators and chart columns.
+    assert large < 1.3 * small, (small, large)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime
 
 import pytest
 
-from tidemark.errors import UsageError
-from tidemark.monitor.metrics import MetricsRegistry, MetricsServer, parse_exposition
+from tidemark.monitor.metrics import FAMILIES, MetricsRegistry, MetricsServer, RunState, parse_exposition
 from tidemark.monitor.progress import BatchProgress
 
 
@@ -45,6 +47,7 @@ def test_render_has_the_last_batch_values_and_running_totals() -> None:
     registry = MetricsRegistry()
     registry.update(_progress(1), received_at=1000.0)
     registry.update(_progress(2), received_at=2000.0)
+    registry.note_idle("q1", at=2500.0)
     samples = parse_exposition(registry.render())
     q = frozenset({("query", "q1")})
     op = q | {("operator", "stateStoreSave"), ("operator_id", "0")}
@@ -58,11 +61,58 @@ def test_render_has_the_last_batch_values_and_running_totals() -> None:
     assert samples[("tidemark_rows_dropped_by_watermark", op)] == 3
     assert samples[("tidemark_rows_dropped_by_watermark_total", q)] == 6
     assert samples[("tidemark_watermark_lag_seconds", q)] == 300
+    watermark = datetime(2026, 1, 1, 0, 5, tzinfo=UTC).timestamp()
+    assert samples[("tidemark_watermark_timestamp_seconds", q)] == watermark
     assert samples[("tidemark_quarantined_records", q)] == 2
     assert samples[("tidemark_quarantined_records_total", q)] == 4
+    assert samples[("tidemark_input_rows_total", q)] == 80
+    assert samples[("tidemark_batch_duration_seconds_total", q)] == pytest.approx(1.501 + 1.502)
+    # the planner's estimate: commitTimeMs over the operator's 2 state store instances, per batch
+    assert samples[("tidemark_state_commit_wall_seconds_total", q)] == pytest.approx(2 * 0.25 / 2)
     assert samples[("tidemark_last_progress_timestamp_seconds", q)] == 2000
+    assert samples[("tidemark_last_idle_timestamp_seconds", q)] == 2500
     assert samples[("tidemark_batch_phase_seconds", q | {("phase", "addBatch")})] == 1
     assert samples[("tidemark_stuck", q)] == 0
+    assert not any(name == "tidemark_run_state" for name, _ in samples)  # no run: no run-level series
+
+
+def test_every_sample_carries_pipeline_and_run_id_and_the_run_state() -> None:
+    registry = MetricsRegistry(pipeline="clicks", run_id="20260101T000000Z-ab12cd", stuck_after_seconds=300)
+    registry.begin(at=100.0)
+    registry.update(_progress(1, name="clicks"), received_at=160.0)
+    running = parse_exposition(registry.render())
+    run = frozenset({("pipeline", "clicks"), ("run_id", "20260101T000000Z-ab12cd")})
+    assert all(run <= labels for _, labels in running)
+    assert running[("tidemark_batch_id", run | {("query", "clicks")})] == 1
+    assert running[("tidemark_run_start_timestamp_seconds", run)] == 100
+    assert running[("tidemark_stuck_after_seconds", run)] == 300
+    states = {dict(labels)["state"]: value for (name, labels), value in running.items() if name == "tidemark_run_state"}
+    assert states == {state.value: float(state is RunState.RUNNING) for state in RunState}
+    assert ("tidemark_run_end_timestamp_seconds", run) not in running
+    registry.finish(RunState.MAX_DURATION, at=400.0)
+    ended = parse_exposition(registry.render())
+    assert ended[("tidemark_run_state", run | {("state", "max-duration")})] == 1
+    assert ended[("tidemark_run_state", run | {("state", "running")})] == 0
+    assert ended[("tidemark_run_end_timestamp_seconds", run)] == 400
+    assert ended[("tidemark_batch_id", run | {("query", "clicks")})] == 1  # the last figures stay
+
+
+def test_exposition_passes_promtool_check_metrics() -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is needed (Debian package prometheus: make prometheus)"
+    registry = MetricsRegistry(pipeline="clicks", run_id="r1", stuck_after_seconds=300)
+    registry.begin()
+    registry.update(_progress(1, name="clicks"))
+    registry.note_idle("clicks")
+    registry.set_stuck("clicks", True)
+    registry.finish(RunState.STUCK)
+    text = registry.render()
+    assert {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")} == {n for n, _, _ in FAMILIES}
+    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and not done.stdout.strip() and not done.stderr.strip(), done.stdout + done.stderr
+    broken = text.replace("tidemark_batches_total", "tidemark_batches")  # a counter without _total: promtool objects
+    done = subprocess.run([promtool, "check", "metrics"], input=broken, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
 
 
 def test_label_values_are_escaped() -> None:
@@ -90,9 +140,15 @@ def test_server_serves_metrics_on_a_free_port_and_stops() -> None:
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=10)
         busy = MetricsServer(registry, "127.0.0.1", port)
-        with pytest.raises(UsageError, match="metrics_port"):
+        with pytest.raises(OSError, match="in use"):
             busy.start()
     finally:
         server.stop()
         server.stop()
     assert server.port is None
+
+
+def test_every_way_a_run_stops_is_a_run_state() -> None:
+    from tidemark.pipeline.run import StopReason
+
+    assert {reason.value for reason in StopReason} <= {state.value for state in RunState}

@@ -10,10 +10,13 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from tests.progress_logs import duration_ms, write_long_log
 from tidemark.cli.main import main
 from tidemark.monitor.report import render_report, write_report
+from tidemark.monitor.report.svg import PLOT_HEIGHT, PLOT_WIDTH
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "progress"
 EVIL = '<script>alert("x")</script>'
@@ -90,6 +93,7 @@ def test_report_is_self_contained_and_escapes_data(report: Path) -> None:
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
     assert "&lt;b&gt;run&lt;/b&gt;" in html
     assert html.count("<svg") >= 6 * 2  # two fixture runs with the six charts (no watermark chart in one)
+    assert "Slowest batches" not in html  # short runs: the charts show every batch
 
 
 @pytest.mark.slow
@@ -111,11 +115,11 @@ def test_report_renders_in_headless_chromium(report: Path) -> None:
         f"file://{report}",
     )
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
-    width, height, pixels = decode_png(shot.read_bytes())
-    assert (width, height) == (600, 1000)
+    image = decode_png(shot.read_bytes()).astype(int)
+    assert image.shape == (1000, 600, 3)
     # Chart strokes and bars are saturated colours; text, tables and background are grey: count colour.
-    colored = sum(1 for r, g, b in pixels if max(r, g, b) - min(r, g, b) > 80)
-    assert colored / len(pixels) > 0.01, f"only {colored} coloured pixels: the charts did not render"
+    colored = float(((image.max(axis=2) - image.min(axis=2)) > 80).mean())
+    assert colored > 0.01, f"only {colored:.2%} coloured pixels: the charts did not render"
 
 
 def test_cli_report_writes_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,8 +129,52 @@ def test_cli_report_writes_the_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert target.read_text() == render_report(FIXTURES / "growing_rocksdb.jsonl")
 
 
-def decode_png(data: bytes) -> tuple[int, int, list[tuple[int, int, int]]]:
-    """Decode an 8-bit RGB/RGBA, non-interlaced PNG (what Chromium writes) into RGB pixels."""
+SPIKE_BATCHES = 300_000
+SPIKE_AT = 123_457
+
+
+@pytest.mark.slow
+def test_one_spike_among_300000_batches_shows_in_the_rendered_report(tmp_path: Path) -> None:
+    log = write_long_log(tmp_path / "long.jsonl", SPIKE_BATCHES, spike_batch=SPIKE_AT, spike_factor=10)
+    assert log.spike_duration_ms == 10 * duration_ms(SPIKE_AT) > 8 * log.normal_max_duration_ms
+    result = write_report(log.path, tmp_path / "report.html")
+    log.path.unlink()  # a quarter of a gigabyte
+    assert result.batches == SPIKE_BATCHES
+    assert result.size_bytes <= 3_000_000  # bounded by the charts' width, not by the batch count
+    html = Path(result.path).read_text()
+    assert "<circle" not in html and 'class="envelope"' in html
+    # The slowest-batches table names the spike first.
+    assert "<h3>Slowest batches</h3>" in html and html.index(f"<td>{SPIKE_AT}</td>") < html.index("<td>17</td>")
+
+    shot = tmp_path / "shot.png"
+    done = run_chromium(tmp_path, f"--screenshot={shot}", "--window-size=600,1400", f"file://{result.path}")
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    image = decode_png(shot.read_bytes()).astype(int)
+    # The first chart is the batch duration; its plot area is the first run of rows of #fafafa background.
+    background = (image == 250).all(axis=2)
+    top = int(np.flatnonzero(background.sum(axis=1) > PLOT_WIDTH // 2)[0])
+    left = int(np.flatnonzero(background[top + PLOT_HEIGHT // 4])[0])
+    plot = image[top : top + PLOT_HEIGHT - 2, left : left + PLOT_WIDTH - 2]
+    dark = plot.max(axis=2) < 200  # the shade (black at 35%) and the phase areas; not background or grid lines
+    upper, lower = dark[: PLOT_HEIGHT // 2], dark[-PLOT_HEIGHT // 10 :]
+    # Every batch but one is under 2.1 s, at most an eighth of the height: the bottom band is drawn all along...
+    assert lower.any(axis=0).mean() > 0.95
+    # ...while above half the height only the spike's column has anything, and it reaches near the top.
+    columns = np.flatnonzero(upper.any(axis=0))
+    expected = PLOT_WIDTH * (SPIKE_AT + 0.5) / SPIKE_BATCHES - 1  # the plot's left border is at x = -1 here
+    assert len(columns) > 0, "the spike is not drawn"
+    assert abs(columns.min() - expected) <= 3 and abs(columns.max() - expected) <= 3, (columns, expected)
+    assert len(columns) <= 3
+    peak = int(np.flatnonzero(dark[:, columns].any(axis=1))[0])
+    assert peak < PLOT_HEIGHT * 0.1, f"the spike's column reaches only row {peak} of {PLOT_HEIGHT}"
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    """Decode an 8-bit RGB/RGBA, non-interlaced PNG (what Chromium writes) into a (height, width, 3) array.
+
+    Rows filtered with None, Sub or Up are undone with numpy; Average and Paeth, which depend on the pixel to
+    the left once decoded, byte by byte.
+    """
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width, height, channels = 8, b"", 0, 0, 0
     while pos < len(data):
@@ -139,27 +187,31 @@ def decode_png(data: bytes) -> tuple[int, int, list[tuple[int, int, int]]]:
         elif kind == b"IDAT":
             idat += body
         pos += 12 + length
-    raw = zlib.decompress(idat)
-    stride = width * channels
-    previous = bytearray(stride)
-    pixels: list[tuple[int, int, int]] = []
+    raw = np.frombuffer(zlib.decompress(idat), dtype=np.uint8).reshape(height, width * channels + 1)
+    image = np.zeros((height, width * channels), dtype=np.uint8)
+    previous = np.zeros(width * channels, dtype=np.uint8)
     for row in range(height):
-        start = row * (stride + 1)
-        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
-        for i in range(stride):
-            left = line[i - channels] if i >= channels else 0
-            up = previous[i]
-            corner = previous[i - channels] if i >= channels else 0
-            if kind == 1:
-                line[i] = (line[i] + left) & 0xFF
-            elif kind == 2:
-                line[i] = (line[i] + up) & 0xFF
-            elif kind == 3:
-                line[i] = (line[i] + (left + up) // 2) & 0xFF
-            elif kind == 4:
-                p = left + up - corner
-                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
-                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 0xFF
-        pixels.extend((line[i], line[i + 1], line[i + 2]) for i in range(0, stride, channels))
-        previous = line
-    return width, height, pixels
+        kind, line = raw[row, 0], raw[row, 1:]
+        if kind == 0:
+            decoded = line.copy()
+        elif kind == 1:  # each byte plus the decoded byte one pixel left: a running sum per channel, mod 256
+            decoded = np.cumsum(line.reshape(width, channels), axis=0, dtype=np.uint8).reshape(-1)
+        elif kind == 2:
+            decoded = line + previous
+        else:
+            decoded = bytearray(line.tobytes())
+            up = previous.tobytes()
+            for i in range(len(decoded)):
+                left = decoded[i - channels] if i >= channels else 0
+                corner = up[i - channels] if i >= channels else 0
+                if kind == 3:
+                    decoded[i] = (decoded[i] + (left + up[i]) // 2) & 0xFF
+                else:
+                    p = left + up[i] - corner
+                    pa, pb, pc = abs(p - left), abs(p - up[i]), abs(p - corner)
+                    predictor = left if pa <= pb and pa <= pc else up[i] if pb <= pc else corner
+                    decoded[i] = (decoded[i] + predictor) & 0xFF
+            decoded = np.frombuffer(bytes(decoded), dtype=np.uint8)
+        image[row] = decoded
+        previous = image[row]
+    return image.reshape(height, width, channels)[:, :, :3]

@@ -23,7 +23,7 @@ def test_readme_config_example_is_valid(tmp_path: Path) -> None:
     assert config.spark_conf()["spark.sql.streaming.stateStore.maintenanceInterval"] == "30s"
 
 
-GROUPS = ("checkpoint", "state", "plan", "cluster")
+GROUPS = ("checkpoint", "state", "plan", "cluster", "metrics")
 
 
 def _commands(text: str) -> list[str]:
@@ -65,5 +65,7 @@ def test_readme_lists_the_main_commands() -> None:
         "cluster up",
         "cluster down",
         "cluster status",
+        "metrics rules",
+        "metrics dashboard",
     ):
         assert command in COMMANDS

@@ -10,17 +10,13 @@ import pytest
 
 from tidemark.cli.main import main
 from tidemark.errors import CheckpointError, UsageError
-from tidemark.state.logs import (
-    checkpoint_path,
-    latest_committed_batch,
-    operator_folders,
-    read_commit,
-)
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.layout import OperatorMetadata
+from tidemark.state.logs import operator_folders
 from tidemark.state.metadata import (
     StateVariable,
     StoreInfo,
     legacy_hint,
-    parse_operator_metadata,
     parse_operator_properties,
 )
 from tidemark.state.reader import FORMAT_VERSION_KEY, ReadTarget, reader_options, session_conf, targets_of
@@ -83,32 +79,37 @@ def test_corrupt_commit_is_one_clear_error(tmp_path: Path) -> None:
     root = _checkpoint(tmp_path)
     (root / "commits" / "1").write_text("garbage")
     with pytest.raises(CheckpointError, match="not a valid Spark commit log entry"):
-        read_commit(root, 1)
+        Checkpoint.open(str(root)).commit(1)
 
 
 def test_checkpoint_folders(tmp_path: Path) -> None:
     root = _checkpoint(tmp_path)
-    assert checkpoint_path(f"file://{root}") == root
-    assert latest_committed_batch(root) == 1
-    assert read_commit(root, 1).next_watermark_ms == 7
+    checkpoint = Checkpoint.open(f"file://{root}")
+    checkpoint.require()
+    assert checkpoint.store.location.key == str(root)
+    assert checkpoint.latest_committed_batch() == 1
+    assert checkpoint.commit(1).next_watermark_ms == 7
     (root / "state" / "5" / "0" / "_metadata").mkdir(parents=True)  # left behind by Spark's reader
-    (folder,) = operator_folders(root)
+    (folder,) = operator_folders(Checkpoint.open(str(root)))
     assert folder.partitions == (0, 1)
     assert folder.stores == ("left-keyToNumValues",)
     assert folder.has_changelog and not folder.has_operator_metadata
     assert folder.disk_bytes == 10  # .crc files are not state
-    assert session_conf(root) == {}
-    assert session_conf(_checkpoint(tmp_path / "v2", commit_version=2)) == {FORMAT_VERSION_KEY: "2"}
+    assert session_conf(checkpoint) == {}
+    v2 = _checkpoint(tmp_path / "v2", commit_version=2)
+    assert session_conf(Checkpoint.open(str(v2))) == {FORMAT_VERSION_KEY: "2"}
 
 
 def test_missing_or_empty_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="does not exist"):
-        checkpoint_path(tmp_path / "nope")
+        Checkpoint.open(str(tmp_path / "nope")).require()
+    (tmp_path / "other").write_text("x")
     with pytest.raises(CheckpointError, match="not a streaming checkpoint"):
-        checkpoint_path(tmp_path)
+        Checkpoint.open(str(tmp_path)).require()
     (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "0").write_text("v1\n{}")
     with pytest.raises(CheckpointError, match="no committed batch"):
-        latest_committed_batch(tmp_path)
+        Checkpoint.open(str(tmp_path)).latest_committed_batch()
 
 
 def test_operator_properties_keep_user_variables_and_note_timers() -> None:
@@ -179,17 +180,17 @@ def test_cli_rejects_bad_flags_before_starting_spark(tmp_path: Path, capsys: pyt
 
 
 def test_operator_metadata_files() -> None:
-    v1 = parse_operator_metadata(
+    v1 = OperatorMetadata.parse(
         'v1\n{"operatorInfo":{"operatorId":0,"operatorName":"stateStoreSave"},'
         '"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":2}]}'
     )
-    assert (v1.operator_id, v1.operator_name, v1.properties) == (0, "stateStoreSave", None)
+    assert (v1.operator_id, v1.name, v1.properties) == (0, "stateStoreSave", None)
     assert v1.stores == (("default", 2),)
     body = {
         "operatorInfo": {"operatorId": 3, "operatorName": "transformWithStateInPandasExec"},
         "stateStoreInfo": [{"storeName": "default", "numColsPrefixKey": 0, "numPartitions": 4}],
         "operatorPropertiesJson": TWS_PROPS,
     }
-    v2 = parse_operator_metadata("v2\n" + json.dumps(body))
+    v2 = OperatorMetadata.parse("v2\n" + json.dumps(body))
     assert v2.stores == (("default", 4),)
     assert parse_operator_properties(v2.properties)[0] == "EventTime"

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from tidemark.checkpoint.findings import FindingsInput, Thresholds, find_problems
-from tidemark.checkpoint.fs import Backend, CheckpointFS, open_fs
-from tidemark.checkpoint.layout import (
-    COMMITS,
-    METADATA,
-    OFFSETS,
-    STATE,
-    CommitEntry,
-    FileKind,
-    OffsetEntry,
-    OperatorMetadata,
-)
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.layout import CommitEntry, FileKind, OperatorMetadata
 from tidemark.checkpoint.report import (
     CheckpointReport,
     FolderCount,
@@ -28,81 +17,25 @@ from tidemark.checkpoint.report import (
     SinkReport,
     StoreReport,
 )
-from tidemark.checkpoint.scan import CheckpointScan, OperatorScan, scan_checkpoint
+from tidemark.checkpoint.scan import CheckpointScan, OperatorScan
 from tidemark.checkpoint.sink import inspect_sink
 from tidemark.errors import CheckpointError
+from tidemark.storage import Backend
 
 log = logging.getLogger(__name__)
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
-_Entry = TypeVar("_Entry", OffsetEntry, CommitEntry)
 
 
-def read_text(fs: CheckpointFS, rel: str) -> str | None:
-    """A small file as text, or None when it is missing."""
-    data = fs.read_bytes(rel)
-    return None if data is None else data.decode("utf-8", errors="replace")
-
-
-def _read_entry(fs: CheckpointFS, folder: str, batch: int, parse: Callable[[int, str], _Entry]) -> _Entry | None:
-    """<folder>/<batch> parsed, or None when missing or unreadable (logged)."""
-    text = read_text(fs, f"{folder}/{batch}")
-    if text is None:
-        return None
-    try:
-        return parse(batch, text)
-    except ValueError as exc:
-        log.warning("cannot read %s/%s: %s", folder, batch, exc)
-        return None
-
-
-def read_offset(fs: CheckpointFS, batch: int) -> OffsetEntry | None:
-    """offsets/<batch>, or None when missing or unreadable (logged)."""
-    return _read_entry(fs, OFFSETS, batch, OffsetEntry.parse)
-
-
-def read_commit(fs: CheckpointFS, batch: int) -> CommitEntry | None:
-    """commits/<batch>, or None when missing or unreadable (logged)."""
-    return _read_entry(fs, COMMITS, batch, CommitEntry.parse)
-
-
-def read_commits(fs: CheckpointFS, scan: CheckpointScan) -> dict[int, CommitEntry]:
+def read_commits(checkpoint: Checkpoint, scan: CheckpointScan) -> dict[int, CommitEntry]:
     """The latest commit, plus every commit when the checkpoint uses format v2 (unique ids per version)."""
     if not scan.commit_batches:
         return {}
-    latest = read_commit(fs, scan.commit_batches[-1])
+    latest = checkpoint.find_commit(scan.commit_batches[-1])
     if latest is None:
         return {}
     if not latest.state_unique_ids:
         return {latest.batch: latest}
-    found = {b: c for b in scan.commit_batches if (c := read_commit(fs, b)) is not None}
-    return found
-
-
-def _query_id(fs: CheckpointFS) -> str | None:
-    text = read_text(fs, METADATA)
-    if not text:
-        return None
-    try:
-        value = json.loads(text.splitlines()[0])
-    except (json.JSONDecodeError, IndexError):
-        return None
-    return str(value["id"]) if isinstance(value, dict) and "id" in value else None
-
-
-def _operator_metadata(fs: CheckpointFS, op_id: int) -> OperatorMetadata | None:
-    text = read_text(fs, f"{STATE}/{op_id}/_metadata/metadata")
-    if text is None:
-        # transformWithState writes versioned operator metadata instead: read the newest.
-        listing = fs.list_dir(f"{STATE}/{op_id}/_metadata/v2")
-        batches = sorted(int(n) for n, _ in (listing.files if listing else []) if n.isdigit())
-        text = read_text(fs, f"{STATE}/{op_id}/_metadata/v2/{batches[-1]}") if batches else None
-    if text is None:
-        return None
-    try:
-        return OperatorMetadata.parse(text)
-    except (ValueError, json.JSONDecodeError) as exc:
-        log.warning("cannot read the metadata of operator %s: %s", op_id, exc)
-        return None
+    return {b: c for b in scan.commit_batches if (c := checkpoint.find_commit(b)) is not None}
 
 
 def _watermark(ms: int | None) -> datetime | None:
@@ -164,16 +97,16 @@ def inspect_checkpoint(
 ) -> CheckpointReport:
     """Read a checkpoint (Spark 3.5/4.x, HDFS-backed or RocksDB, format v1/v2) and report what it holds."""
     thresholds = thresholds or Thresholds()
-    fs = open_fs(path, backend, spark)
-    if not fs.exists(""):
+    checkpoint = Checkpoint.open(path, backend, spark)
+    if not checkpoint.exists():
         msg = f"checkpoint {path} does not exist: pass the folder given as checkpointLocation"
         raise CheckpointError(msg)
-    scan = scan_checkpoint(fs)
-    latest_offset = read_offset(fs, scan.offset_batches[-1]) if scan.offset_batches else None
-    commits = read_commits(fs, scan)
+    scan = checkpoint.scan()
+    latest_offset = checkpoint.find_offset(scan.offset_batches[-1]) if scan.offset_batches else None
+    commits = read_commits(checkpoint, scan)
     latest_commit = commits.get(scan.commit_batches[-1]) if scan.commit_batches else None
     load_version = latest_commit.batch + 1 if latest_commit else None
-    metas = {op_id: _operator_metadata(fs, op_id) for op_id in scan.operators}
+    metas = {op_id: checkpoint.operator_metadata(op_id) for op_id in scan.operators}
     operators = [_operator_report(op, metas[op_id], load_version) for op_id, op in sorted(scan.operators.items())]
     folders = [FolderCount(name, files, size) for name, (files, size) in sorted(scan.folders.items())]
     sink_report: SinkReport | None = inspect_sink(sink, backend, spark=spark) if sink else None
@@ -190,7 +123,7 @@ def inspect_checkpoint(
     )
     return CheckpointReport(
         path=path,
-        query_id=_query_id(fs),
+        query_id=checkpoint.query_id(),
         latest_offset_batch=scan.offset_batches[-1] if scan.offset_batches else None,
         latest_committed_batch=scan.commit_batches[-1] if scan.commit_batches else None,
         oldest_offset_batch=scan.offset_batches[0] if scan.offset_batches else None,
@@ -206,5 +139,6 @@ def inspect_checkpoint(
         operators=operators,
         sink=sink_report,
         findings=findings,
-        walker=fs.walker,
+        walker=checkpoint.store.walker,
+        list_requests=checkpoint.store.list_requests,
     )

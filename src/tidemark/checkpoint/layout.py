@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 OFFSETS = "offsets"
@@ -15,8 +16,10 @@ STATE = "state"
 METADATA = "metadata"
 TIDEMARK_DIR = "_tidemark"
 SINK_LOG_DIR = "_spark_metadata"
-# Folders inside a partition (or store) folder that belong to that same store, not a named store.
-STORE_SUBFOLDERS = frozenset({"SSTs", "logs", "_metadata"})
+SCHEMA_DIR = "_stateSchema"
+# Folders below state/<op>/ and state/<op>/<partition>/ that are not named stores: the store's own
+# RocksDB files (SSTs/, logs/), metadata and schema folders.
+NON_STORE_FOLDERS = frozenset({"SSTs", "logs", "_metadata", SCHEMA_DIR})
 
 
 class FileKind(StrEnum):
@@ -72,13 +75,6 @@ def log_batch(name: str) -> int | None:
     return int(name) if name.isdigit() else None
 
 
-def batch_ids(folder: Path) -> list[int]:
-    """Ascending batch ids of a local offsets/ or commits/ folder (empty when it does not exist)."""
-    if not folder.is_dir():
-        return []
-    return sorted(batch for p in folder.iterdir() if (batch := log_batch(p.name)) is not None)
-
-
 def sink_log_batch(name: str) -> tuple[int, bool] | None:
     """Batch id and is-compact of a `_spark_metadata` (or source log) file name."""
     if name.isdigit():
@@ -86,6 +82,17 @@ def sink_log_batch(name: str) -> tuple[int, bool] | None:
     if name.endswith(".compact") and name[: -len(".compact")].isdigit():
         return int(name[: -len(".compact")]), True
     return None
+
+
+def zip_references(data: bytes) -> set[str]:
+    """The SST and log file names a RocksDB snapshot zip lists in its metadata (shared files it needs)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        text = archive.read("metadata").decode()
+    lines = [line for line in text.splitlines() if line.strip()]
+    meta: dict[str, Any] = json.loads(lines[1] if lines[0].startswith("v") else lines[0])
+    names = {str(f["dfsSstFileName"]) for f in meta.get("sstFiles", [])}
+    names |= {str(f["dfsLogFileName"]) for f in meta.get("logFiles", [])}
+    return names
 
 
 def _lines(text: str) -> list[str]:
@@ -168,11 +175,22 @@ class CommitEntry:
 
 @dataclass(frozen=True)
 class OperatorMetadata:
-    """What state/<op>/_metadata/metadata says about an operator (Spark 4.0+)."""
+    """What state/<op>/_metadata says about an operator (Spark 4.0+; v2 for transformWithState)."""
 
+    operator_id: int | None
     name: str | None
-    store_names: list[str]
-    partitions: int | None
+    stores: tuple[tuple[str, int | None], ...]  # (store name, partitions)
+    properties: str | None  # operatorPropertiesJson: transformWithState variables, time mode
+
+    @property
+    def store_names(self) -> list[str]:
+        """The names of the operator's stores."""
+        return [name for name, _ in self.stores]
+
+    @property
+    def partitions(self) -> int | None:
+        """The partition count recorded for the operator's stores."""
+        return next((count for _, count in self.stores if count is not None), None)
 
     @classmethod
     def parse(cls, text: str) -> OperatorMetadata:
@@ -183,10 +201,17 @@ class OperatorMetadata:
             raise ValueError(msg)
         meta = _object(lines[1], "operator metadata")
         info = meta.get("operatorInfo") or {}
-        stores = meta.get("stateStoreInfo") or []
-        names = [str(s.get("storeName", "default")) for s in stores if isinstance(s, dict)]
-        partitions = next(
-            (int(s["numPartitions"]) for s in stores if isinstance(s, dict) and "numPartitions" in s), None
+        stores = tuple(
+            (str(s.get("storeName", "default")), int(s["numPartitions"]) if "numPartitions" in s else None)
+            for s in meta.get("stateStoreInfo") or []
+            if isinstance(s, dict)
         )
         name = info.get("operatorName")
-        return cls(name=str(name) if name else None, store_names=names, partitions=partitions)
+        op_id = info.get("operatorId")
+        properties = meta.get("operatorPropertiesJson")
+        return cls(
+            operator_id=int(op_id) if isinstance(op_id, int | str) and str(op_id).isdigit() else None,
+            name=str(name) if name else None,
+            stores=stores,
+            properties=str(properties) if properties else None,
+        )

@@ -10,11 +10,12 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
-from tidemark.checkpoint.fs import CheckpointFS, open_fs
 from tidemark.checkpoint.layout import TIDEMARK_DIR
 from tidemark.errors import CheckpointLocked
+from tidemark.storage import Storage, open_storage
+from tidemark.storage.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
 LOCK_FILE = f"{TIDEMARK_DIR}/run.lock"
@@ -64,7 +65,7 @@ class LockInfo:
         )
 
 
-def _read(fs: CheckpointFS) -> LockInfo | None:
+def _read(fs: Storage) -> LockInfo | None:
     data = fs.read_bytes(LOCK_FILE)
     if data is None:
         return None
@@ -77,7 +78,7 @@ def _read(fs: CheckpointFS) -> LockInfo | None:
 
 def read_lock(checkpoint_location: str) -> LockInfo | None:
     """The lock of a checkpoint, or None when there is none (or it is unreadable)."""
-    return _read(open_fs(checkpoint_location))
+    return _read(open_storage(checkpoint_location))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -110,11 +111,112 @@ def locked_message(checkpoint_location: str, info: LockInfo) -> str:
     )
 
 
-def ensure_unlocked(checkpoint_location: str, fs: CheckpointFS | None = None) -> None:
+def ensure_unlocked(checkpoint_location: str, fs: Storage | None = None) -> None:
     """Raise CheckpointLocked when a live run holds the checkpoint."""
-    info = _read(fs or open_fs(checkpoint_location))
+    info = _read(fs or open_storage(checkpoint_location))
     if info is not None and lock_is_live(info):
         raise CheckpointLocked(locked_message(checkpoint_location, info))
+
+
+class _Holder(Protocol):
+    """How a lock is held on one kind of store."""
+
+    def acquire(self, data: bytes) -> bool: ...
+
+    def beat(self, data: bytes) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class _FileHolder:
+    """Local disks and HDFS: an exclusive create (link / rename without overwrite), replaced when stale."""
+
+    def __init__(self, fs: Storage) -> None:
+        self._fs = fs
+
+    def acquire(self, data: bytes) -> bool:
+        if self._fs.write_atomic(LOCK_FILE, data, exclusive=True):
+            return True
+        current = _read(self._fs)
+        if current is not None and lock_is_live(current):
+            return False
+        log.warning("replacing a stale lock (%s)", current)
+        self._fs.write_atomic(LOCK_FILE, data)
+        return True
+
+    def beat(self, data: bytes) -> None:
+        self._fs.write_atomic(LOCK_FILE, data)
+
+    def release(self) -> None:
+        self._fs.delete(LOCK_FILE)
+
+
+class _ConditionalHolder:
+    """S3: create with If-None-Match, steal a stale lock and beat with If-Match, so two writers cannot both win."""
+
+    def __init__(self, fs: ObjectStore) -> None:
+        self._fs = fs
+        self._etag: str | None = None
+
+    def _remember(self) -> None:
+        entry = self._fs.stat(LOCK_FILE)
+        self._etag = entry.etag if entry is not None else None
+
+    def acquire(self, data: bytes) -> bool:
+        if self._fs.write_atomic(LOCK_FILE, data, exclusive=True):
+            self._remember()
+            return True
+        entry = self._fs.stat(LOCK_FILE)
+        current = _read(self._fs)
+        if current is not None and lock_is_live(current):
+            return False
+        if entry is None or entry.etag is None:
+            return self.acquire(data) if entry is None else False
+        log.warning("replacing a stale lock (%s)", current)
+        if not self._fs.replace_if_match(LOCK_FILE, data, entry.etag):
+            return False  # another run took it first
+        self._remember()
+        return True
+
+    def beat(self, data: bytes) -> None:
+        if self._etag is None or not self._fs.replace_if_match(LOCK_FILE, data, self._etag):
+            log.error("the run lock %s was replaced by another writer", self._fs.uri(LOCK_FILE))
+            return
+        self._remember()
+
+    def release(self) -> None:
+        current = _read(self._fs)
+        entry = self._fs.stat(LOCK_FILE)
+        if entry is not None and entry.etag == self._etag and current is not None:
+            self._fs.delete(LOCK_FILE)
+
+
+class _LeaseHolder:
+    """Azure: a blob lease; while it is held nobody else can write, delete or lease the lock blob."""
+
+    def __init__(self, fs: Storage, lease: Any) -> None:
+        self._fs = fs
+        self._lease = lease
+
+    def acquire(self, data: bytes) -> bool:
+        return bool(self._lease.acquire(data))
+
+    def beat(self, data: bytes) -> None:
+        self._lease.write(data)
+
+    def release(self) -> None:
+        self._lease.release()
+
+
+def _holder(fs: Storage, heartbeat_seconds: float) -> _Holder:
+    if isinstance(fs, ObjectStore):
+        # A lease outlives a dead holder by at most its duration (15-60 s): a little over 3 heartbeats.
+        lease = fs.lease(LOCK_FILE, int(min(60, max(15, STALE_AFTER_INTERVALS * heartbeat_seconds + 5))))
+        if lease is not None:
+            return _LeaseHolder(fs, lease)
+        if fs.compare_and_swap:
+            return _ConditionalHolder(fs)
+    return _FileHolder(fs)
 
 
 class RunLock:
@@ -124,33 +226,35 @@ class RunLock:
         self.checkpoint_location = checkpoint_location
         self.run_id = run_id
         self.heartbeat_seconds = heartbeat_seconds
-        self._fs: CheckpointFS | None = None
+        self._fs: Storage | None = None
+        self._holder: _Holder | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._info: LockInfo | None = None
 
-    def _write(self, *, exclusive: bool) -> bool:
-        assert self._fs is not None and self._info is not None
-        return self._fs.write_atomic(LOCK_FILE, self._info.to_json().encode(), exclusive=exclusive)
+    def _data(self) -> bytes:
+        assert self._info is not None
+        return self._info.to_json().encode()
 
     def __enter__(self) -> RunLock:
         """Take the lock (replacing a stale one) and start the heartbeat."""
-        self._fs = open_fs(self.checkpoint_location)
+        self._fs = open_storage(self.checkpoint_location)
         now = datetime.now(tz=UTC)
         self._info = LockInfo(os.getpid(), socket.gethostname(), self.run_id, now, now, self.heartbeat_seconds)
-        if not self._write(exclusive=True):
+        self._holder = _holder(self._fs, self.heartbeat_seconds)
+        if not self._holder.acquire(self._data()):
             current = _read(self._fs)
-            if current is not None and lock_is_live(current):
-                raise CheckpointLocked(locked_message(self.checkpoint_location, current))
-            log.warning("replacing a stale lock on %s (%s)", self.checkpoint_location, current)
-            self._write(exclusive=False)
+            if current is None:
+                msg = f"checkpoint {self.checkpoint_location} is locked by another run (lease held); stop it first"
+                raise CheckpointLocked(msg)
+            raise CheckpointLocked(locked_message(self.checkpoint_location, current))
         self._thread = threading.Thread(target=self._beat, name="tidemark-run-lock", daemon=True)
         self._thread.start()
         return self
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_seconds):
-            assert self._info is not None
+            assert self._info is not None and self._holder is not None
             self._info = LockInfo(
                 self._info.pid,
                 self._info.host,
@@ -160,8 +264,8 @@ class RunLock:
                 self._info.heartbeat_seconds,
             )
             try:
-                self._write(exclusive=False)
-            except OSError as exc:  # a transient storage error must not kill the run
+                self._holder.beat(self._data())
+            except Exception as exc:  # a transient storage error must not kill the run
                 log.warning("cannot refresh the run lock heartbeat: %s", exc)
 
     def __exit__(
@@ -174,7 +278,10 @@ class RunLock:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.heartbeat_seconds + 5)
-        if self._fs is not None:
+        if self._fs is not None and self._holder is not None:
             current = _read(self._fs)
             if current is None or (current.run_id == self.run_id and current.pid == os.getpid()):
-                self._fs.delete(LOCK_FILE)
+                try:
+                    self._holder.release()
+                except Exception as exc:
+                    log.warning("cannot remove the run lock: %s", exc)

@@ -2,30 +2,34 @@
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidemark.checkpoint.fs import Backend, CheckpointFS, DirListing, join, open_fs
+from tidemark.checkpoint.handle import Checkpoint
 from tidemark.checkpoint.layout import (
     COMMITS,
+    NON_STORE_FOLDERS,
     OFFSETS,
     SNAPSHOT_KINDS,
     STATE,
-    STORE_SUBFOLDERS,
+    TIDEMARK_DIR,
     CommitEntry,
     FileKind,
     classify,
     crc_companions,
     log_batch,
+    zip_references,
 )
 from tidemark.checkpoint.lock import ensure_unlocked
 from tidemark.checkpoint.report import FolderCount, KindCount
 from tidemark.errors import CheckpointError, UsageError
+from tidemark.storage import Backend, DirListing, Storage, join
+from tidemark.storage.journal import Step, finish_pending, journaled
+
+JOURNAL_DIR = f"{TIDEMARK_DIR}/journal"
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +71,7 @@ class _Plan:
                         counter[1] += sizes[candidate]
 
 
-def _log_removals(plan: _Plan, fs: CheckpointFS, folder: str, keep_from: int) -> None:
+def _log_removals(plan: _Plan, fs: Storage, folder: str, keep_from: int) -> None:
     listing = fs.list_dir(folder)
     if listing is None:
         return
@@ -79,17 +83,13 @@ def _log_removals(plan: _Plan, fs: CheckpointFS, folder: str, keep_from: int) ->
 class _Commits:
     """Commit entries read on demand (checkpoint format v2 needs them to tell valid snapshots apart)."""
 
-    def __init__(self, fs: CheckpointFS) -> None:
-        self._fs = fs
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self._checkpoint = checkpoint
         self._cache: dict[int, CommitEntry | None] = {}
 
     def get(self, batch: int) -> CommitEntry | None:
         if batch not in self._cache:
-            data = self._fs.read_bytes(f"{COMMITS}/{batch}")
-            try:
-                self._cache[batch] = CommitEntry.parse(batch, data.decode()) if data is not None else None
-            except ValueError:
-                self._cache[batch] = None
+            self._cache[batch] = self._checkpoint.find_commit(batch)
         return self._cache[batch]
 
 
@@ -104,19 +104,14 @@ def _valid_snapshot(version: int, unique_id: str | None, op_id: int, partition: 
     return partition < len(ids) and unique_id in ids[partition]
 
 
-def _zip_references(data: bytes) -> set[str]:
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        text = archive.read("metadata").decode()
-    lines = [line for line in text.splitlines() if line.strip()]
-    meta: dict[str, Any] = json.loads(lines[1] if lines[0].startswith("v") else lines[0])
-    names = {str(f["dfsSstFileName"]) for f in meta.get("sstFiles", [])}
-    names |= {str(f["dfsLogFileName"]) for f in meta.get("logFiles", [])}
-    return names
+SHARED_FOLDERS = ("SSTs", "logs")
 
 
-def _prune_shared_files(plan: _Plan, fs: CheckpointFS, listing: DirListing, kept_zips: list[str], where: str) -> None:
+def _prune_shared_files(
+    plan: _Plan, fs: Storage, listing: DirListing, shared: dict[str, DirListing], kept_zips: list[str], where: str
+) -> None:
     """Remove RocksDB SST/log files that no kept snapshot refers to."""
-    subfolders = [d for d in ("SSTs", "logs") if d in listing.dirs]
+    subfolders = [d for d in SHARED_FOLDERS if d in listing.dirs]
     if not subfolders:
         return
     if not kept_zips:
@@ -125,23 +120,24 @@ def _prune_shared_files(plan: _Plan, fs: CheckpointFS, listing: DirListing, kept
     referenced: set[str] = set()
     for name in kept_zips:
         try:
-            referenced |= _zip_references(fs.read_bytes(join(listing.rel, name)) or b"")
-        except (zipfile.BadZipFile, KeyError, ValueError, IndexError) as exc:
+            referenced |= zip_references(fs.read_bytes(join(listing.rel, name)) or b"")
+        except (zipfile.BadZipFile, KeyError, ValueError, IndexError, UnicodeDecodeError) as exc:
             plan.notes.append(f"{where}: kept its SST files ({name} is unreadable: {exc})")
             return
     for sub in subfolders:
-        shared = fs.list_dir(join(listing.rel, sub))
-        if shared is None:
+        found = shared.get(join(listing.rel, sub))
+        if found is None:
             continue
-        sizes = dict(shared.files)
-        unused = [n for n, _ in shared.files if classify(n)[0] is not FileKind.CRC and n not in referenced]
-        plan.add(shared, unused, sizes)
+        sizes = dict(found.files)
+        unused = [n for n, _ in found.files if classify(n)[0] is not FileKind.CRC and n not in referenced]
+        plan.add(found, unused, sizes)
 
 
 def _prune_store(
     plan: _Plan,
-    fs: CheckpointFS,
+    fs: Storage,
     listing: DirListing,
+    shared: dict[str, DirListing],
     ids: tuple[int, int, str],
     bounds: tuple[int, int],
     commits: _Commits,
@@ -164,21 +160,57 @@ def _prune_store(
     plan.add(listing, remove, dict(listing.files))
     removed = set(remove)
     kept_zips = [name for name, kind, _, _ in files if kind is FileKind.ZIP and name not in removed]
-    _prune_shared_files(plan, fs, listing, kept_zips, where)
+    _prune_shared_files(plan, fs, listing, shared, kept_zips, where)
 
 
-def _state_removals(plan: _Plan, fs: CheckpointFS, bounds: tuple[int, int]) -> None:
-    commits = _Commits(fs)
+def _store_ids(rel: str) -> tuple[int, int, str] | None:
+    """(operator, partition, store) of a store folder state/<op>/<partition>[/<store>], else None."""
+    parts = rel.split("/")
+    if len(parts) < 3 or parts[0] != STATE or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    rest = parts[3:]
+    if len(rest) > 1 or (rest and rest[0] in NON_STORE_FOLDERS):
+        return None
+    return int(parts[1]), int(parts[2]), rest[0] if rest else "default"
+
+
+def _state_removals(plan: _Plan, checkpoint: Checkpoint, bounds: tuple[int, int]) -> None:
+    """Plan each store's removals once its listing and its SSTs/ and logs/ listings have all arrived.
+
+    A local walk lists a store before its sub-folders, a flat object-store listing after them: a store
+    waits (with the few listings it needs) until both sides are there.
+    """
+    commits = _Commits(checkpoint)
+    fs = checkpoint.store
+    waiting: dict[str, DirListing] = {}
+    shared: dict[str, DirListing] = {}
+
+    def ready(rel: str) -> bool:
+        return all(join(rel, d) in shared for d in SHARED_FOLDERS if d in waiting[rel].dirs)
+
+    def prune(rel: str) -> None:
+        ids = _store_ids(rel)
+        assert ids is not None
+        listing = waiting.pop(rel)
+        _prune_store(plan, fs, listing, shared, ids, bounds, commits)
+        for sub in SHARED_FOLDERS:
+            shared.pop(join(rel, sub), None)
+
     for listing in fs.walk(STATE):
-        parts = listing.rel.split("/")
-        # state/<op>/<partition>[/<store>]; skip _metadata, SSTs and logs folders (handled with their store).
-        if len(parts) < 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        name = listing.rel.rsplit("/", 1)[-1]
+        if name in SHARED_FOLDERS:
+            shared[listing.rel] = listing
+            owner = listing.rel.rsplit("/", 1)[0]
+            if owner in waiting and ready(owner):
+                prune(owner)
             continue
-        rest = parts[3:]
-        if len(rest) > 1 or (rest and rest[0] in STORE_SUBFOLDERS):
+        if _store_ids(listing.rel) is None:
             continue
-        store = rest[0] if rest else "default"
-        _prune_store(plan, fs, listing, (int(parts[1]), int(parts[2]), store), bounds, commits)
+        waiting[listing.rel] = listing
+        if ready(listing.rel):
+            prune(listing.rel)
+    for rel in list(waiting):
+        prune(rel)
 
 
 def prune_checkpoint(
@@ -188,15 +220,17 @@ def prune_checkpoint(
     if keep < 1:
         msg = f"--keep must be at least 1 (got {keep}): it is how many committed batches of history to keep"
         raise UsageError(msg)
-    fs = open_fs(path, backend, spark)
-    if not fs.exists(""):
+    checkpoint = Checkpoint.open(path, backend, spark)
+    fs = checkpoint.store
+    if not checkpoint.exists():
         msg = f"checkpoint {path} does not exist: pass the folder given as checkpointLocation"
         raise CheckpointError(msg)
     ensure_unlocked(path, fs)
-    offsets = fs.list_dir(OFFSETS)
-    commits = fs.list_dir(COMMITS)
-    offset_batches = sorted(b for n, _ in (offsets.files if offsets else []) if (b := log_batch(n)) is not None)
-    commit_batches = sorted(b for n, _ in (commits.files if commits else []) if (b := log_batch(n)) is not None)
+    finished = finish_pending(fs.location.join(JOURNAL_DIR)) if apply else []
+    for result in finished:
+        log.warning("finished an interrupted prune: %d file(s) removed", result.deleted_files)
+    offset_batches = checkpoint.offset_batches()
+    commit_batches = checkpoint.commit_batches()
     if not commit_batches:
         msg = f"checkpoint {path} has no committed batch: nothing is safe to prune (see `tidemark checkpoint inspect`)"
         raise CheckpointError(msg)
@@ -208,12 +242,13 @@ def prune_checkpoint(
     _log_removals(plan, fs, OFFSETS, keep_from)
     _log_removals(plan, fs, COMMITS, keep_from)
     # Batch b writes state version b + 1; the planned batch `latest` may have written latest + 1.
-    _state_removals(plan, fs, (keep_from + 1, latest + 1))
+    _state_removals(plan, checkpoint, (keep_from + 1, latest + 1))
     paths = sorted(plan.sizes)
     if apply:
         ensure_unlocked(path, fs)  # again: a run may have started while we planned
-        for rel in paths:
-            fs.delete(rel)
+        # Journaled: a crash part-way leaves the list of what was still to go, and the next prune finishes it.
+        steps = [Step(("checkpoint", rel)) for rel in paths]
+        journaled(fs.location.join(JOURNAL_DIR), {"checkpoint": fs.uri()}, steps, "prune")
         log.info("removed %d files from %s", len(paths), path)
     folders: dict[str, list[int]] = {}
     for rel, size in plan.sizes.items():

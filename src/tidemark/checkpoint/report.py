@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tidemark.checkpoint.fs import Walker
 from tidemark.findings import Finding, Severity
+from tidemark.storage import Walker
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,10 @@ class CheckpointReport:
     operators: list[OperatorReport]
     sink: SinkReport | None
     findings: list[Finding]
-    # How the folders were listed: "native" (C), "python" (os.scandir fallback) or "hadoop" (FileSystem API).
+    # How the folders were listed: "native" (C), "python" (os.scandir fallback), "hadoop" (FileSystem API) or
+    # "flat" (one paged listing of an object store prefix).
     walker: Walker
+    list_requests: int = 0  # listing requests the walk made (pages, on object stores)
 
     @property
     def has_errors(self) -> bool:

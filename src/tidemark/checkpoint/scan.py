@@ -5,19 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tidemark.checkpoint.fs import CheckpointFS, DirListing
 from tidemark.checkpoint.layout import (
     COMMITS,
+    NON_STORE_FOLDERS,
     OFFSETS,
     REPLAY_KINDS,
     SNAPSHOT_KINDS,
     STATE,
-    STORE_SUBFOLDERS,
     TIDEMARK_DIR,
     FileKind,
     classify,
     log_batch,
 )
+from tidemark.storage import DirListing, Storage
 
 # One bit per versioned kind, so a store keeps one small int per version instead of a record per file.
 KIND_BITS = {FileKind.DELTA: 1, FileKind.SNAPSHOT: 2, FileKind.CHANGELOG: 4, FileKind.ZIP: 8}
@@ -133,17 +133,22 @@ def _scan_state(result: CheckpointScan, parts: list[str], listing: DirListing) -
         _count_files(op, listing)  # state/<op>/_metadata, _stateSchema, ...
         return
     rest = parts[3:]
-    store_name, inner = ("default", rest) if not rest or rest[0] in STORE_SUBFOLDERS else (rest[0], rest[1:])
+    store_name, inner = ("default", rest) if not rest or rest[0] in NON_STORE_FOLDERS else (rest[0], rest[1:])
     if inner and inner[0] == "_metadata":
         _count_files(op, listing)
         return
     if not listing.files:
         return
-    # SSTs/ and logs/ belong to the store but hold no versioned files; classify sorts them out.
-    _scan_store_folder(op, op.store(int(parts[2]), store_name), listing)
+    # SSTs/ and logs/ belong to the store but hold no versioned files; classify sorts them out. A folder of
+    # checksums only (a partition folder whose stores are named sub-folders) is not a store.
+    key = (int(parts[2]), store_name)
+    if key not in op.stores and inner == [] and not any(_classify(name)[1] is not None for name, _ in listing.files):
+        _count_files(op, listing)
+        return
+    _scan_store_folder(op, op.store(*key), listing)
 
 
-def scan_checkpoint(fs: CheckpointFS) -> CheckpointScan:
+def scan_checkpoint(fs: Storage) -> CheckpointScan:
     """Walk the checkpoint once (skipping tidemark's own folder) and aggregate what it holds."""
     result = CheckpointScan()
     for listing in fs.walk("", exclude=frozenset({TIDEMARK_DIR})):

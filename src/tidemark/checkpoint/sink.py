@@ -1,38 +1,187 @@
-"""The file sink's `_spark_metadata` log: how many entries, and how big the compact file has grown."""
+"""The file sink's `_spark_metadata` log and data files, on any store: what is committed, and how big the log is."""
 
 from __future__ import annotations
 
-import os
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote, urlparse
 
-from tidemark.checkpoint.fs import Backend, CheckpointFS, LocalFS, open_fs
-from tidemark.checkpoint.layout import SINK_LOG_DIR, sink_log_batch
+from tidemark.checkpoint.layout import SINK_LOG_DIR, crc_companions, sink_log_batch
 from tidemark.checkpoint.report import SinkReport
-from tidemark.errors import CheckpointError
+from tidemark.errors import CheckpointError, UsageError
+from tidemark.storage import Backend, FileEntry, Location, Storage, open_storage, parse_location
 
+COMPACT = ".compact"
 _CHUNK = 1024 * 1024
 
 
-def _count_lines(fs: CheckpointFS, rel: str) -> int:
+@dataclass(frozen=True)
+class SinkLog:
+    """What the sink's metadata log says is committed: the live files, as Spark readers see them."""
+
+    batches: tuple[int, ...]  # every batch id that has a log file (plain or compact)
+    latest_batch: int | None
+    base_compact: int | None  # the compact file the live list starts from, if any
+    files: dict[str, str]  # file path below the sink folder -> the exact JSON line Spark wrote for it
+    outside: tuple[str, ...] = ()  # entries naming a path outside the sink folder (a moved or copied sink)
+
+    @property
+    def exists(self) -> bool:
+        """True when the log holds at least one batch (a new query would skip its batch ids)."""
+        return bool(self.batches)
+
+
+def entry_rel(sink: Location, path: str) -> str | None:
+    """The path below the sink folder of a log entry's URI, or None when it lies elsewhere.
+
+    Spark URI-encodes the already Hive-escaped path (`windowStart=2024-01-01 00%3A00%3A00` becomes
+    `...%2000%253A00%253A00`): one unquote gives the name on storage.
+    """
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        target = parse_location(unquote(parsed.path))
+    else:
+        target = parse_location(f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}")
+    return target.relative_to(sink)
+
+
+def log_names(store: Storage) -> dict[int, str]:
+    """Batch id -> file name of every log file in `<sink>/_spark_metadata`."""
+    listing = store.list_dir(SINK_LOG_DIR)
+    found: dict[int, str] = {}
+    for name, _ in listing.files if listing else []:
+        parsed = sink_log_batch(name)
+        if parsed is not None:
+            found[parsed[0]] = name
+    return found
+
+
+def _read_entries(store: Storage, name: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(path, raw line, parsed entry) of every entry of one log file."""
+    rel = f"{SINK_LOG_DIR}/{name}"
+    data = store.read_bytes(rel)
+    if data is None:
+        msg = f"the sink log file {store.uri(rel)} disappeared while it was read: rerun the command"
+        raise CheckpointError(msg)
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        msg = f"sink log file {store.uri(rel)} is not UTF-8 text: it is corrupt; run `tidemark recover`"
+        raise CheckpointError(msg) from exc
+    if not lines or not lines[0].startswith("v"):
+        msg = f"sink log file {store.uri(rel)} is empty or has no version line: it is corrupt; run `tidemark recover`"
+        raise CheckpointError(msg)
+    entries = []
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            path = str(entry["path"])
+        except (ValueError, KeyError, TypeError) as exc:
+            msg = f"sink log file {store.uri(rel)} has a line that is not an entry: corrupt; run `tidemark recover`"
+            raise CheckpointError(msg) from exc
+        entries.append((path, line, entry))
+    return entries
+
+
+def read_log(store: Storage, up_to: int | None = None) -> SinkLog:
+    """The live file list of the log at batch `up_to` (default: the newest), as Spark's allFiles builds it."""
+    names = log_names(store)
+    usable = sorted(b for b in names if up_to is None or b <= up_to)
+    if not usable:
+        return SinkLog(tuple(sorted(names)), None, None, {})
+    latest = usable[-1]
+    compacts = [b for b in usable if names[b].endswith(COMPACT)]
+    base = compacts[-1] if compacts else None
+    start = base if base is not None else 0
+    files: dict[str, str] = {}
+    outside: dict[str, str] = {}
+    for batch in range(start, latest + 1):
+        if batch not in names:
+            msg = (
+                f"{store.uri(SINK_LOG_DIR)} has no file for batch {batch} (needed to list batch {latest}): "
+                "the sink log is incomplete"
+            )
+            raise CheckpointError(msg)
+        for path, line, entry in _read_entries(store, names[batch]):
+            rel = entry_rel(store.location, path)
+            target = files if rel is not None else outside
+            key = rel if rel is not None else path
+            if entry.get("action") == "delete":
+                target.pop(key, None)
+            else:
+                target[key] = line
+    return SinkLog(tuple(sorted(names)), latest, base, files, tuple(sorted(outside)))
+
+
+def batch_entries(store: Storage, batch: int) -> list[str] | None:
+    """The paths (below the sink) the log file of one batch adds, or None when that batch has no plain file."""
+    names = log_names(store)
+    name = names.get(batch)
+    if name is None or name.endswith(COMPACT):
+        return None
+    found = []
+    for path, _line, entry in _read_entries(store, name):
+        rel = entry_rel(store.location, path)
+        if rel is not None and entry.get("action") != "delete":
+            found.append(rel)
+    return found
+
+
+def is_data_path(rel: str) -> bool:
+    """True for files a Parquet reader reads: no part of the path starts with '_' or '.', no checksums."""
+    parts = rel.split("/")
+    return not any(p.startswith(("_", ".")) for p in parts) and not rel.endswith(".crc")
+
+
+def data_files(store: Storage) -> list[FileEntry]:
+    """Every data file under the sink folder, name order (one flat listing on object stores)."""
+    return sorted((e for e in store.list_files() if is_data_path(e.rel)), key=lambda e: e.rel)
+
+
+def companions(rel: str, present: set[str]) -> list[str]:
+    """The file and the checksum files Hadoop and Spark wrote beside it, those that are present."""
+    folder, _, name = rel.rpartition("/")
+    candidates = [name, *crc_companions(name)]
+    return [f"{folder}/{n}" if folder else n for n in candidates if (f"{folder}/{n}" if folder else n) in present]
+
+
+def partition_value(rel: str, column: str) -> str | None:
+    """The raw (unescaped) value of a Hive partition folder `column=value` on the way to rel."""
+    for part in rel.split("/")[:-1]:
+        name, sep, value = part.partition("=")
+        if sep and name == column:
+            return unquote(value)
+    return None
+
+
+def partition_start(rel: str, column: str = "windowStart") -> datetime | None:
+    """The window start of a file in a `windowStart=...` partition (UTC), or None."""
+    value = partition_value(rel, column)
+    if value is None or value == "__HIVE_DEFAULT_PARTITION__":
+        return None
+    parsed = datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _count_lines(store: Storage, rel: str) -> int:
     newlines = 0
     last = b"\n"
-    if isinstance(fs, LocalFS):
-        # Streamed: a compact file can be larger than the memory we allow ourselves.
-        with open(os.path.join(fs.root, *rel.split("/")), "rb") as handle:
-            while chunk := handle.read(_CHUNK):
-                newlines += chunk.count(b"\n")
-                last = chunk[-1:]
-    else:
-        data = fs.read_bytes(rel) or b""
-        newlines = data.count(b"\n")
-        last = data[-1:] or last
+    # Streamed: a compact file can be larger than the memory we allow ourselves.
+    with store.open_read(rel) as handle:
+        while chunk := handle.read(_CHUNK):
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
     return newlines + (0 if last == b"\n" else 1)
 
 
 def inspect_sink(path: str, backend: Backend = "auto", spark: Any | None = None) -> SinkReport:
     """Summarise `<path>/_spark_metadata` of a file sink output folder."""
-    fs = open_fs(path, backend, spark)
-    listing = fs.list_dir(SINK_LOG_DIR)
+    store = open_storage(path, backend, spark)
+    listing = store.list_dir(SINK_LOG_DIR)
     if listing is None:
         msg = f"{path} has no {SINK_LOG_DIR} folder: pass the output folder of a file sink to --sink"
         raise CheckpointError(msg)
@@ -47,7 +196,7 @@ def inspect_sink(path: str, backend: Backend = "auto", spark: Any | None = None)
     files_in_compact = 0
     if latest_compact is not None:
         # Line 1 is the version ("v1"); every other line is one output file.
-        files_in_compact = max(0, _count_lines(fs, f"{SINK_LOG_DIR}/{latest_compact[2]}") - 1)
+        files_in_compact = max(0, _count_lines(store, f"{SINK_LOG_DIR}/{latest_compact[2]}") - 1)
     return SinkReport(
         path=path,
         entries=len(entries),
@@ -57,3 +206,11 @@ def inspect_sink(path: str, backend: Backend = "auto", spark: Any | None = None)
         files_in_compact=files_in_compact,
         bytes_total=sum(e[3] for e in entries),
     )
+
+
+def require_sink(path: str | None) -> str:
+    """The sink path of a config, or a UsageError when the pipeline has no file sink."""
+    if not path:
+        msg = 'this needs a Parquet file sink ([sink] format = "parquet" with a path)'
+        raise UsageError(msg)
+    return path

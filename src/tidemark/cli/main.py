@@ -27,8 +27,10 @@ COMMAND_MODULES = {
     "plan": "plan",
     "recover": "recover",
     "cluster": "cluster",
+    "metrics": "metrics",
 }
 _debug = {"on": False}
+_QUIET_LOGGERS = ("azure", "adlfs", "botocore", "aiobotocore", "s3fs", "gcsfs", "fsspec", "urllib3", "py4j")
 
 
 def _root(
@@ -40,6 +42,10 @@ def _root(
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not debug:
+        # Cloud SDKs log multi-line warnings (every credential they tried); tidemark says it in one line.
+        for name in _QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def build_app(args: list[str] | None = None) -> typer.Typer:

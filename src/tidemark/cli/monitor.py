@@ -40,6 +40,13 @@ def _render(result: LogAnalysis) -> None:
         table.add_row("input rows", f"{run.input_rows:,}")
         table.add_row("input rate", f"{run.input_rows_per_second:,.1f} rows/s")
         table.add_row("processed rate", f"{run.processed_rows_per_second:,.1f} rows/s")
+        stats = run.batch_duration_ms
+        if stats is not None:
+            slowest = run.slowest_batches[0].batch_id if run.slowest_batches else "-"
+            table.add_row(
+                "batch duration",
+                f"median {stats.p50:,.0f} ms, p99 {stats.p99:,.0f} ms, max {stats.max:,.0f} ms (batch {slowest})",
+            )
         table.add_row("commit share", f"{run.commit_share:.1%} (worst batch {run.max_batch_commit_share:.1%})")
         for trend in run.state_rows_trend:
             flag = " [yellow]unbounded growth[/yellow]" if trend.unbounded else ""

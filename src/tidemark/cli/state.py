@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from tidemark.cli.output import out, print_json
+from tidemark.cli.output import err, out, print_json
 from tidemark.errors import UsageError
 
 if TYPE_CHECKING:
+    from tidemark.checkpoint.fetch import FetchReport
     from tidemark.state.diff import StateDiff
     from tidemark.state.expired import ExpiredReport
     from tidemark.state.show import StateRows
@@ -24,7 +25,9 @@ state_app = typer.Typer(
     no_args_is_help=True,
 )
 
-PathArg = Annotated[Path, typer.Argument(help="The query's checkpoint folder.", show_default=False)]
+PathArg = Annotated[
+    str, typer.Argument(help="The query's checkpoint folder or URI (abfss://, s3a://, ...).", show_default=False)
+]
 BatchOpt = Annotated[int | None, typer.Option("--batch", help="Batch id to read (default: latest committed).")]
 OperatorOpt = Annotated[int | None, typer.Option("--operator", help="Stateful operator id.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
@@ -34,6 +37,15 @@ def _size(value: int) -> str:
     from tidemark.sizes import format_size
 
     return format_size(value)
+
+
+def _fetched(report: FetchReport | None) -> None:
+    """Say what reading remote state copied (on stderr, so --json output stays clean)."""
+    if report is not None:
+        err.print(
+            f"fetched {report.files:,} file(s), {_size(report.bytes_fetched)} new and {_size(report.bytes_cached)} "
+            f"already cached, into {escape(report.cache)}"
+        )
 
 
 def _render_stats(result: StateStats) -> None:
@@ -65,6 +77,7 @@ def stats(path: PathArg, batch: BatchOpt = None, operator: OperatorOpt = None, a
     from tidemark.state.stats import state_stats
 
     result = state_stats(path, batch=batch, operator=operator)
+    _fetched(result.fetched)
     print_json(result) if as_json else _render_stats(result)
 
 
@@ -108,6 +121,7 @@ def show(
     export = ExportFormat.CSV if csv else ExportFormat.PARQUET if parquet else None
     rows_limit = limit if limit is not None or export is not None else 20
     result = show_state(path, operator, store, batch, key, rows_limit, export, csv or parquet)
+    _fetched(result.fetched)
     print_json(result) if as_json else _render_rows(result)
 
 
@@ -149,6 +163,7 @@ def diff(
     from tidemark.state.diff import diff_state
 
     result = diff_state(path, from_batch, to_batch, operator=operator, store=store, sample=sample)
+    _fetched(result.fetched)
     print_json(result) if as_json else _render_diff(result)
 
 
@@ -183,6 +198,7 @@ def expired(
     from tidemark.state.expired import find_expired
 
     result = find_expired(path, batch=batch, operator=operator, limit=limit)
+    _fetched(result.fetched)
     print_json(result) if as_json else _render_expired(result)
 
 

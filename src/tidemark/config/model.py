@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
@@ -258,15 +260,48 @@ class QuarantineConfig(_Table):
     path: str
 
 
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class MonitorConfig(_Table):
-    """[monitor]: progress log, watchdog and metrics endpoint."""
+    """[monitor]: progress log, watchdog, metrics endpoint and Pushgateway."""
 
     dir: str | None = None
     stuck_after: Duration | None = None
     on_stuck: str = Field(default="warn", pattern=r"^(warn|stop)$")
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"
+    metrics_allow_remote: bool = False  # required to serve metrics on anything but loopback
+    pushgateway: str | None = None  # e.g. "http://pushgateway:9091"
+    pushgateway_job: str = Field(default="tidemark", min_length=1)
+    pushgateway_timeout: Duration = timedelta(seconds=5)
+    pushgateway_delete_previous: bool = True  # a run deletes the groups this pipeline's earlier runs pushed
     leak_batches: int = Field(default=5, ge=2)
+
+    @model_validator(mode="after")
+    def _check(self) -> MonitorConfig:
+        if not is_loopback(self.metrics_host) and not self.metrics_allow_remote:
+            msg = (
+                f"metrics_host {self.metrics_host!r} serves metrics to other hosts: set "
+                "[monitor] metrics_allow_remote = true to confirm (anyone who reaches it can read them)"
+            )
+            raise ValueError(msg)
+        if self.pushgateway is not None:
+            parts = urlsplit(self.pushgateway)
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+                msg = 'pushgateway must be an http(s) URL like "http://pushgateway:9091"'
+                raise ValueError(msg)
+        if self.pushgateway_timeout.total_seconds() <= 0:
+            msg = 'pushgateway_timeout must be positive, e.g. "5 seconds"'
+            raise ValueError(msg)
+        return self
 
 
 class TidemarkConfig(_Table):

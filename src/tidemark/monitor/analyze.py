@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tidemark.monitor.log import EventType, LogEvent, read_log
-from tidemark.monitor.metrics import quarantined_count, watermark_lag_seconds
-from tidemark.monitor.progress import BatchProgress
-from tidemark.monitor.series import commit_estimate_ms, least_squares_slope
+from tidemark.monitor.log import EventType, LogEvent, iter_log
+from tidemark.monitor.metrics import quarantined_count
+from tidemark.monitor.progress import BatchProgress, StateOperatorProgress
+from tidemark.monitor.series import commit_estimate_ms
+from tidemark.monitor.sketch import Largest, QuantileSketch
 
 HIGH_COMMIT_SHARE = 0.3
 DEFAULT_LEAK_BATCHES = 5
+SLOWEST_BATCHES = 5
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,27 @@ class OperatorTrend:
 
 
 @dataclass(frozen=True)
+class DurationStats:
+    """Batch durations of a run in ms: mean, quantiles (within 1%, from a bounded sketch) and the maximum."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+
+@dataclass(frozen=True)
+class SlowBatch:
+    """One of a run's slowest batches."""
+
+    batch_id: int
+    duration_ms: int
+    timestamp: datetime | None
+    commit_ms: float
+
+
+@dataclass(frozen=True)
 class RunAnalysis:
     """The figures of one run (one log file, one tidemark run id)."""
 
@@ -73,7 +96,9 @@ class RunAnalysis:
     stuck: tuple[dict[str, Any], ...]
     terminated: bool
     exception: str | None
-    findings: tuple[Finding, ...] = field(default_factory=tuple)
+    batch_duration_ms: DurationStats | None = None
+    slowest_batches: tuple[SlowBatch, ...] = ()
+    findings: tuple[Finding, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,103 +115,235 @@ class LogAnalysis:
     runs: tuple[RunAnalysis, ...]
 
 
-def group_runs(events: Sequence[LogEvent]) -> list[tuple[str, list[LogEvent]]]:
-    """Events grouped by run id, runs in order of first appearance."""
-    runs: dict[str, list[LogEvent]] = {}
+def run_events(events: Iterable[LogEvent]) -> Iterator[tuple[str, LogEvent, BatchProgress | None]]:
+    """Each event with the run it belongs to and its batch progress (parsed once)."""
     for event in events:
+        progress = event.progress
         key = event.run_id
         if key is None:
-            progress = event.progress
             key = progress.run_id if progress is not None else "unknown"
-        runs.setdefault(key, []).append(event)
-    return list(runs.items())
+        yield key, event, progress
 
 
-def _trends(run_id: str, progress: Sequence[BatchProgress], leak_batches: int) -> tuple[OperatorTrend, ...]:
-    count = max((len(p.state_operators) for p in progress), default=0)
-    trends = []
-    for index in range(count):
-        ops = [(p.state_operators[index]) for p in progress if len(p.state_operators) > index]
-        rows = [op.num_rows_total for op in ops]
-        growing = 0
-        # Trailing batches in which state grew and nothing was evicted: a bounded query evicts eventually.
-        for position in range(len(ops) - 1, 0, -1):
-            if rows[position] > rows[position - 1] and ops[position].num_rows_removed == 0:
-                growing += 1
-            else:
-                break
-        trends.append(
-            OperatorTrend(
-                run_id=run_id,
-                operator_id=index,
-                operator=ops[0].operator_name,
-                first_rows=rows[0],
-                last_rows=rows[-1],
-                max_rows=max(rows),
-                rows_per_batch=round(least_squares_slope([float(r) for r in rows]), 3),
-                rows_removed=sum(op.num_rows_removed for op in ops),
-                last_memory_bytes=ops[-1].memory_used_bytes,
-                max_memory_bytes=max(op.memory_used_bytes for op in ops),
-                growing_batches=growing,
-                unbounded=growing >= leak_batches,
-            )
+class _OperatorFold:
+    """One operator's trend, folded batch by batch in constant memory."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.first_rows: int | None = None
+        self.last_rows = 0
+        self.max_rows = 0
+        self.rows_removed = 0
+        self.last_memory = 0
+        self.max_memory = 0
+        self.growing = 0
+        # Exact integer sums for the least-squares slope of rows over x = 0, 1, 2, ...
+        self.n = 0
+        self.sum_y = 0
+        self.sum_xy = 0
+
+    def add(self, op: StateOperatorProgress) -> None:
+        rows = op.num_rows_total
+        if self.first_rows is None:
+            self.first_rows = self.max_rows = rows
+        else:
+            # Trailing batches in which state grew and nothing was evicted: a bounded query evicts eventually.
+            self.growing = self.growing + 1 if rows > self.last_rows and op.num_rows_removed == 0 else 0
+            self.max_rows = max(self.max_rows, rows)
+        self.last_rows = rows
+        self.rows_removed += op.num_rows_removed
+        self.last_memory = op.memory_used_bytes
+        self.max_memory = max(self.max_memory, op.memory_used_bytes)
+        self.sum_xy += self.n * rows
+        self.sum_y += rows
+        self.n += 1
+
+    def slope(self) -> float:
+        n = self.n
+        if n < 2:
+            return 0.0
+        sum_x, sum_xx = n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6
+        return (n * self.sum_xy - sum_x * self.sum_y) / (n * sum_xx - sum_x * sum_x)
+
+    def trend(self, run_id: str, index: int, leak_batches: int) -> OperatorTrend:
+        return OperatorTrend(
+            run_id=run_id,
+            operator_id=index,
+            operator=self.name,
+            first_rows=self.first_rows or 0,
+            last_rows=self.last_rows,
+            max_rows=self.max_rows,
+            rows_per_batch=round(self.slope(), 3),
+            rows_removed=self.rows_removed,
+            last_memory_bytes=self.last_memory,
+            max_memory_bytes=self.max_memory,
+            growing_batches=self.growing,
+            unbounded=self.growing >= leak_batches,
         )
-    return tuple(trends)
 
 
-def _rates(progress: Sequence[BatchProgress]) -> tuple[int, float, float, int]:
-    rows = sum(p.num_input_rows for p in progress)
-    total_ms = sum(p.batch_duration_ms for p in progress)
-    stamps = [p.timestamp for p in progress if p.timestamp is not None]
-    input_rate = 0.0
-    if stamps:
-        end = max(p.timestamp + timedelta(milliseconds=p.batch_duration_ms) for p in progress if p.timestamp)
-        span = (end - min(stamps)).total_seconds()
-        input_rate = rows / span if span > 0 else 0.0
-    processed_rate = rows / (total_ms / 1000) if total_ms > 0 else 0.0
-    return rows, round(input_rate, 3), round(processed_rate, 3), total_ms
+class RunFold:
+    """The figures of one run, folded event by event.
+
+    Memory does not grow with the number of batches: only the watchdog's `stuck` lines (one per stuck episode)
+    are kept whole.
+    """
+
+    def __init__(self, run_id: str, leak_batches: int = DEFAULT_LEAK_BATCHES, parallelism: int | None = None) -> None:
+        self.run_id = run_id
+        self.leak_batches = leak_batches
+        self.parallelism = parallelism
+        self.first_time: datetime | None = None
+        self.last_time: datetime | None = None
+        self.batches = 0
+        self.first_batch: int | None = None
+        self.last_batch: int | None = None
+        self.input_rows = 0
+        self.total_ms = 0
+        self.commit_ms = 0.0
+        self.max_share = 0.0
+        self.first_start: datetime | None = None
+        self.last_end: datetime | None = None
+        self.operators: list[_OperatorFold] = []
+        self.dropped = 0
+        self.quarantined = 0
+        self.last_lag: float | None = None
+        self.max_lag: float | None = None
+        self.stuck: list[dict[str, Any]] = []
+        self.terminated = False
+        self.exception: str | None = None
+        self.progress_name: str | None = None
+        self.started_name: str | None = None
+        self.progress_query_id: str | None = None
+        self.started_query_id: str | None = None
+        self.durations = QuantileSketch()
+        self.slowest: Largest[SlowBatch] = Largest(SLOWEST_BATCHES)
+
+    def add(self, event: LogEvent, progress: BatchProgress | None = None) -> None:
+        """Fold one event of this run (progress: event.progress, when the caller already has it)."""
+        if self.first_time is None:
+            self.first_time = event.time
+        self.last_time = event.time
+        if progress is not None:
+            self._add_progress(progress)
+        elif event.type == EventType.STARTED:
+            if event.data.get("name"):
+                self.started_name = str(event.data["name"])
+            if event.data.get("query_id"):
+                self.started_query_id = str(event.data["query_id"])
+        elif event.type == EventType.TERMINATED:
+            self.terminated = True
+            if self.exception is None and event.data.get("exception"):
+                self.exception = str(event.data["exception"])
+        elif event.type == EventType.STUCK:
+            self.stuck.append(dict(event.data))
+
+    def _add_progress(self, p: BatchProgress) -> None:
+        self.batches += 1
+        if self.first_batch is None:
+            self.first_batch = p.batch_id
+        self.last_batch = p.batch_id
+        if p.name:
+            self.progress_name = p.name
+        self.progress_query_id = p.query_id
+        duration = p.batch_duration_ms
+        self.input_rows += p.num_input_rows
+        self.total_ms += duration
+        start = p.timestamp
+        if start is not None:
+            end = start + timedelta(milliseconds=duration)
+            if self.first_start is None or start < self.first_start:
+                self.first_start = start
+            if self.last_end is None or end > self.last_end:
+                self.last_end = end
+        commit = commit_estimate_ms(p, self.parallelism)
+        self.commit_ms += commit
+        if duration and commit / duration > self.max_share:
+            self.max_share = min(1.0, commit / duration)
+        self.durations.add(duration)
+        if self.slowest.admits(duration):
+            self.slowest.add(duration, SlowBatch(p.batch_id, duration, start, round(commit, 3)))
+        operators = self.operators
+        for index, op in enumerate(p.state_operators):
+            if index == len(operators):
+                operators.append(_OperatorFold(op.operator_name))
+            operators[index].add(op)
+            self.dropped += op.num_rows_dropped_by_watermark
+        self.quarantined += quarantined_count(p)
+        watermark = p.watermark
+        if watermark is not None and start is not None:
+            lag = (start - watermark).total_seconds()
+            self.last_lag = lag
+            if self.max_lag is None or lag > self.max_lag:
+                self.max_lag = lag
+
+    def _rates(self) -> tuple[float, float]:
+        input_rate = 0.0
+        if self.first_start is not None and self.last_end is not None:
+            span = (self.last_end - self.first_start).total_seconds()
+            input_rate = self.input_rows / span if span > 0 else 0.0
+        processed_rate = self.input_rows / (self.total_ms / 1000) if self.total_ms > 0 else 0.0
+        return round(input_rate, 3), round(processed_rate, 3)
+
+    def _durations(self) -> DurationStats | None:
+        if not self.durations.count:
+            return None
+        sketch = self.durations
+        return DurationStats(
+            mean=round(sketch.total / sketch.count, 1),
+            p50=round(sketch.quantile(0.5), 1),
+            p90=round(sketch.quantile(0.9), 1),
+            p99=round(sketch.quantile(0.99), 1),
+            max=sketch.max,
+        )
+
+    def result(self) -> RunAnalysis:
+        """The run's figures and findings so far."""
+        input_rate, processed_rate = self._rates()
+        total_ms = self.total_ms
+        run = RunAnalysis(
+            run_id=self.run_id,
+            query_name=self.progress_name or self.started_name,
+            query_id=self.progress_query_id if self.batches else self.started_query_id,
+            started=self.first_time,
+            ended=self.last_time,
+            batches=self.batches,
+            first_batch=self.first_batch,
+            last_batch=self.last_batch,
+            input_rows=self.input_rows,
+            input_rows_per_second=input_rate,
+            processed_rows_per_second=processed_rate,
+            total_batch_ms=total_ms,
+            commit_ms=round(self.commit_ms, 3),
+            commit_share=round(self.commit_ms / total_ms, 4) if total_ms else 0.0,
+            max_batch_commit_share=round(self.max_share, 4),
+            state_rows_trend=tuple(
+                op.trend(self.run_id, index, self.leak_batches) for index, op in enumerate(self.operators)
+            ),
+            dropped_by_watermark=self.dropped,
+            quarantined=self.quarantined,
+            watermark_lag_seconds=round(self.last_lag, 3) if self.last_lag is not None else None,
+            max_watermark_lag_seconds=round(self.max_lag, 3) if self.max_lag is not None else None,
+            stuck=tuple(self.stuck),
+            terminated=self.terminated,
+            exception=self.exception,
+            batch_duration_ms=self._durations(),
+            slowest_batches=tuple(self.slowest),
+        )
+        return replace(run, findings=findings_for(run))
 
 
 def analyze_run(
-    run_id: str, events: Sequence[LogEvent], leak_batches: int = DEFAULT_LEAK_BATCHES, parallelism: int | None = None
+    run_id: str,
+    events: Iterable[LogEvent],
+    leak_batches: int = DEFAULT_LEAK_BATCHES,
+    parallelism: int | None = None,
 ) -> RunAnalysis:
     """Figures and findings of one run's events."""
-    progress = [p for p in (e.progress for e in events) if p is not None]
-    rows, input_rate, processed_rate, total_ms = _rates(progress)
-    commits = [commit_estimate_ms(p, parallelism) for p in progress]
-    shares = [min(1.0, c / p.batch_duration_ms) for c, p in zip(commits, progress, strict=True) if p.batch_duration_ms]
-    lags = [lag for lag in (watermark_lag_seconds(p) for p in progress) if lag is not None]
-    terminated = [e for e in events if e.type == EventType.TERMINATED]
-    started = [e for e in events if e.type == EventType.STARTED]
-    exception = next((str(e.data["exception"]) for e in terminated if e.data.get("exception")), None)
-    names = [p.name for p in progress if p.name] or [str(e.data.get("name")) for e in started if e.data.get("name")]
-    ids = [p.query_id for p in progress] or [str(e.data.get("query_id")) for e in started if e.data.get("query_id")]
-    run = RunAnalysis(
-        run_id=run_id,
-        query_name=names[-1] if names else None,
-        query_id=ids[-1] if ids else None,
-        started=events[0].time if events else None,
-        ended=events[-1].time if events else None,
-        batches=len(progress),
-        first_batch=progress[0].batch_id if progress else None,
-        last_batch=progress[-1].batch_id if progress else None,
-        input_rows=rows,
-        input_rows_per_second=input_rate,
-        processed_rows_per_second=processed_rate,
-        total_batch_ms=total_ms,
-        commit_ms=round(sum(commits), 3),
-        commit_share=round(sum(commits) / total_ms, 4) if total_ms else 0.0,
-        max_batch_commit_share=round(max(shares), 4) if shares else 0.0,
-        state_rows_trend=_trends(run_id, progress, leak_batches),
-        dropped_by_watermark=sum(p.rows_dropped_by_watermark for p in progress),
-        quarantined=sum(quarantined_count(p) for p in progress),
-        watermark_lag_seconds=round(lags[-1], 3) if lags else None,
-        max_watermark_lag_seconds=round(max(lags), 3) if lags else None,
-        stuck=tuple(dict(e.data) for e in events if e.type == EventType.STUCK),
-        terminated=bool(terminated),
-        exception=exception,
-    )
-    return RunAnalysis(**{**run.__dict__, "findings": findings_for(run)})
+    fold = RunFold(run_id, leak_batches, parallelism)
+    for event in events:
+        fold.add(event)
+    return fold.result()
 
 
 def findings_for(run: RunAnalysis) -> tuple[Finding, ...]:
@@ -262,11 +419,21 @@ def findings_for(run: RunAnalysis) -> tuple[Finding, ...]:
     return tuple(found)
 
 
-def analyze(path: str | Path, leak_batches: int = DEFAULT_LEAK_BATCHES, parallelism: int | None = None) -> LogAnalysis:
-    """Analyze a progress log file or a folder of them."""
-    runs = tuple(
-        analyze_run(run_id, events, leak_batches, parallelism) for run_id, events in group_runs(read_log(path))
-    )
+def analyze_events(
+    events: Iterable[LogEvent], leak_batches: int = DEFAULT_LEAK_BATCHES, parallelism: int | None = None
+) -> tuple[RunAnalysis, ...]:
+    """Every run of a stream of events, in order of first appearance; one pass, memory constant per run."""
+    folds: dict[str, RunFold] = {}
+    for run_id, event, progress in run_events(events):
+        fold = folds.get(run_id)
+        if fold is None:
+            fold = folds[run_id] = RunFold(run_id, leak_batches, parallelism)
+        fold.add(event, progress)
+    return tuple(fold.result() for fold in folds.values())
+
+
+def summarize(path: str | Path, runs: Sequence[RunAnalysis]) -> LogAnalysis:
+    """The whole log's totals over its runs."""
     total_ms = sum(r.total_batch_ms for r in runs)
     return LogAnalysis(
         path=str(path),
@@ -276,5 +443,10 @@ def analyze(path: str | Path, leak_batches: int = DEFAULT_LEAK_BATCHES, parallel
         dropped_by_watermark=sum(r.dropped_by_watermark for r in runs),
         quarantined=sum(r.quarantined for r in runs),
         findings=tuple(f for r in runs for f in r.findings),
-        runs=runs,
+        runs=tuple(runs),
     )
+
+
+def analyze(path: str | Path, leak_batches: int = DEFAULT_LEAK_BATCHES, parallelism: int | None = None) -> LogAnalysis:
+    """Analyze a progress log file or a folder of them, in one streaming pass."""
+    return summarize(path, analyze_events(iter_log(path), leak_batches, parallelism))

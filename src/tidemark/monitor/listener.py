@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.monitor.events import EventKind, json_listener
 from tidemark.monitor.log import EventType
-from tidemark.monitor.metrics import MetricsRegistry, MetricsServer
+from tidemark.monitor.metrics import MetricsRegistry, RunState
 from tidemark.monitor.progress import BatchProgress
+from tidemark.monitor.publish import MetricsPublisher
 from tidemark.monitor.watchdog import (
     RunningStage,
     StuckDiagnosis,
@@ -48,7 +49,8 @@ class RunMonitor:
         self.run_id = run_id
         self.log_path = str(log_path_for(config.monitor_dir, run_id))
         self.stuck_after = default_stuck_after(config.trigger.interval, config.monitor.stuck_after)
-        self.registry = MetricsRegistry()
+        self.registry = MetricsRegistry(config.pipeline.name, run_id, self.stuck_after.total_seconds())
+        self._publisher = MetricsPublisher(self.registry, config.monitor, warn=self._warn)
         self.diagnoses: list[StuckDiagnosis] = []
         self._writer = ProgressLogWriter(self.log_path, run_id)
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
@@ -57,7 +59,6 @@ class RunMonitor:
         self._query_id: str | None = None
         self._listener: Any = None
         self._worker: threading.Thread | None = None
-        self._server: MetricsServer | None = None
         self._watchdog = Watchdog(self.stuck_after, self._on_stuck, self._is_busy)
         self._terminated = threading.Event()
         self._state_lock = threading.Lock()
@@ -68,7 +69,7 @@ class RunMonitor:
     @property
     def metrics_port(self) -> int | None:
         """The bound metrics port (None when metrics are off)."""
-        return self._server.port if self._server is not None else None
+        return self._publisher.port
 
     def handle_event(self, kind: EventKind, data: dict[str, Any]) -> None:
         """Take one listener-bus event (its JSON); only enqueues, as it runs on Spark's listener bus."""
@@ -95,10 +96,8 @@ class RunMonitor:
         self._writer.open()
         self._worker = threading.Thread(target=self._drain, name="tidemark-monitor", daemon=True)
         self._worker.start()
-        port = self.config.monitor.metrics_port
-        if port is not None:
-            self._server = MetricsServer(self.registry, self.config.monitor.metrics_host, port)
-            self._server.start()
+        self.registry.begin()
+        self._publisher.start()
         if listen:
             self._listener = json_listener(self.handle_event)
             self.spark.streams.addListener(self._listener)
@@ -110,6 +109,8 @@ class RunMonitor:
         self._query_id = str(query.id)
         # The clock starts with the query: starting it (listing sources, planning) is not a stuck batch.
         self._watchdog.note_activity()
+        self.registry.add_query(self._query_name())  # counters start at 0, so rate() sees the first batch
+        self._publisher.changed()
 
     def record(self, type: str, **data: Any) -> None:
         """Append an extra line (e.g. a warning) to the run's log, in order with the listener's lines."""
@@ -118,8 +119,12 @@ class RunMonitor:
         else:
             log.debug("monitor not running; dropped %s line", type)
 
-    def stop(self) -> None:
-        """Flush the log, stop the threads and the server, unregister the listener; safe to call twice."""
+    def stop(self, ended: str | None = None) -> None:
+        """Flush the log, stop the threads, push the final metrics, unregister the listener; safe to call twice.
+
+        ended is how the caller's run ended (a StopReason value); the final state says 'failed' instead when the
+        query failed or never started, and 'stuck' when the watchdog stopped it.
+        """
         if not self._started or self._stopped:
             return
         self._stopped = True
@@ -139,8 +144,8 @@ class RunMonitor:
         if query is not None and not self._terminated.is_set() and not self._query_active(query):
             self._write(EventType.TERMINATED, datetime.now(UTC), self._terminated_data(query))
         self._writer.close()
-        if self._server is not None:
-            self._server.stop()
+        self.registry.finish(self._final_state(ended))
+        self._publisher.stop()
 
     # --- writer thread -------------------------------------------------------------------------------------
 
@@ -164,6 +169,7 @@ class RunMonitor:
             with self._state_lock:
                 self._recent.append(progress)
             self.registry.update(progress)
+            self._publisher.changed()
             self._watchdog.note_activity()
             self._idle_logged = False
             return
@@ -173,11 +179,14 @@ class RunMonitor:
             if kind == EventType.STARTED:
                 payload = {**payload, "pipeline": self.config.pipeline.name, "checkpoint": self._location}
                 payload["stuck_after_seconds"] = self.stuck_after.total_seconds()
+                payload["metrics_url"] = self._publisher.url
             if kind == EventType.TERMINATED:
                 self._terminated.set()
             elif kind == EventType.IDLE:
                 # Not for STARTED: on a busy driver it can arrive after the watchdog fired, and must not re-arm it.
                 self._watchdog.note_activity()
+                self.registry.note_idle(self._query_name())
+                self._publisher.changed()
             if kind == EventType.IDLE:
                 # Spark repeats the idle event every few seconds while idle; one line per idle spell is enough.
                 if self._idle_logged:
@@ -288,19 +297,45 @@ class RunMonitor:
     def _on_stuck(self, waited: float) -> None:
         diagnosis = self.diagnose(waited)
         self.diagnoses.append(diagnosis)
-        name = self.config.pipeline.name
-        if self._query is not None:
-            try:
-                name = self._query.name or name
-            except Exception as exc:
-                log.debug("no query name: %s", exc)
-        self.registry.set_stuck(name, True)
+        self.registry.set_stuck(self._query_name(), True)
+        self._publisher.changed()
         log.warning("stuck: %s", diagnosis.message())
         self._queue.put((EventType.STUCK, datetime.now(UTC), {**asdict(diagnosis), "message": diagnosis.message()}))
         if diagnosis.action == "stop" and self._query is not None:
             query = self._query
             self._watchdog.disarm()
             threading.Thread(target=self._stop_query, args=(query,), name="tidemark-stop", daemon=True).start()
+
+    def _query_name(self) -> str:
+        name = self.config.pipeline.name
+        if self._query is not None:
+            try:
+                name = self._query.name or name
+            except Exception as exc:
+                log.debug("no query name: %s", exc)
+        return name
+
+    def _warn(self, text: str) -> None:
+        log.warning(text)
+        self.record("warning", code="METRICS", message=text)
+
+    def _final_state(self, ended: str | None) -> RunState:
+        query = self._query
+        if query is None:
+            return RunState.REQUESTED if ended is None else RunState.FAILED  # the run's query never started
+        try:
+            failure = query.exception()
+        except Exception:
+            failure = None
+        if failure is not None:
+            return RunState.FAILED
+        if any(d.action == "stop" for d in self.diagnoses):
+            return RunState.STUCK
+        try:
+            return RunState(ended) if ended is not None else RunState.REQUESTED
+        except ValueError:
+            log.debug("unknown end of run %r", ended)
+            return RunState.REQUESTED
 
     @staticmethod
     def _stop_query(query: StreamingQuery) -> None:

@@ -7,11 +7,12 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tidemark.errors import UsageError
 from tidemark.monitor.progress import BatchProgress
+from tidemark.plan.advice import batch_commit_ms
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +48,29 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+class RunState(StrEnum):
+    """Where a run is: running, or how it ended (the values of `tidemark_run_state{state}`)."""
+
+    RUNNING = "running"
+    FINISHED = "finished"  # available-now: everything there was got processed
+    MAX_DURATION = "max-duration"
+    SIGNAL = "signal"
+    REQUESTED = "requested"
+    FAILED = "failed"
+    STUCK = "stuck"  # the watchdog stopped the query (on_stuck = "stop")
+
+
 @dataclass
 class _QueryState:
     last: BatchProgress | None = None
     received_at: float = 0.0
+    idle_at: float | None = None
     batches_total: int = 0
     dropped_total: int = 0
     quarantined_total: int = 0
+    input_rows_total: int = 0
+    batch_seconds_total: float = 0.0
+    commit_wall_seconds_total: float = 0.0
     stuck: bool = False
 
 
@@ -65,12 +82,44 @@ class _Family:
     samples: tuple[tuple[Mapping[str, str], float], ...]
 
 
+_Rows = dict[str, list[tuple[Mapping[str, str], float]]]
+
+
 @dataclass
 class MetricsRegistry:
-    """The latest figures per query, updated by the monitor thread and rendered on every scrape."""
+    """The latest figures per query, updated by the monitor thread and rendered on every scrape or push.
 
+    pipeline and run_id, when given, label every sample, so series of different pipelines and runs never mix.
+    """
+
+    pipeline: str | None = None
+    run_id: str | None = None
+    stuck_after_seconds: float | None = None
     _queries: dict[str, _QueryState] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _state: RunState | None = None
+    _started_at: float | None = None
+    _ended_at: float | None = None
+
+    @property
+    def state(self) -> RunState | None:
+        """The run's state (None before begin)."""
+        return self._state
+
+    def begin(self, at: float | None = None) -> None:
+        """The run started: state running, start time now."""
+        with self._lock:
+            self._state = RunState.RUNNING
+            self._started_at = time.time() if at is None else at
+            self._ended_at = None
+
+    def finish(self, state: RunState, at: float | None = None) -> None:
+        """The run ended in this state (its final figures stay as they are)."""
+        with self._lock:
+            self._state = state
+            self._ended_at = time.time() if at is None else at
+            if self._started_at is None:
+                self._started_at = self._ended_at
 
     def update(self, progress: BatchProgress, received_at: float | None = None) -> None:
         """Take one batch's progress as the query's latest."""
@@ -82,46 +131,90 @@ class MetricsRegistry:
             state.batches_total += 1
             state.dropped_total += progress.rows_dropped_by_watermark
             state.quarantined_total += quarantined_count(progress)
+            state.input_rows_total += progress.num_input_rows
+            state.batch_seconds_total += progress.batch_duration_ms / 1000
+            state.commit_wall_seconds_total += batch_commit_ms(progress, None) / 1000
             state.stuck = False
+
+    def add_query(self, query: str) -> None:
+        """Export a query's counters (at 0) before its first batch, so rate() and increase() count that batch."""
+        with self._lock:
+            self._queries.setdefault(query, _QueryState())
 
     def set_stuck(self, query: str, stuck: bool) -> None:
         """Mark a query as stuck (the watchdog fired) or not."""
         with self._lock:
             self._queries.setdefault(query, _QueryState()).stuck = stuck
 
-    def _families(self) -> list[_Family]:
-        rows: dict[str, list[tuple[Mapping[str, str], float]]] = {name: [] for name, _, _ in _FAMILIES}
+    def note_idle(self, query: str, at: float | None = None) -> None:
+        """The query reported that it is idle (no new data): it is alive without completing batches."""
         with self._lock:
-            items = list(self._queries.items())
-            for query, state in items:
-                q = {"query": query}
-                rows["tidemark_stuck"].append((q, 1.0 if state.stuck else 0.0))
-                rows["tidemark_batches_total"].append((q, state.batches_total))
-                rows["tidemark_rows_dropped_by_watermark_total"].append((q, state.dropped_total))
-                rows["tidemark_quarantined_records_total"].append((q, state.quarantined_total))
-                if state.last is None:
-                    continue
-                p = state.last
-                rows["tidemark_last_progress_timestamp_seconds"].append((q, state.received_at))
-                rows["tidemark_batch_id"].append((q, p.batch_id))
-                rows["tidemark_batch_duration_seconds"].append((q, p.batch_duration_ms / 1000))
-                for phase, millis in sorted(p.duration_ms.items()):
-                    rows["tidemark_batch_phase_seconds"].append(({**q, "phase": phase}, millis / 1000))
-                rows["tidemark_input_rows"].append((q, p.num_input_rows))
-                rows["tidemark_input_rows_per_second"].append((q, p.input_rows_per_second))
-                rows["tidemark_processed_rows_per_second"].append((q, p.processed_rows_per_second))
-                rows["tidemark_quarantined_records"].append((q, quarantined_count(p)))
-                lag = watermark_lag_seconds(p)
-                if lag is not None:
-                    rows["tidemark_watermark_lag_seconds"].append((q, lag))
-                for index, op in enumerate(p.state_operators):
-                    o = {**q, "operator": op.operator_name, "operator_id": str(index)}
-                    rows["tidemark_state_rows"].append((o, op.num_rows_total))
-                    rows["tidemark_state_memory_bytes"].append((o, op.memory_used_bytes))
-                    rows["tidemark_state_commit_seconds"].append((o, op.commit_time_ms / 1000))
-                    rows["tidemark_state_store_instances"].append((o, op.num_state_store_instances))
-                    rows["tidemark_rows_dropped_by_watermark"].append((o, op.num_rows_dropped_by_watermark))
-        return [_Family(name, kind, text, tuple(rows[name])) for name, kind, text in _FAMILIES if rows[name]]
+            self._queries.setdefault(query, _QueryState()).idle_at = time.time() if at is None else at
+
+    def _base(self) -> dict[str, str]:
+        labels = {}
+        if self.pipeline is not None:
+            labels["pipeline"] = self.pipeline
+        if self.run_id is not None:
+            labels["run_id"] = self.run_id
+        return labels
+
+    def _run_rows(self, rows: _Rows, base: Mapping[str, str]) -> None:
+        if self._state is not None:
+            for state in RunState:
+                rows["tidemark_run_state"].append(
+                    ({**base, "state": state.value}, 1.0 if state is self._state else 0.0)
+                )
+        if self._started_at is not None:
+            rows["tidemark_run_start_timestamp_seconds"].append((base, self._started_at))
+        if self._ended_at is not None:
+            rows["tidemark_run_end_timestamp_seconds"].append((base, self._ended_at))
+        if self.stuck_after_seconds is not None:
+            rows["tidemark_stuck_after_seconds"].append((base, self.stuck_after_seconds))
+
+    @staticmethod
+    def _query_rows(rows: _Rows, q: Mapping[str, str], state: _QueryState) -> None:
+        rows["tidemark_stuck"].append((q, 1.0 if state.stuck else 0.0))
+        rows["tidemark_batches_total"].append((q, state.batches_total))
+        rows["tidemark_input_rows_total"].append((q, state.input_rows_total))
+        rows["tidemark_batch_duration_seconds_total"].append((q, state.batch_seconds_total))
+        rows["tidemark_state_commit_wall_seconds_total"].append((q, state.commit_wall_seconds_total))
+        rows["tidemark_rows_dropped_by_watermark_total"].append((q, state.dropped_total))
+        rows["tidemark_quarantined_records_total"].append((q, state.quarantined_total))
+        if state.idle_at is not None:
+            rows["tidemark_last_idle_timestamp_seconds"].append((q, state.idle_at))
+        if state.last is None:
+            return
+        p = state.last
+        rows["tidemark_last_progress_timestamp_seconds"].append((q, state.received_at))
+        rows["tidemark_batch_id"].append((q, p.batch_id))
+        rows["tidemark_batch_duration_seconds"].append((q, p.batch_duration_ms / 1000))
+        for phase, millis in sorted(p.duration_ms.items()):
+            rows["tidemark_batch_phase_seconds"].append(({**q, "phase": phase}, millis / 1000))
+        rows["tidemark_input_rows"].append((q, p.num_input_rows))
+        rows["tidemark_input_rows_per_second"].append((q, p.input_rows_per_second))
+        rows["tidemark_processed_rows_per_second"].append((q, p.processed_rows_per_second))
+        rows["tidemark_quarantined_records"].append((q, quarantined_count(p)))
+        lag = watermark_lag_seconds(p)
+        if lag is not None and p.watermark is not None:
+            rows["tidemark_watermark_lag_seconds"].append((q, lag))
+            rows["tidemark_watermark_timestamp_seconds"].append((q, p.watermark.timestamp()))
+        for index, op in enumerate(p.state_operators):
+            o = {**q, "operator": op.operator_name, "operator_id": str(index)}
+            rows["tidemark_state_rows"].append((o, op.num_rows_total))
+            rows["tidemark_state_memory_bytes"].append((o, op.memory_used_bytes))
+            rows["tidemark_state_commit_seconds"].append((o, op.commit_time_ms / 1000))
+            rows["tidemark_state_store_instances"].append((o, op.num_state_store_instances))
+            rows["tidemark_rows_dropped_by_watermark"].append((o, op.num_rows_dropped_by_watermark))
+
+    def _families(self) -> list[_Family]:
+        rows: _Rows = {name: [] for name, _, _ in FAMILIES}
+        base = self._base()
+        with self._lock:
+            self._run_rows(rows, base)
+            for query, state in self._queries.items():
+                self._query_rows(rows, {**base, "query": query}, state)
+        return [_Family(name, kind, text, tuple(rows[name])) for name, kind, text in FAMILIES if rows[name]]
 
     def render(self) -> str:
         """The Prometheus text exposition of every metric."""
@@ -133,7 +226,13 @@ class MetricsRegistry:
         return "\n".join(lines) + "\n"
 
 
-_FAMILIES: tuple[tuple[str, str, str], ...] = (
+# Every family tidemark exports: (name, type, help). Labels: pipeline and run_id on all (when the registry has
+# them), query on per-query ones, operator + operator_id on per-operator ones, phase, state.
+FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("tidemark_run_state", "gauge", "1 for the run's state (running, or how it ended), 0 for the others."),
+    ("tidemark_run_start_timestamp_seconds", "gauge", "Unix time the run started."),
+    ("tidemark_run_end_timestamp_seconds", "gauge", "Unix time the run ended."),
+    ("tidemark_stuck_after_seconds", "gauge", "The watchdog's limit: no batch completing for this long is stuck."),
     ("tidemark_batch_id", "gauge", "Id of the last completed micro-batch."),
     ("tidemark_batch_duration_seconds", "gauge", "Wall-clock duration of the last batch."),
     ("tidemark_batch_phase_seconds", "gauge", "Duration of each phase (Spark durationMs) of the last batch."),
@@ -145,14 +244,24 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("tidemark_state_commit_seconds", "gauge", "State commit time of the last batch, summed over tasks."),
     ("tidemark_state_store_instances", "gauge", "State store instances (tasks) of the operator."),
     ("tidemark_rows_dropped_by_watermark", "gauge", "Late rows the operator dropped in the last batch."),
-    ("tidemark_rows_dropped_by_watermark_total", "counter", "Late rows dropped since the monitor started."),
+    ("tidemark_rows_dropped_by_watermark_total", "counter", "Late rows dropped since the run started."),
     ("tidemark_watermark_lag_seconds", "gauge", "Batch start time minus the event-time watermark."),
+    ("tidemark_watermark_timestamp_seconds", "gauge", "The event-time watermark of the last batch, as Unix time."),
     ("tidemark_quarantined_records", "gauge", "Malformed records quarantined in the last batch."),
-    ("tidemark_quarantined_records_total", "counter", "Malformed records quarantined since the monitor started."),
+    ("tidemark_quarantined_records_total", "counter", "Malformed records quarantined since the run started."),
+    ("tidemark_input_rows_total", "counter", "Input rows (malformed ones included) since the run started."),
+    ("tidemark_batch_duration_seconds_total", "counter", "Summed wall-clock duration of the run's batches."),
+    (
+        "tidemark_state_commit_wall_seconds_total",
+        "counter",
+        "Estimated wall-clock time the run's batches spent committing state (commitTimeMs over parallel tasks).",
+    ),
     ("tidemark_last_progress_timestamp_seconds", "gauge", "Unix time the last batch progress was received."),
-    ("tidemark_batches_total", "counter", "Batches completed since the monitor started."),
+    ("tidemark_last_idle_timestamp_seconds", "gauge", "Unix time the query last reported being idle (no new data)."),
+    ("tidemark_batches_total", "counter", "Batches completed since the run started."),
     ("tidemark_stuck", "gauge", "1 while the watchdog finds no batch completing within stuck_after."),
 )
+METRIC_NAMES = frozenset(name for name, _, _ in FAMILIES)
 
 
 def _handler_for(registry: MetricsRegistry) -> type[BaseHTTPRequestHandler]:
@@ -190,15 +299,8 @@ class MetricsServer:
         return int(self._server.server_address[1]) if self._server is not None else None
 
     def start(self) -> None:
-        """Bind and serve in the background."""
-        try:
-            server = ThreadingHTTPServer((self.host, self.requested_port), _handler_for(self.registry))
-        except OSError as exc:
-            msg = (
-                f"cannot serve metrics on {self.host}:{self.requested_port}: {exc.strerror} "
-                "(choose another [monitor] metrics_port, or 0 for a free one)"
-            )
-            raise UsageError(msg) from exc
+        """Bind and serve in the background; OSError when the address cannot be bound (e.g. port in use)."""
+        server = ThreadingHTTPServer((self.host, self.requested_port), _handler_for(self.registry))
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="tidemark-metrics", daemon=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -16,14 +16,45 @@ def parse_spark_time(text: str | None) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+_NUMBER = (int, float)
+
+
 def _int(data: Mapping[str, Any], key: str) -> int:
     value = data.get(key)
-    return int(value) if isinstance(value, int | float) else 0
+    return int(value) if isinstance(value, _NUMBER) else 0
 
 
 def _float(data: Mapping[str, Any], key: str) -> float:
     value = data.get(key)
-    return float(value) if isinstance(value, int | float) else 0.0
+    return float(value) if isinstance(value, _NUMBER) else 0.0
+
+
+class NumericMetrics(Mapping[str, float]):
+    """A read-only view of Spark's customMetrics: the numeric entries, as floats.
+
+    Filtered when read rather than copied when parsed: a RocksDB operator reports about 40 of them in every
+    batch, and most readers of a long log never look at them.
+    """
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self._raw = raw
+
+    def __getitem__(self, key: str) -> float:
+        value = self._raw[key]
+        if isinstance(value, _NUMBER):
+            return float(value)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(k) for k, v in self._raw.items() if isinstance(v, _NUMBER))
+
+    def __len__(self) -> int:
+        return sum(1 for v in self._raw.values() if isinstance(v, _NUMBER))
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 @dataclass(frozen=True)
@@ -59,7 +90,7 @@ class StateOperatorProgress:
             num_shuffle_partitions=_int(data, "numShufflePartitions"),
             all_updates_time_ms=_int(data, "allUpdatesTimeMs"),
             all_removals_time_ms=_int(data, "allRemovalsTimeMs"),
-            custom_metrics={str(k): float(v) for k, v in custom.items() if isinstance(v, int | float)},
+            custom_metrics=NumericMetrics(custom) if isinstance(custom, Mapping) else {},
         )
 
 
@@ -96,7 +127,7 @@ class BatchProgress:
             num_input_rows=_int(data, "numInputRows"),
             input_rows_per_second=_float(data, "inputRowsPerSecond"),
             processed_rows_per_second=_float(data, "processedRowsPerSecond"),
-            duration_ms={str(k): int(v) for k, v in durations.items() if isinstance(v, int | float)},
+            duration_ms={str(k): int(v) for k, v in durations.items() if isinstance(v, _NUMBER)},
             event_time={str(k): str(v) for k, v in (data.get("eventTime") or {}).items()},
             state_operators=tuple(StateOperatorProgress.from_json(op) for op in data.get("stateOperators") or ()),
             observed_metrics=data.get("observedMetrics") or {},

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-from tidemark.checkpoint.layout import batch_ids
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.errors import TidemarkError
 from tidemark.monitor.progress import BatchProgress
+from tidemark.storage import open_storage
 
 log = logging.getLogger(__name__)
 
@@ -90,28 +90,18 @@ class StuckDiagnosis:
         return "; ".join(parts)
 
 
-def local_path(location: str) -> Path | None:
-    """The local folder of a checkpoint location, or None for remote file systems."""
-    if location.startswith("file://"):
-        return Path(location.removeprefix("file://"))
-    if location.startswith("file:"):
-        return Path(location.removeprefix("file:"))
-    if "://" in location:
-        return None
-    return Path(location)
-
-
 def checkpoint_file_counts(location: str) -> dict[str, int]:
-    """Data files (not .crc) under each part of a local checkpoint folder; empty for remote ones."""
-    root = local_path(location)
-    if root is None or not root.is_dir():
+    """Data files (not .crc) under each part of a checkpoint, counting at most 200,000 per part."""
+    try:
+        store = open_storage(location)
+    except TidemarkError as exc:
+        log.debug("no file counts for %s: %s", location, exc)
         return {}
     counts: dict[str, int] = {}
     for part in _CHECKPOINT_PARTS:
-        folder = root / part
         total = 0
-        for _dirpath, _dirnames, filenames in os.walk(folder):
-            total += sum(1 for name in filenames if not name.endswith(".crc"))
+        for entry in store.list_files(part):
+            total += not entry.rel.endswith(".crc")
             if total > _MAX_FILES_COUNTED:
                 break
         counts[part] = total
@@ -119,9 +109,12 @@ def checkpoint_file_counts(location: str) -> dict[str, int]:
 
 
 def latest_planned_batch(location: str) -> int | None:
-    """The highest batch with an offsets file (planned, maybe not committed), for local checkpoints."""
-    root = local_path(location)
-    ids = batch_ids(root / "offsets") if root is not None else []
+    """The highest batch with an offsets file (planned, maybe not committed)."""
+    try:
+        ids = Checkpoint.open(location).offset_batches()
+    except TidemarkError as exc:
+        log.debug("no planned batch for %s: %s", location, exc)
+        return None
     return ids[-1] if ids else None
 
 

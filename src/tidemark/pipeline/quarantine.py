@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemark.config import TidemarkConfig
 from tidemark.errors import ConfigError
+from tidemark.storage import open_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -117,12 +116,12 @@ class QuarantinedBatch:
 
     batch_id: int
     count: int
-    path: Path | None
+    path: str | None
 
 
-def batch_file(quarantine_dir: str, batch_id: int) -> Path:
-    """Where the malformed records of a batch go."""
-    return Path(quarantine_dir) / f"batch-{batch_id:012d}.jsonl"
+def batch_name(batch_id: int) -> str:
+    """The file a batch's malformed records go to, inside the quarantine folder."""
+    return f"batch-{batch_id:012d}.jsonl"
 
 
 def rows_of(observed: dict[str, Any] | None) -> tuple[int, list[dict[str, Any]]]:
@@ -141,24 +140,21 @@ def write_batch(quarantine_dir: str, batch_id: int, rows: list[dict[str, Any]]) 
     """Write a batch's malformed records atomically (rewriting the same batch is idempotent)."""
     if not rows:
         return QuarantinedBatch(batch_id, 0, None)
-    target = batch_file(quarantine_dir, batch_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    store = open_storage(quarantine_dir)
     now = datetime.now(tz=UTC).isoformat()
-    tmp = target.with_name(f".{target.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            record = {
-                "batch_id": batch_id,
-                "source": row.get("source"),
-                "reason": row.get("reason"),
-                "raw": row.get("raw"),
-                "quarantined_at": now,
-            }
-            handle.write(json.dumps(record) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, target)
-    return QuarantinedBatch(batch_id, len(rows), target)
+    lines = []
+    for row in rows:
+        record = {
+            "batch_id": batch_id,
+            "source": row.get("source"),
+            "reason": row.get("reason"),
+            "raw": row.get("raw"),
+            "quarantined_at": now,
+        }
+        lines.append(json.dumps(record) + "\n")
+    name = batch_name(batch_id)
+    store.write_atomic(name, "".join(lines).encode("utf-8"))
+    return QuarantinedBatch(batch_id, len(rows), store.uri(name))
 
 
 MARKER = "_last_batch"
@@ -166,27 +162,26 @@ MARKER = "_last_batch"
 
 def read_marker(quarantine_dir: str) -> int | None:
     """The newest batch whose malformed records were written (or found to be none)."""
+    data = open_storage(quarantine_dir).read_bytes(MARKER)
     try:
-        return int((Path(quarantine_dir) / MARKER).read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
+        return int(data.decode("utf-8").strip()) if data is not None else None
+    except (UnicodeDecodeError, ValueError):
         return None
 
 
 def write_marker(quarantine_dir: str, batch_id: int) -> None:
     """Record that every batch up to batch_id has had its malformed records written."""
-    folder = Path(quarantine_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{MARKER}.tmp"
-    tmp.write_text(str(batch_id), encoding="utf-8")
-    os.replace(tmp, folder / MARKER)
+    open_storage(quarantine_dir).write_atomic(MARKER, str(batch_id).encode("utf-8"))
 
 
 def read_quarantine(quarantine_dir: str) -> list[dict[str, Any]]:
     """Every quarantined record written so far, batch order."""
-    folder = Path(quarantine_dir)
-    if not folder.is_dir():
+    store = open_storage(quarantine_dir)
+    listing = store.list_dir("")
+    if listing is None:
         return []
     records: list[dict[str, Any]] = []
-    for file in sorted(folder.glob("batch-*.jsonl")):
-        records.extend(json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line)
+    for name in sorted(n for n, _ in listing.files if n.startswith("batch-") and n.endswith(".jsonl")):
+        text = (store.read_bytes(name) or b"").decode("utf-8")
+        records.extend(json.loads(line) for line in text.splitlines() if line)
     return records

@@ -8,13 +8,10 @@ read, and its malformed records are written (idempotently: one file per batch).
 
 from __future__ import annotations
 
-import json
 import logging
-from collections import defaultdict
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tidemark.checkpoint.layout import batch_ids, sink_log_batch
+from tidemark.checkpoint.handle import Checkpoint
 from tidemark.config import TidemarkConfig
 from tidemark.pipeline.quarantine import malformed_rows, read_marker, write_batch, write_marker
 from tidemark.pipeline.sources import read_files
@@ -25,36 +22,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def source_files_by_batch(checkpoint: Path) -> dict[int, list[str]]:
-    """The files each batch read, from the file source's log (plain and .compact entries)."""
-    folder = checkpoint / "sources" / "0"
-    files: dict[int, list[str]] = defaultdict(list)
-    if not folder.is_dir():
-        return files
-    for entry in folder.iterdir():
-        if sink_log_batch(entry.name) is None:
-            continue
-        for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
-            if line.strip():
-                record = json.loads(line)
-                if record["path"] not in files[int(record["batchId"])]:
-                    files[int(record["batchId"])].append(record["path"])
-    return files
-
-
 def reconcile_quarantine(spark: SparkSession, config: TidemarkConfig) -> list[int]:
     """Write the malformed records of committed batches the quarantine has not seen; return their ids."""
-    if not config.source.is_file or "://" in config.checkpoint.location:
+    if not config.source.is_file:
         return []
-    checkpoint = Path(config.checkpoint.location)
-    committed = batch_ids(checkpoint / "commits")
+    checkpoint = Checkpoint.open(config.checkpoint.location)
+    committed = checkpoint.commit_batches()
     if not committed:
         return []
     done = read_marker(config.quarantine.path)
     missing = [b for b in committed if done is None or b > done]
     if not missing:
         return []
-    by_batch = source_files_by_batch(checkpoint)
+    by_batch = checkpoint.source_files_by_batch()
     repaired: list[int] = []
     for batch in missing:
         files = by_batch.get(batch)

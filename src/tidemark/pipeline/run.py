@@ -265,7 +265,7 @@ def _run(
                 failure = query.exception()
                 _wait_for_listener(query, counters, lock)
         finally:
-            monitor.stop()
+            monitor.stop(ended=(reasons[0] if reasons else StopReason.FINISHED if once else StopReason.REQUESTED).value)
             session.streams.removeListener(listener)
     if failure is not None:
         msg = f"the streaming query failed: {_first_line(str(failure))} (run with --debug for the Spark trace)"

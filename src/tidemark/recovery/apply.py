@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidemark.checkpoint.sink import read_log
 from tidemark.config import TidemarkConfig
-from tidemark.recovery.archive import perform, pipeline_paths
+from tidemark.recovery.archive import finish_interrupted, perform, pipeline_locations
 from tidemark.recovery.marker import RecoveryMarker, finish_pending, write_marker
 from tidemark.recovery.plan import RecoveryPlan, ensure_not_running
 from tidemark.recovery.replay import replay_config
-from tidemark.recovery.sink import read_log
+from tidemark.storage import open_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,23 +47,33 @@ class RecoveryResult:
 
 
 def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
-    """Move everything aside and leave a fresh checkpoint that carries the resume point."""
-    paths = pipeline_paths(config)
+    """Move everything aside and leave a fresh checkpoint that carries the resume point.
+
+    The marker is written first into the archive plan's journal order: the moves are journaled, so a crash
+    part-way is finished by the next `recover --apply` or `run`, and the marker follows once they are done.
+    """
+    paths = pipeline_locations(config)
     ensure_not_running(paths.checkpoint)
-    log = read_log(paths.sink)
+    log = read_log(open_storage(paths.sink))
     entries = tuple(log.files[p] for p in plan.surviving_files if p in log.files)
-    perform(list(plan.moves), [paths.checkpoint, paths.sink, paths.quarantine])
-    paths.checkpoint.mkdir(parents=True, exist_ok=True)
-    write_marker(paths.checkpoint, RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False))
+    marker = RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False)
+    # Kept in the archive too: a crash after the checkpoint moved but before the marker was written
+    # leaves the resume point where the next run looks for it.
+    open_storage(plan.archive).write_atomic("recovery.json", marker.to_json().encode("utf-8"))
+    perform(list(plan.moves), paths, "recovery")
+    write_marker(paths.checkpoint, marker)
 
 
 def verify_sink(config: TidemarkConfig, spark: SparkSession | None) -> Verification:
     """Count rows and duplicate (key, window) rows with pyarrow and, given a session, with Spark."""
     import pyarrow.dataset as ds
 
-    sink = str(pipeline_paths(config).sink)
+    location = pipeline_locations(config).sink
+    sink = location.uri
+    filesystem, base = open_storage(location).arrow()
     group = [*config.aggregation.key, "windowStart", "windowEnd"]
-    table = ds.dataset(sink, format="parquet", partitioning="hive").to_table(columns=group)
+    dataset = ds.dataset(base, format="parquet", partitioning="hive", filesystem=filesystem)
+    table = dataset.to_table(columns=group)
     frame: Any = table.to_pandas()
     parquet_dups = int(frame.duplicated(group).sum())
     spark_rows = spark_dups = None
@@ -80,12 +91,12 @@ def apply_recovery(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSessi
     from tidemark.pipeline.run import run_pipeline
 
     archive_and_mark(config, plan)
-    paths = pipeline_paths(config)
+    paths = pipeline_locations(config)
     replay = run_pipeline(
         replay_config(config, plan.resume_from), available_now=True, spark=spark, replay_from=plan.resume_from
     )
     injected = finish_pending(paths.checkpoint, paths.sink)
-    verification = verify_sink(config, spark) if read_log(paths.sink).exists else None
+    verification = verify_sink(config, spark) if read_log(open_storage(paths.sink)).exists else None
     return RecoveryResult(plan, True, replay, injected, verification)
 
 
@@ -98,7 +109,9 @@ def recover_pipeline(
     from tidemark.session import session_for
 
     check_replayable(config)
-    pipeline_paths(config)
+    paths = pipeline_locations(config)
+    if apply:
+        finish_interrupted(paths)
     session = spark or session_for(config)
     plan = plan_recovery(config, newest_landing_event(session, config), per_key=per_key)
     if not apply:

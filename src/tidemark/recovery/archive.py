@@ -1,17 +1,22 @@
-"""Moving things aside, never deleting: a dated archive folder beside the sink, with guarded moves."""
+"""Moving things aside, never deleting: a dated archive folder beside the sink, with journaled moves.
+
+Every move of a recovery or rollback is written to a journal in the archive folder before the first file
+moves; a rerun after a crash finishes the journal first, so each file ends in exactly one place.
+"""
 
 from __future__ import annotations
 
-import os
-import shutil
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path
 
 from tidemark.config import TidemarkConfig
 from tidemark.errors import UsageError
+from tidemark.storage import Location, parse_location
+from tidemark.storage.journal import AfterSteps, JournalResult, Step, finish_pending, journaled
 
+log = logging.getLogger(__name__)
 ARCHIVE_DIR = ".tidemark-archive"
 
 
@@ -29,7 +34,7 @@ class MoveKind(StrEnum):
 
 @dataclass(frozen=True)
 class Move:
-    """One file or folder moved into the archive."""
+    """One file or folder moved into the archive (paths or URIs)."""
 
     kind: MoveKind
     source: str
@@ -37,65 +42,98 @@ class Move:
 
 
 @dataclass(frozen=True)
-class PipelinePaths:
-    """The local folders of a pipeline recovery may touch, and the archive beside the sink."""
+class PipelineLocations:
+    """The locations of a pipeline recovery may touch, and the archive beside the sink."""
 
-    checkpoint: Path
-    sink: Path
-    quarantine: Path
-    archive_base: Path
+    checkpoint: Location
+    sink: Location
+    quarantine: Location
+    archive_base: Location
 
-    def archive_for(self, now: datetime | None = None) -> Path:
+    def archive_for(self, now: datetime | None = None) -> Location:
         """A new dated archive folder (not created yet)."""
         when = now or datetime.now(tz=UTC)
-        return self.archive_base / f"{when:%Y%m%dT%H%M%S%fZ}"
+        return self.archive_base.join(f"{when:%Y%m%dT%H%M%S%fZ}")
+
+    @property
+    def roots(self) -> dict[str, Location]:
+        """The named roots moves start from or land in."""
+        return {
+            "checkpoint": self.checkpoint,
+            "sink": self.sink,
+            "quarantine": self.quarantine,
+            "archive": self.archive_base,
+        }
 
 
-def _local(path: str, what: str) -> Path:
-    if "://" in path and not path.startswith("file:"):
-        msg = f"{what} {path} is not a local path: tidemark recover works on local (or mounted) folders only"
-        raise UsageError(msg)
-    return Path(path.removeprefix("file://").removeprefix("file:")).absolute()
+def _inside(path: Location, folder: Location) -> bool:
+    return path.relative_to(folder) is not None
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
-def pipeline_paths(config: TidemarkConfig) -> PipelinePaths:
+def pipeline_locations(config: TidemarkConfig) -> PipelineLocations:
     """Resolve the pipeline's checkpoint, sink and quarantine; refuse layouts recovery cannot handle."""
     if config.sink.path is None or config.sink.format.value != "parquet":
         msg = 'tidemark recover needs a Parquet file sink ([sink] format = "parquet" with a path)'
         raise UsageError(msg)
-    sink = _local(config.sink.path, "sink.path")
-    checkpoint = _local(config.checkpoint.location, "checkpoint.location")
-    quarantine = _local(config.quarantine.path, "quarantine.path")
-    archive = sink.parent / ARCHIVE_DIR
+    sink = parse_location(config.sink.path)
+    checkpoint = parse_location(config.checkpoint.location)
+    quarantine = parse_location(config.quarantine.path)
+    archive = sink.parent.join(ARCHIVE_DIR)
     if _inside(sink, checkpoint) or _inside(checkpoint, sink):
         msg = f"the sink {sink} and the checkpoint {checkpoint} must not contain one another for recovery"
         raise UsageError(msg)
     if _inside(archive, checkpoint):
         msg = f"the archive {archive} would land inside the checkpoint {checkpoint}: move the sink elsewhere"
         raise UsageError(msg)
-    return PipelinePaths(checkpoint, sink, quarantine, archive)
+    return PipelineLocations(checkpoint, sink, quarantine, archive)
 
 
-def plan_move(kind: MoveKind, source: Path, root: Path, archive: Path, label: str) -> Move:
-    """A move of source (under root) to archive/label/<path relative to root>."""
-    return Move(kind, str(source), str(archive / label / source.relative_to(root)))
+def plan_move(kind: MoveKind, root: Location, rel: str, archive: Location, label: str) -> Move:
+    """A move of rel (below root; '' for root itself) to archive/label/rel."""
+    target = archive.join(label).join(rel) if rel else archive.join(label)
+    return Move(kind, root.join(rel).uri, target.uri)
 
 
-def perform(moves: list[Move], allowed: list[Path]) -> None:
-    """Do the moves in order; each source must lie under one of the allowed folders."""
-    for move in moves:
-        source, target = Path(move.source), Path(move.target)
-        if not any(_inside(source, folder) for folder in allowed):
-            msg = f"refusing to move {source}: it is outside the pipeline's sink, checkpoint and quarantine"
-            raise UsageError(msg)
-        if not source.exists() and not source.is_symlink():
-            continue  # gone since the plan was made (e.g. a crc that Spark rewrote)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.rename(source, target)
-        except OSError:
-            shutil.move(str(source), str(target))  # another device: copy, then remove
+def _point(uri: str, roots: dict[str, Location], allowed: tuple[str, ...], what: str) -> tuple[str, str]:
+    location = parse_location(uri)
+    for name in allowed:
+        rel = location.relative_to(roots[name])
+        if rel is not None:
+            return name, rel
+    msg = f"refusing to move {what} {uri}: it is outside the pipeline's {', '.join(allowed)}"
+    raise UsageError(msg)
+
+
+def perform(
+    moves: list[Move],
+    locations: PipelineLocations,
+    purpose: str,
+    meta: dict[str, str] | None = None,
+    after: AfterSteps | None = None,
+) -> JournalResult | None:
+    """Journal, then do the moves: sources inside the checkpoint, sink or quarantine, targets inside the archive.
+
+    `after` runs once every move is done and before the journal goes, so a crash in between runs it again.
+    """
+    roots = locations.roots
+    steps = [
+        Step(
+            _point(m.source, roots, ("checkpoint", "sink", "quarantine"), "from"),
+            _point(m.target, roots, ("archive",), "to"),
+        )
+        for m in moves
+    ]
+    return journaled(locations.archive_base, {k: v.uri for k, v in roots.items()}, steps, purpose, meta, after)
+
+
+def finish_interrupted(locations: PipelineLocations, after: AfterSteps | None = None) -> list[JournalResult]:
+    """Finish the moves a crashed recovery, rollback or sweep left half done (a rerun calls this first)."""
+    results = finish_pending(locations.archive_base, after)
+    for result in results:
+        log.warning(
+            "finished an interrupted %s: %d file(s) moved, %d already in place",
+            result.purpose or "move",
+            result.moved_files,
+            result.already_done,
+        )
+    return results

@@ -10,15 +10,15 @@ filter, so a restart never rewrites a window the sink already holds.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
+from tidemark.checkpoint.layout import SINK_LOG_DIR, TIDEMARK_DIR, crc_companions
+from tidemark.checkpoint.sink import entry_rel, log_names, read_log
 from tidemark.errors import CheckpointError
-from tidemark.recovery.sink import SINK_LOG, entry_path, log_names, read_log
+from tidemark.storage import Location, Storage, open_storage, parse_location
 
-MARKER = Path("_tidemark") / "recovery.json"
+MARKER = f"{TIDEMARK_DIR}/recovery.json"
 
 
 @dataclass(frozen=True)
@@ -54,34 +54,48 @@ class RecoveryMarker:
         )
 
 
-def _atomic_write(target: Path, text: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, target)
+def write_marker(checkpoint: Location, marker: RecoveryMarker) -> None:
+    """Write (or replace) the checkpoint's recovery marker."""
+    open_storage(checkpoint).write_atomic(MARKER, marker.to_json().encode("utf-8"))
 
 
-def write_marker(checkpoint: Path, marker: RecoveryMarker) -> None:
-    """Write (or replace) the marker inside the checkpoint."""
-    _atomic_write(checkpoint / MARKER, marker.to_json())
-
-
-def read_marker(checkpoint: Path) -> RecoveryMarker | None:
+def read_marker(checkpoint: Location) -> RecoveryMarker | None:
     """The checkpoint's recovery marker, or None."""
-    file = checkpoint / MARKER
-    if not file.exists():
+    store = open_storage(checkpoint)
+    data = store.read_bytes(MARKER)
+    if data is None:
         return None
     try:
-        return RecoveryMarker.from_json(file.read_text(encoding="utf-8"))
+        return RecoveryMarker.from_json(data.decode("utf-8"))
     except (ValueError, KeyError, TypeError) as exc:
-        msg = f"the recovery marker {file} is unreadable: fix or remove it (it holds the resume point)"
+        msg = f"the recovery marker {store.uri(MARKER)} is unreadable: fix or remove it (it holds the resume point)"
         raise CheckpointError(msg) from exc
 
 
-def inject_entries(sink: Path, entries: tuple[str, ...], archive: Path) -> int:
+ARCHIVED_MARKER = "recovery.json"
+
+
+def place_archived_marker(checkpoint: Location, archive: Location) -> RecoveryMarker | None:
+    """Give the fresh checkpoint the marker its recovery kept in the archive, unless it has one already."""
+    current = read_marker(checkpoint)
+    if current is not None:
+        return current
+    data = open_storage(archive).read_bytes(ARCHIVED_MARKER)
+    if data is None:
+        return None
+    marker = RecoveryMarker.from_json(data.decode("utf-8"))
+    write_marker(checkpoint, marker)
+    return marker
+
+
+def marker_paths(sink: Location, marker: RecoveryMarker | None) -> set[str]:
+    """The sink files (paths below the sink) the marker's surviving entries name."""
+    if marker is None:
+        return set()
+    return {rel for line in marker.entries if (rel := entry_rel(sink, str(json.loads(line)["path"]))) is not None}
+
+
+def inject_entries(sink: Storage, entries: tuple[str, ...], archive: Location) -> int:
     """Add log lines to the file the sink's readers start from (newest compact, else batch 0); return how many.
 
     Only call this while no query writes to the sink. The file is replaced atomically; its Hadoop
@@ -89,36 +103,35 @@ def inject_entries(sink: Path, entries: tuple[str, ...], archive: Path) -> int:
     """
     log = read_log(sink)
     if log.latest_batch is None:
-        msg = f"{sink}/{SINK_LOG} has no committed batch yet: the surviving files can only be added after one"
+        msg = f"{sink.uri(SINK_LOG_DIR)} has no committed batch yet: the surviving files can only be added after one"
         raise CheckpointError(msg)
     names = log_names(sink)
     target_batch = log.base_compact if log.base_compact is not None else min(names)
-    target = sink / SINK_LOG / names[target_batch]
-    lines = target.read_text(encoding="utf-8").splitlines()
+    target = f"{SINK_LOG_DIR}/{names[target_batch]}"
+    lines = (sink.read_bytes(target) or b"").decode("utf-8").splitlines()
     present = set(log.files)
-    added = [e for e in entries if _entry_path(e) not in present]
+    added = [e for e in entries if entry_rel(sink.location, str(json.loads(e)["path"])) not in present]
     if not added:
         return 0
-    _atomic_write(target, "\n".join([*lines, *added]))
-    checksum = target.parent / f".{target.name}.crc"
-    if checksum.exists():
-        aside = archive / "sink-metadata-new-crc" / checksum.name
-        aside.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(checksum, aside)
+    sink.write_atomic(target, "\n".join([*lines, *added]).encode("utf-8"))
+    aside = open_storage(archive.join("sink-metadata-new-crc"))
+    for name in crc_companions(names[target_batch]):
+        checksum = f"{SINK_LOG_DIR}/{name}"
+        data = sink.read_bytes(checksum)
+        if data is not None:
+            aside.write_atomic(name, data)
+            sink.delete(checksum)
     return len(added)
 
 
-def _entry_path(line: str) -> str:
-    return entry_path(str(json.loads(line)["path"]))
-
-
-def finish_pending(checkpoint: Path, sink: Path) -> int | None:
+def finish_pending(checkpoint: Location, sink: Location) -> int | None:
     """Repair the new sink log if the marker says it is pending and a batch has committed; None if not yet."""
     marker = read_marker(checkpoint)
     if marker is None or marker.injected:
         return None
-    if read_log(sink).latest_batch is None:
+    store = open_storage(sink)
+    if read_log(store).latest_batch is None:
         return None
-    added = inject_entries(sink, marker.entries, Path(marker.archive))
+    added = inject_entries(store, marker.entries, parse_location(marker.archive))
     write_marker(checkpoint, RecoveryMarker(marker.resume_from, marker.archive, marker.entries, injected=True))
     return added

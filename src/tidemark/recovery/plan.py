@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-from tidemark.checkpoint.layout import batch_ids
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.layout import SINK_LOG_DIR
 from tidemark.checkpoint.lock import lock_is_live, locked_message, read_lock
+from tidemark.checkpoint.sink import companions, data_files, partition_start, read_log
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointLocked
-from tidemark.recovery.archive import Move, MoveKind, PipelinePaths, pipeline_paths, plan_move
+from tidemark.recovery.archive import (
+    Move,
+    MoveKind,
+    pipeline_locations,
+    plan_move,
+)
 from tidemark.recovery.replay import EPOCH, check_replayable, describe_replay
-from tidemark.recovery.sink import SINK_LOG, companions, data_files, partition_start, read_log
+from tidemark.storage import Location, Storage, open_storage
+from tidemark.storage.journal import pending_journals
 
 
 @dataclass(frozen=True)
@@ -55,31 +62,31 @@ def ceil_to_grid(when: datetime, step: timedelta) -> datetime:
     return floor if floor == when else floor + step
 
 
-def checkpoint_state(checkpoint: Path) -> str:
+def checkpoint_state(checkpoint: Location) -> str:
     """'missing', 'empty' (no planned batch) or 'present'."""
-    if not checkpoint.exists():
+    handle = Checkpoint.open(checkpoint)
+    if not handle.exists():
         return "missing"
-    return "present" if batch_ids(checkpoint / "offsets") else "empty"
+    return "present" if handle.offset_batches() else "empty"
 
 
-def ensure_not_running(checkpoint: Path) -> None:
+def ensure_not_running(checkpoint: Location) -> None:
     """Refuse to touch a checkpoint a live run holds."""
-    if not checkpoint.exists():
-        return
-    info = read_lock(str(checkpoint))
+    info = read_lock(checkpoint.uri)
     if info is not None and lock_is_live(info):
-        raise CheckpointLocked(locked_message(str(checkpoint), info))
+        raise CheckpointLocked(locked_message(checkpoint.uri, info))
 
 
-def _newest_per_key(files: list[Path], sink: Path, keys: list[str]) -> dict[tuple[object, ...], datetime]:
+def _newest_per_key(files: list[str], sink: Storage, keys: list[str]) -> dict[tuple[object, ...], datetime]:
     import pyarrow.parquet as pq
 
+    filesystem, base = sink.arrow()
     newest: dict[tuple[object, ...], datetime] = {}
     for file in files:
-        start = partition_start(file, sink)
+        start = partition_start(file)
         if start is None:
             continue
-        table = pq.read_table(file, columns=keys, partitioning=None)
+        table = pq.read_table(f"{base}/{file}", columns=keys, partitioning=None, filesystem=filesystem)
         for row in zip(*(table.column(k).to_pylist() for k in keys), strict=True):
             if row not in newest or newest[row] < start:
                 newest[row] = start
@@ -87,18 +94,18 @@ def _newest_per_key(files: list[Path], sink: Path, keys: list[str]) -> dict[tupl
 
 
 def _resume_point(
-    committed: list[Path], paths: PipelinePaths, config: TidemarkConfig, per_key: bool
+    committed: list[str], sink: Storage, config: TidemarkConfig, per_key: bool
 ) -> tuple[datetime | None, datetime | None]:
     """(newest committed window start, resume point before the look-back clamp)."""
     slide = config.aggregation.slide or config.aggregation.window
     assert slide is not None
-    starts = [s for s in (partition_start(f, paths.sink) for f in committed) if s is not None]
+    starts = [s for s in (partition_start(f) for f in committed) if s is not None]
     if not starts:
         return None, None
     newest = max(starts)
     if not per_key:
         return newest, newest + slide
-    per = _newest_per_key(committed, paths.sink, list(config.aggregation.key))
+    per = _newest_per_key(committed, sink, list(config.aggregation.key))
     return newest, (min(per.values()) + slide) if per else newest + slide
 
 
@@ -111,17 +118,25 @@ def plan_recovery(
 ) -> RecoveryPlan:
     """Work out the resume point and the moves; newest_event_time bounds the look-back (None: wall clock)."""
     check_replayable(config)
-    paths = pipeline_paths(config)
+    paths = pipeline_locations(config)
     ensure_not_running(paths.checkpoint)
     slide = config.aggregation.slide or config.aggregation.window
     assert slide is not None
     archive = paths.archive_for(now)
-    log = read_log(paths.sink)
-    committed = [Path(p) for p in log.files if Path(p).exists()]
-    newest_window, unclamped = _resume_point(committed, paths, config, per_key)
+    sink = open_storage(paths.sink)
+    log = read_log(sink)
+    listed = {e.rel for e in sink.list_files()}
+    committed = [p for p in log.files if p in listed]
+    newest_window, unclamped = _resume_point(committed, sink, config, per_key)
     reference = newest_event_time or now or datetime.now(tz=UTC)
     floor = ceil_to_grid(reference - config.checkpoint.max_lookback, slide)
     notes: list[str] = []
+    pending = pending_journals(paths.archive_base)
+    if pending:
+        notes.append(
+            f"{len(pending)} interrupted move(s) wait in {paths.archive_base}: --apply finishes them first, "
+            "and this plan is then made again"
+        )
     if unclamped is None:
         resume = floor if newest_event_time is not None else EPOCH
         notes.append("the sink holds no committed window: the replay starts max_lookback before the newest event")
@@ -139,32 +154,32 @@ def plan_recovery(
         notes.append(f"{missing} file(s) the sink log lists are gone from disk; Spark readers would fail on them")
     moves: list[Move] = []
     state = checkpoint_state(paths.checkpoint)
-    if paths.checkpoint.exists():
-        moves.append(Move(MoveKind.CHECKPOINT, str(paths.checkpoint), str(archive / "checkpoint")))
-    if (paths.sink / SINK_LOG).exists():
-        moves.append(Move(MoveKind.SINK_METADATA, str(paths.sink / SINK_LOG), str(archive / "sink-metadata")))
-    live = {str(p) for p in committed}
+    if state != "missing":
+        moves.append(plan_move(MoveKind.CHECKPOINT, paths.checkpoint, "", archive, "checkpoint"))
+    if any(rel.startswith(f"{SINK_LOG_DIR}/") for rel in listed):
+        moves.append(plan_move(MoveKind.SINK_METADATA, paths.sink, SINK_LOG_DIR, archive, "sink-metadata"))
+    live = set(committed)
     surviving: list[str] = []
-    for file in data_files(paths.sink):
-        start = partition_start(file, paths.sink)
-        if str(file) not in live:
+    for file in data_files(sink):
+        start = partition_start(file.rel)
+        if file.rel not in live:
             kind = MoveKind.FAILED_BATCH_FILE
         elif start is not None and start >= resume:
             kind = MoveKind.REWRITTEN_PARTITION_FILE
         else:
-            surviving.append(str(file))
+            surviving.append(file.rel)
             continue
-        moves.extend(plan_move(kind, f, paths.sink, archive, "sink-partitions") for f in companions(file))
-    if paths.quarantine.exists():
-        moves.append(Move(MoveKind.QUARANTINE, str(paths.quarantine), str(archive / "quarantine")))
+        moves.extend(plan_move(kind, paths.sink, f, archive, "sink-partitions") for f in companions(file.rel, listed))
+    if open_storage(paths.quarantine).exists(""):
+        moves.append(plan_move(MoveKind.QUARANTINE, paths.quarantine, "", archive, "quarantine"))
         notes.append("the quarantine folder moves aside too: the replay re-quarantines malformed lines")
     until = floor_to_grid(newest_event_time, slide) if newest_event_time is not None else None
     return RecoveryPlan(
         pipeline=config.pipeline.name,
-        checkpoint=str(paths.checkpoint),
+        checkpoint=paths.checkpoint.uri,
         checkpoint_state=state,
-        sink=str(paths.sink),
-        archive=str(archive),
+        sink=paths.sink.uri,
+        archive=archive.uri,
         per_key=per_key,
         committed_files=len(committed),
         newest_committed_window=newest_window,

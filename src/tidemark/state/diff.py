@@ -8,9 +8,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidemark.checkpoint.fetch import FetchReport
 from tidemark.errors import UsageError
 from tidemark.state.metadata import StoreInfo, list_stores
-from tidemark.state.reader import ReadTarget, read_state, run_action, state_session, targets_of
+from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session, targets_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,6 +63,7 @@ class StateDiff:
     from_batch: int
     to_batch: int
     stores: tuple[StoreDiff, ...]
+    fetched: FetchReport | None = None  # what was copied from remote storage to read it
 
 
 def _by_key(frame: DataFrame) -> DataFrame:
@@ -73,12 +75,12 @@ def _by_key(frame: DataFrame) -> DataFrame:
     )
 
 
-def _changed_keys(spark: SparkSession, root: Path, target: ReadTarget, start: int, end: int) -> DataFrame:
+def _changed_keys(spark: SparkSession, source: StateSource, target: ReadTarget, start: int, end: int) -> DataFrame:
     from pyspark.sql import functions as F
 
     feed = read_state(
         spark,
-        root,
+        source,
         target,
         extra={"readChangeFeed": "true", "changeStartBatchId": str(start), "changeEndBatchId": str(end)},
     )
@@ -87,7 +89,7 @@ def _changed_keys(spark: SparkSession, root: Path, target: ReadTarget, start: in
 
 def _diff_target(
     spark: SparkSession,
-    root: Path,
+    source: StateSource,
     store: StoreInfo,
     target: ReadTarget,
     span: tuple[int, int],
@@ -97,14 +99,14 @@ def _diff_target(
     from pyspark.sql import functions as F
 
     start, end = span
-    old = _by_key(read_state(spark, root, target, start)).withColumnRenamed("v", "before")
-    new = _by_key(read_state(spark, root, target, end)).withColumnRenamed("v", "after")
+    old = _by_key(read_state(spark, source, target, start)).withColumnRenamed("v", "before")
+    new = _by_key(read_state(spark, source, target, end)).withColumnRenamed("v", "after")
     # List and map state hold several rows per key; their change feed needs no special case here
     # because only the set of touched keys is taken from it.
     if method is None:
         method = DiffMethod.CHANGE_FEED if store.has_changelog else DiffMethod.SNAPSHOTS
     if method is DiffMethod.CHANGE_FEED:
-        keys = _changed_keys(spark, root, target, start + 1, end)
+        keys = _changed_keys(spark, source, target, start + 1, end)
         old = old.join(keys, "k", "left_semi")
         new = new.join(keys, "k", "left_semi")
     joined = old.join(new, "k", "full_outer")
@@ -115,9 +117,9 @@ def _diff_target(
     )
     changes = joined.withColumn("change", kind).where(F.col("change").isNotNull()).cache()
     try:
-        counts = dict(run_action(lambda: changes.groupBy("change").count().collect(), root, target, end))
+        counts = dict(run_action(lambda: changes.groupBy("change").count().collect(), source, target, end))
         picked = run_action(
-            lambda: changes.orderBy("change", "k").limit(sample * 3).collect() if sample else [], root, target, end
+            lambda: changes.orderBy("change", "k").limit(sample * 3).collect() if sample else [], source, target, end
         )
     finally:
         changes.unpersist()
@@ -173,18 +175,18 @@ def diff_state(
     if from_batch < 0 or sample < 0:
         msg = "--from and --sample must be 0 or more"
         raise UsageError(msg)
-    with state_session(path) as (spark, root):
-        stores = [s for s in list_stores(spark, root) if operator is None or s.operator_id == operator]
+    with state_session(path, (from_batch, to_batch)) as (spark, source):
+        stores = [s for s in list_stores(spark, source) if operator is None or s.operator_id == operator]
         if not stores:
-            msg = f"no state to compare in {root}{f' for operator {operator}' if operator is not None else ''}"
+            msg = f"no state to compare in {source}{f' for operator {operator}' if operator is not None else ''}"
             raise UsageError(msg)
         diffs = []
         for info in stores:
             for target in targets_of(info, include_timers=False):
                 if store is None or store in (target.label, target.store):
-                    diffs.append(_diff_target(spark, root, info, target, (from_batch, to_batch), sample, method))
+                    diffs.append(_diff_target(spark, source, info, target, (from_batch, to_batch), sample, method))
         if not diffs:
             names = ", ".join(t.label for s in stores for t in targets_of(s, include_timers=False))
             msg = f"no store or state variable {store!r}: choose one of {names}"
             raise UsageError(msg)
-        return StateDiff(str(root), from_batch, to_batch, tuple(diffs))
+        return StateDiff(source.uri, from_batch, to_batch, tuple(diffs), source.fetched)

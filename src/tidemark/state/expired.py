@@ -8,10 +8,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidemark.checkpoint.fetch import FetchReport
 from tidemark.errors import UsageError
-from tidemark.state.logs import latest_committed_batch, read_commit, read_offsets
 from tidemark.state.metadata import StoreInfo, list_stores
-from tidemark.state.reader import ReadTarget, read_state, run_action, state_session
+from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,6 +63,7 @@ class ExpiredReport:
     batch_watermark_ms: int
     committed_watermark_ms: int
     operators: tuple[ExpiredOperator, ...]
+    fetched: FetchReport | None = None  # what was copied from remote storage to read it
 
     @property
     def expired(self) -> int:
@@ -75,14 +76,20 @@ def _skipped(store: StoreInfo, kind: str, note: str) -> ExpiredOperator:
 
 
 def _summarise(
-    store: StoreInfo, kind: str, flagged: DataFrame, with_state: int, without_timeout: int, limit: int, root: Path
+    store: StoreInfo,
+    kind: str,
+    flagged: DataFrame,
+    with_state: int,
+    without_timeout: int,
+    limit: int,
+    source: StateSource,
 ) -> ExpiredOperator:
     target = ReadTarget(store.operator_id, store.store)
     counts = {
         str(r["reason"]): int(r["count"])
-        for r in run_action(flagged.groupBy("reason").count().collect, root, target, None)
+        for r in run_action(flagged.groupBy("reason").count().collect, source, target, None)
     }
-    sample = run_action(flagged.orderBy("timeout_ms", "k").limit(limit).collect, root, target, None)
+    sample = run_action(flagged.orderBy("timeout_ms", "k").limit(limit).collect, source, target, None)
     keys = tuple(
         ExpiredKey(
             json.loads(r["k"]),
@@ -107,14 +114,14 @@ def _summarise(
 
 
 def _group_state(
-    spark: SparkSession, root: Path, store: StoreInfo, batch: int, marks: tuple[int, int], limit: int
+    spark: SparkSession, source: StateSource, store: StoreInfo, batch: int, marks: tuple[int, int], limit: int
 ) -> ExpiredOperator:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
     batch_wm, committed_wm = marks
     target = ReadTarget(store.operator_id, store.store)
-    frame = read_state(spark, root, target, batch)
+    frame = read_state(spark, source, target, batch)
     value_type = frame.schema["value"].dataType
     if not isinstance(value_type, StructType) or TIMEOUT_FIELD not in value_type.fieldNames():
         return _skipped(store, "none", "no timeouts or timers: nothing can expire")
@@ -123,7 +130,7 @@ def _group_state(
         frame.agg(
             F.count(F.lit(1)).alias("n"), F.sum(F.when(timeout == NO_TIMEOUT, 1).otherwise(0)).alias("none")
         ).first,
-        root,
+        source,
         target,
         batch,
     )
@@ -136,18 +143,18 @@ def _group_state(
     flagged = frame.select(
         F.to_json(F.col("key")).alias("k"), "partition_id", timeout.alias("timeout_ms"), reason.alias("reason")
     ).where(F.col("reason").isNotNull())
-    return _summarise(store, "group-state timeout", flagged, int(totals["n"]), int(totals["none"] or 0), limit, root)
+    return _summarise(store, "group-state timeout", flagged, int(totals["n"]), int(totals["none"] or 0), limit, source)
 
 
 def _timers(
-    spark: SparkSession, root: Path, store: StoreInfo, batch: int, committed_wm: int, limit: int
+    spark: SparkSession, source: StateSource, store: StoreInfo, batch: int, committed_wm: int, limit: int
 ) -> ExpiredOperator:
     from pyspark.sql import functions as F
 
     if store.time_mode != "EventTime":
         return _skipped(store, "timers", f"time mode {store.time_mode}: only event-time timers are judged by watermark")
     keyed = [
-        read_state(spark, root, ReadTarget(store.operator_id, store.store, v.name), batch).select(
+        read_state(spark, source, ReadTarget(store.operator_id, store.store, v.name), batch).select(
             F.to_json(F.col("key")).alias("k"), "partition_id"
         )
         for v in store.variables
@@ -159,7 +166,7 @@ def _timers(
         state_keys = state_keys.unionByName(other)
     state_keys = state_keys.distinct().cache()
     try:
-        timers = read_state(spark, root, ReadTarget(store.operator_id, store.store, timers=True), batch).select(
+        timers = read_state(spark, source, ReadTarget(store.operator_id, store.store, timers=True), batch).select(
             F.to_json(F.col("key")).alias("k"), "partition_id", F.col("expiration_timestamp_ms").alias("timeout_ms")
         )
         overdue = timers.where(F.col("timeout_ms") < F.lit(committed_wm)).join(state_keys.select("k"), "k", "left_semi")
@@ -170,9 +177,9 @@ def _timers(
             F.lit(None).cast("long").alias("timeout_ms"),
             F.lit(ExpiredReason.NO_TIMER.value).alias("reason"),
         )
-        with_state = run_action(state_keys.count, root, ReadTarget(store.operator_id, store.store), batch)
+        with_state = run_action(state_keys.count, source, ReadTarget(store.operator_id, store.store), batch)
         flagged = overdue.unionByName(orphans)
-        result = _summarise(store, "timers", flagged, int(with_state), 0, limit, root)
+        result = _summarise(store, "timers", flagged, int(with_state), 0, limit, source)
     finally:
         state_keys.unpersist()
     return result
@@ -185,22 +192,22 @@ def find_expired(
     if limit < 0:
         msg = "--limit must be 0 or more"
         raise UsageError(msg)
-    with state_session(path) as (spark, root):
-        at = batch if batch is not None else latest_committed_batch(root)
-        batch_wm = read_offsets(root, at).watermark_ms
-        committed_wm = read_commit(root, at).next_watermark_ms
-        stores = [s for s in list_stores(spark, root) if operator is None or s.operator_id == operator]
+    with state_session(path, (batch,)) as (spark, source):
+        at = batch if batch is not None else source.checkpoint.latest_committed_batch()
+        batch_wm = source.checkpoint.offset(at).watermark_ms
+        committed_wm = source.checkpoint.commit(at).next_watermark_ms
+        stores = [s for s in list_stores(spark, source) if operator is None or s.operator_id == operator]
         if not stores:
-            msg = f"no state in {root}{f' for operator {operator}' if operator is not None else ''}"
+            msg = f"no state in {source}{f' for operator {operator}' if operator is not None else ''}"
             raise UsageError(msg)
         results = []
         for store in stores:
             if committed_wm <= 0:
                 results.append(_skipped(store, "none", "the query has no watermark: event-time timeouts never fire"))
             elif store.is_transform_with_state:
-                results.append(_timers(spark, root, store, at, committed_wm, limit))
+                results.append(_timers(spark, source, store, at, committed_wm, limit))
             elif store.store != "default":
                 results.append(_skipped(store, "none", "join stores have no timeouts"))
             else:
-                results.append(_group_state(spark, root, store, at, (batch_wm, committed_wm), limit))
-        return ExpiredReport(str(root), at, batch_wm, committed_wm, tuple(results))
+                results.append(_group_state(spark, source, store, at, (batch_wm, committed_wm), limit))
+        return ExpiredReport(source.uri, at, batch_wm, committed_wm, tuple(results), source.fetched)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.errors import CheckpointError
 from tidemark.state.logs import OperatorFolder, operator_folders
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from tidemark.state.reader import StateSource
 
 TIMER_VARIABLE_TYPE = "TimerState"
 _USER_VARIABLE_TYPES = frozenset({"ValueState", "ListState", "MapState"})
@@ -99,52 +102,23 @@ def _from_folder(folder: OperatorFolder) -> list[StoreInfo]:
     ]
 
 
-@dataclass(frozen=True)
-class OperatorMetadata:
-    """The operator metadata file Spark 4 writes under state/<op>/_metadata (v1, or v2 for transformWithState)."""
-
-    operator_id: int
-    operator_name: str
-    stores: tuple[tuple[str, int], ...]
-    properties: str | None
-
-
-def parse_operator_metadata(text: str) -> OperatorMetadata:
-    """Parse a state/<op>/_metadata file: a version line, then one JSON object."""
-    lines = text.splitlines()
-    body = json.loads(lines[1])
-    info = body["operatorInfo"]
-    stores = tuple((str(s["storeName"]), int(s["numPartitions"])) for s in body.get("stateStoreInfo") or [])
-    properties = body.get("operatorPropertiesJson")
-    return OperatorMetadata(int(info["operatorId"]), str(info["operatorName"]), stores, properties)
-
-
-def _metadata_file(folder: Path) -> Path | None:
-    v2 = folder / "_metadata" / "v2"
-    if v2.is_dir():
-        batches = sorted(int(p.name) for p in v2.iterdir() if p.name.isdigit())
-        if batches:
-            return v2 / str(batches[-1])
-    v1 = folder / "_metadata" / "metadata"
-    return v1 if v1.is_file() else None
-
-
-def _read_metadata_files(root: Path, folders: dict[int, OperatorFolder]) -> list[Any] | None:
+def _read_metadata_files(checkpoint: Checkpoint, folders: dict[int, OperatorFolder]) -> list[Any] | None:
     """Rows shaped like Spark's state-metadata output, from the files; None when one does not parse."""
     rows: list[Any] = []
     for op, folder in folders.items():
-        file = _metadata_file(root / "state" / str(op))
-        if file is None:
-            continue
         try:
-            meta = parse_operator_metadata(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            meta = checkpoint.operator_metadata(op)
+        except CheckpointError:
+            return None
+        if meta is None:
+            continue
+        if meta.operator_id is None or meta.name is None:
             return None
         for store, partitions in meta.stores:
             rows.append(
                 {
                     "operatorId": meta.operator_id,
-                    "operatorName": meta.operator_name,
+                    "operatorName": meta.name,
                     "stateStoreName": store,
                     "numPartitions": partitions or len(folder.partitions),
                     "minBatchId": None,
@@ -155,13 +129,13 @@ def _read_metadata_files(root: Path, folders: dict[int, OperatorFolder]) -> list
     return rows
 
 
-def list_stores(spark: SparkSession, root: Path) -> list[StoreInfo]:
+def list_stores(spark: SparkSession, source: StateSource) -> list[StoreInfo]:
     """Every (operator, store) of the checkpoint, from the operator metadata where Spark 4 wrote it."""
-    folders = {f.operator_id: f for f in operator_folders(root)}
+    folders = {f.operator_id: f for f in operator_folders(source.checkpoint)}
     # Reading the metadata files directly saves a Spark job; Spark's reader is the fallback for unknown layouts.
-    rows = _read_metadata_files(root, folders)
+    rows = _read_metadata_files(source.checkpoint, folders)
     if rows is None:
-        rows = spark.read.format("state-metadata").load(str(root)).collect() if folders else []
+        rows = spark.read.format("state-metadata").load(str(source.root)).collect() if folders else []
     stores: list[StoreInfo] = []
     described: set[int] = set()
     for row in sorted(rows, key=lambda r: (int(r["operatorId"]), str(r["stateStoreName"]))):

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidemark.checkpoint.fetch import FetchReport, fetch_state
+from tidemark.checkpoint.handle import Checkpoint
 from tidemark.errors import CheckpointError, UsageError
-from tidemark.state.logs import checkpoint_path, committed_batches, latest_committed_batch, read_commit
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -64,35 +65,61 @@ def targets_of(store: StoreInfo, include_timers: bool = True) -> list[ReadTarget
     return [ReadTarget(store.operator_id, store.store)]
 
 
-def session_conf(root: Path) -> dict[str, str]:
+@dataclass(frozen=True)
+class StateSource:
+    """A checkpoint as the state tools read it: its URI, the local folder Spark loads, and what was fetched."""
+
+    uri: str
+    root: Path  # the checkpoint itself when local, else the local cache the needed files were copied into
+    checkpoint: Checkpoint  # over root
+    fetched: FetchReport | None  # None for local checkpoints
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+def session_conf(checkpoint: Checkpoint) -> dict[str, str]:
     """Runtime SQL settings the reading session needs for this checkpoint."""
-    batches = committed_batches(root)
-    if batches and read_commit(root, batches[-1]).log_version >= 2:
+    batches = checkpoint.commit_batches()
+    if batches and checkpoint.commit(batches[-1]).log_version >= 2:
         return {FORMAT_VERSION_KEY: "2"}
     return {}
 
 
+def open_state_source(path: str | Path, batches: tuple[int | None, ...] = (None,)) -> StateSource:
+    """Check the checkpoint and, when it is remote, copy what loading state at these batches needs."""
+    checkpoint = Checkpoint.open(str(path))
+    checkpoint.require()
+    latest = checkpoint.latest_committed_batch()
+    if checkpoint.store.location.is_local:
+        return StateSource(checkpoint.uri, Path(checkpoint.store.location.key), checkpoint, None)
+    root, report = fetch_state(checkpoint, {(latest if b is None else b) + 1 for b in batches})
+    return StateSource(checkpoint.uri, root, Checkpoint.open(str(root)), report)
+
+
 @contextmanager
-def state_session(path: str | Path) -> Iterator[tuple[SparkSession, Path]]:
+def state_session(
+    path: str | Path, batches: tuple[int | None, ...] = (None,)
+) -> Iterator[tuple[SparkSession, StateSource]]:
     """A Spark session ready to read this checkpoint's state; settings it changes are restored on exit."""
     from tidemark.session import build_session, runtime_conf
 
-    root = checkpoint_path(path)
-    latest_committed_batch(root)
+    source = open_state_source(path, batches)
     spark = build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
     # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
     spark.streams.active  # noqa: B018
-    with runtime_conf(spark, session_conf(root)):
-        yield spark, root
+    with runtime_conf(spark, session_conf(source.checkpoint)):
+        yield spark, source
 
 
-def explain_read_error(exc: Exception, root: Path, target: ReadTarget, batch: int | None) -> CheckpointError:
+def explain_read_error(exc: Exception, source: StateSource, target: ReadTarget, batch: int | None) -> CheckpointError:
     """Turn a Spark reader failure into a one-line CheckpointError that says what to pass instead."""
     text = str(exc)
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     where = f"operator {target.operator_id} store {target.label}"
+    root = source.uri
     if "STDS_COMMITTED_BATCH_UNAVAILABLE" in text or "STDS_OFFSET_LOG_UNAVAILABLE" in text:
-        committed = committed_batches(root)
+        committed = source.checkpoint.commit_batches()
         span = f"{committed[0]}..{committed[-1]}" if committed else "none"
         msg = (
             f"batch {batch} is not a committed batch of {root} (committed batches: {span}): pass --batch in that range"
@@ -116,7 +143,7 @@ def explain_read_error(exc: Exception, root: Path, target: ReadTarget, batch: in
 
 def read_state(
     spark: SparkSession,
-    root: Path,
+    source: StateSource,
     target: ReadTarget,
     batch: int | None = None,
     extra: dict[str, str] | None = None,
@@ -125,19 +152,19 @@ def read_state(
     options = reader_options(target, batch)
     options.update(extra or {})
     try:
-        frame = spark.read.format("statestore").options(**options).load(str(root))
+        frame = spark.read.format("statestore").options(**options).load(str(source.root))
         frame.schema  # noqa: B018 - resolve now so option mistakes surface here, not mid-action
     except Exception as exc:
-        raise explain_read_error(exc, root, target, batch) from exc
+        raise explain_read_error(exc, source, target, batch) from exc
     return frame
 
 
-def run_action(action: Any, root: Path, target: ReadTarget, batch: int | None) -> Any:
+def run_action(action: Any, source: StateSource, target: ReadTarget, batch: int | None) -> Any:
     """Run a Spark action on state; a reader failure becomes a CheckpointError."""
     try:
         return action()
     except Exception as exc:
-        raise explain_read_error(exc, root, target, batch) from exc
+        raise explain_read_error(exc, source, target, batch) from exc
 
 
 def _flat(prefix: str, column: Column, data_type: Any) -> list[Column]:

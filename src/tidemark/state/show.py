@@ -11,8 +11,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidemark.checkpoint.fetch import FetchReport
 from tidemark.errors import UsageError
-from tidemark.state.logs import latest_committed_batch
 from tidemark.state.metadata import StoreInfo, list_stores
 from tidemark.state.reader import (
     TIMERS,
@@ -47,6 +47,7 @@ class StateRows:
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
     exported_to: str | None
+    fetched: FetchReport | None = None  # what was copied from remote storage to read it
 
 
 def plain(value: Any) -> Any:
@@ -117,9 +118,9 @@ def show_state(
     if export is not None and output is None:
         msg = f"--{export.value} needs an output file path"
         raise UsageError(msg)
-    with state_session(path) as (spark, root):
-        target = choose_target(list_stores(spark, root), operator, store)
-        frame = read_state(spark, root, target, batch)
+    with state_session(path, (batch,)) as (spark, source):
+        target = choose_target(list_stores(spark, source), operator, store)
+        frame = read_state(spark, source, target, batch)
         predicate = parse_key_filter(key)
         if predicate is not None:
             frame = _filtered(frame, predicate, key or "")
@@ -128,7 +129,7 @@ def show_state(
             flat = flat.limit(limit)
         exported = None
         if export is not None and output is not None:
-            table = run_action(flat.toPandas, root, target, batch)
+            table = run_action(flat.toPandas, source, target, batch)
             destination = Path(output)
             destination.parent.mkdir(parents=True, exist_ok=True)
             if export is ExportFormat.CSV:
@@ -138,14 +139,15 @@ def show_state(
             exported = str(destination)
             rows: tuple[tuple[Any, ...], ...] = ()
         else:
-            collected = run_action(flat.collect, root, target, batch)
+            collected = run_action(flat.collect, source, target, batch)
             rows = tuple(tuple(plain(v) for v in row) for row in collected)
         return StateRows(
-            checkpoint=str(root),
-            batch=batch if batch is not None else latest_committed_batch(root),
+            checkpoint=source.uri,
+            batch=batch if batch is not None else source.checkpoint.latest_committed_batch(),
             operator=target.operator_id,
             store=TIMERS if target.timers else target.label,
             columns=tuple(flat.columns),
             rows=rows,
             exported_to=exported,
+            fetched=source.fetched,
         )

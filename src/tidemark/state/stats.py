@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tidemark.checkpoint.fetch import FetchReport
 from tidemark.errors import CheckpointError
-from tidemark.state.logs import latest_committed_batch
 from tidemark.state.metadata import MetadataSource, StoreInfo, legacy_hint, list_stores
-from tidemark.state.reader import ReadTarget, read_state, run_action, state_session, targets_of
+from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session, targets_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,6 +61,7 @@ class StateStats:
     batch: int
     metadata: MetadataSource
     operators: tuple[OperatorStats, ...]
+    fetched: FetchReport | None = None  # what was copied from remote storage to read it
 
 
 def skew_of(partition_rows: list[int]) -> tuple[int, float, float | None]:
@@ -79,11 +80,13 @@ _MEASURE_EVERY = 64
 _ROW_INDEX_BITS = 33  # monotonically_increasing_id puts the partition index above bit 33
 
 
-def _count_target(spark: SparkSession, root: Path, target: ReadTarget, batch: int | None) -> tuple[dict[int, int], int]:
+def _count_target(
+    spark: SparkSession, source: StateSource, target: ReadTarget, batch: int | None
+) -> tuple[dict[int, int], int]:
     """Rows per partition and approximate bytes (key + value as JSON text, sampled) of one target, in one pass."""
     from pyspark.sql import functions as F
 
-    frame = read_state(spark, root, target, batch)
+    frame = read_state(spark, source, target, batch)
     if target.timers:
         size = F.lit(None).cast("long")
     else:
@@ -96,13 +99,13 @@ def _count_target(spark: SparkSession, root: Path, target: ReadTarget, batch: in
     query = sized.groupBy("partition_id").agg(
         F.count(F.lit(1)).alias("rows"), F.sum("size").alias("bytes"), F.count("size").alias("measured")
     )
-    rows = run_action(query.collect, root, target, batch)
+    rows = run_action(query.collect, source, target, batch)
     per_partition = {int(r["partition_id"]): int(r["rows"]) for r in rows}
     estimate = sum(int(r["bytes"] or 0) * int(r["rows"]) / int(r["measured"]) for r in rows if r["measured"])
     return per_partition, round(estimate)
 
 
-def _store_stats(spark: SparkSession, root: Path, store: StoreInfo, batch: int | None) -> OperatorStats:
+def _store_stats(spark: SparkSession, source: StateSource, store: StoreInfo, batch: int | None) -> OperatorStats:
     per_partition = dict.fromkeys(range(store.num_partitions), 0)
     total_bytes = 0
     variables: list[VariableStats] = []
@@ -111,7 +114,7 @@ def _store_stats(spark: SparkSession, root: Path, store: StoreInfo, batch: int |
     kinds = {v.name: v.kind for v in store.variables}
     try:
         for target in targets_of(store):
-            counts, size = _count_target(spark, root, target, batch)
+            counts, size = _count_target(spark, source, target, batch)
             if target.timers:
                 timers = sum(counts.values())
                 continue
@@ -146,15 +149,15 @@ def _store_stats(spark: SparkSession, root: Path, store: StoreInfo, batch: int |
 
 def state_stats(path: str | Path, batch: int | None = None, operator: int | None = None) -> StateStats:
     """Rows, approximate bytes, per-partition rows and skew of every state store of a checkpoint."""
-    with state_session(path) as (spark, root):
-        stores = list_stores(spark, root)
+    with state_session(path, (batch,)) as (spark, source):
+        stores = list_stores(spark, source)
         if operator is not None:
             stores = [s for s in stores if s.operator_id == operator]
         if not stores:
-            msg = (
-                f"{root} holds no state{f' for operator {operator}' if operator is not None else ''}: nothing to count"
-            )
+            which = f" for operator {operator}" if operator is not None else ""
+            msg = f"{source} holds no state{which}: nothing to count"
             raise CheckpointError(msg)
-        operators = tuple(_store_stats(spark, root, store, batch) for store in stores)
-        source = MetadataSource.STATE_METADATA if all(s.from_metadata for s in stores) else MetadataSource.FOLDERS
-        return StateStats(str(root), batch if batch is not None else latest_committed_batch(root), source, operators)
+        operators = tuple(_store_stats(spark, source, store, batch) for store in stores)
+        origin = MetadataSource.STATE_METADATA if all(s.from_metadata for s in stores) else MetadataSource.FOLDERS
+        at = batch if batch is not None else source.checkpoint.latest_committed_batch()
+        return StateStats(source.uri, at, origin, operators, source.fetched)

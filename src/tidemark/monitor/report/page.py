@@ -8,11 +8,22 @@ from html import escape
 from pathlib import Path
 
 from tidemark.errors import UsageError
-from tidemark.monitor.analyze import DEFAULT_LEAK_BATCHES, Finding, RunAnalysis, analyze_run, group_runs
-from tidemark.monitor.log import read_log
-from tidemark.monitor.progress import BatchProgress
-from tidemark.monitor.report.svg import line_chart, stacked_bars
-from tidemark.monitor.series import PHASES, BatchPoint, batch_points
+from tidemark.monitor.analyze import DEFAULT_LEAK_BATCHES, Finding, RunAnalysis, RunFold, run_events
+from tidemark.monitor.log import iter_log
+from tidemark.monitor.report.svg import PLOT_WIDTH, line_chart, stacked_bars
+from tidemark.monitor.series import (
+    COMMIT_SHARE,
+    DURATION,
+    INPUT_RATE,
+    PHASE_SERIES,
+    PHASES,
+    PROCESSED_RATE,
+    WATERMARK_LAG,
+    RunSeries,
+    SeriesFold,
+    state_memory_series,
+    state_rows_series,
+)
 from tidemark.sizes import format_size
 
 _CSS = """
@@ -25,7 +36,9 @@ th{background:#f3f3f3}.charts{display:flex;flex-wrap:wrap;gap:16px}.chart-box{wi
 .key i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
 .error{color:#b00020;font-weight:600}.warning{color:#a15c00;font-weight:600}.info{color:#0b5394}
 .empty{color:#777;font-style:italic}pre{white-space:pre-wrap;font-size:12px;background:#f6f6f6;padding:8px}
+.note{font-size:12px;color:#555}
 """
+SLOWEST_TABLE_AFTER = 20  # batches
 # No script may run and nothing may be fetched: the page must work offline and data can never execute.
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -45,56 +58,44 @@ def _box(title: str, chart: str) -> str:
     return f'<div class="chart-box"><h3>{escape(title)}</h3>{chart}</div>'
 
 
-def _charts(points: Sequence[BatchPoint], operators: Sequence[str]) -> str:
-    if not points:
+def _charts(series: RunSeries) -> str:
+    columns = series.columns
+    if not columns:
         return '<p class="empty">no batch completed in this run: nothing to plot</p>'
-    x = [str(p.batch_id) for p in points]
-    phases = [*PHASES, "other"]
+    phases = list(zip((*PHASES, "other"), PHASE_SERIES, strict=True))
     boxes = [
-        _box(
-            "Batch duration by phase",
-            stacked_bars("Batch duration by phase", x, [(n, [p.phases_ms[n] for p in points]) for n in phases], " ms"),
-        ),
+        _box("Batch duration by phase", stacked_bars("Batch duration by phase", columns, phases, DURATION, " ms")),
         _box(
             "Input vs processed rate",
             line_chart(
                 "Input vs processed rate (rows/s)",
-                x,
-                [
-                    ("input rows/s", [p.input_rows_per_second for p in points]),
-                    ("processed rows/s", [p.processed_rows_per_second for p in points]),
-                ],
+                columns,
+                [("input rows/s", INPUT_RATE), ("processed rows/s", PROCESSED_RATE)],
             ),
         ),
     ]
-
-    def per_operator(attr: str) -> list[tuple[str, list[float | None]]]:
-        series: list[tuple[str, list[float | None]]] = []
-        for index, name in enumerate(operators):
-            values: list[float | None] = []
-            for p in points:
-                figures: tuple[int, ...] = getattr(p, attr)
-                values.append(float(figures[index]) if index < len(figures) else None)
-            series.append((name, values))
-        return series
-
+    operators = [f"{index}:{name}" for index, name in enumerate(series.operators)]
     if operators:
-        boxes.append(_box("State rows per operator", line_chart("State rows", x, per_operator("state_rows"))))
-        boxes.append(
-            _box(
-                "State memory per operator", line_chart("State memory (B)", x, per_operator("state_memory_bytes"), "B")
-            )
-        )
-        shares: list[float | None] = [round(p.commit_share * 100, 2) for p in points]
-        boxes.append(_box("Commit share of batch time", line_chart("Commit share (%)", x, [("commit", shares)], "%")))
+        rows = [(name, state_rows_series(index)) for index, name in enumerate(operators)]
+        memory = [(name, state_memory_series(index)) for index, name in enumerate(operators)]
+        boxes.append(_box("State rows per operator", line_chart("State rows", columns, rows)))
+        boxes.append(_box("State memory per operator", line_chart("State memory (B)", columns, memory, "B")))
+        shares = [("commit", COMMIT_SHARE)]
+        boxes.append(_box("Commit share of batch time", line_chart("Commit share (%)", columns, shares, "%")))
     else:
         boxes.append('<p class="empty">the query has no stateful operator: no state or commit charts</p>')
-    lags = [p.watermark_lag_seconds for p in points]
-    if any(lag is not None for lag in lags):
-        boxes.append(_box("Watermark lag", line_chart("Watermark lag (s)", x, [("lag", lags)], "s")))
+    if any(c.get(WATERMARK_LAG) is not None for c in columns):
+        boxes.append(_box("Watermark lag", line_chart("Watermark lag (s)", columns, [("lag", WATERMARK_LAG)], "s")))
     else:
         boxes.append('<p class="empty">no event-time watermark: no watermark lag chart</p>')
-    return f'<div class="charts">{"".join(boxes)}</div>'
+    note = (
+        ""
+        if series.per_batch
+        else f'<p class="note">{series.batches:,} batches drawn in {len(columns)} columns of about '
+        f"{series.batches / len(columns):,.0f} batches each: the shade spans the fastest to the slowest batch of "
+        "a column, so a single slow batch still shows; hover a column for its figures.</p>"
+    )
+    return f'{note}<div class="charts">{"".join(boxes)}</div>'
 
 
 def _summary(run: RunAnalysis) -> str:
@@ -107,6 +108,7 @@ def _summary(run: RunAnalysis) -> str:
         ("input rows", f"{run.input_rows:,}"),
         ("input rate", f"{run.input_rows_per_second:,.1f} rows/s"),
         ("processed rate", f"{run.processed_rows_per_second:,.1f} rows/s"),
+        ("batch duration", _durations(run)),
         ("commit share", f"{run.commit_share:.1%} (worst batch {run.max_batch_commit_share:.1%})"),
         ("rows dropped by watermark", f"{run.dropped_by_watermark:,}"),
         ("quarantined records", f"{run.quarantined:,}"),
@@ -125,6 +127,35 @@ def _summary(run: RunAnalysis) -> str:
     return f"<table>{body}</table>"
 
 
+def _durations(run: RunAnalysis) -> str:
+    stats = run.batch_duration_ms
+    if stats is None:
+        return "-"
+    return (
+        f"median {_ms(stats.p50)}, p90 {_ms(stats.p90)}, p99 {_ms(stats.p99)}, max {_ms(stats.max)} "
+        f"(mean {_ms(stats.mean)})"
+    )
+
+
+def _ms(value: float) -> str:
+    return f"{value / 1000:,.2f} s" if value >= 1000 else f"{value:,.0f} ms"
+
+
+def _slowest(run: RunAnalysis) -> str:
+    # A short run's charts show every batch already.
+    if run.batches <= SLOWEST_TABLE_AFTER:
+        return ""
+    body = "".join(
+        f"<tr><td>{b.batch_id}</td><td>{_ms(b.duration_ms)}</td>"
+        f"<td>{f'{b.timestamp:%Y-%m-%d %H:%M:%S}' if b.timestamp else '-'}</td><td>{_ms(b.commit_ms)}</td></tr>"
+        for b in run.slowest_batches
+    )
+    return (
+        "<h3>Slowest batches</h3><table><tr><th>batch</th><th>duration</th><th>started (UTC)</th>"
+        f"<th>commit (est.)</th></tr>{body}</table>"
+    )
+
+
 def _findings(findings: Sequence[Finding]) -> str:
     if not findings:
         return '<p class="empty">no findings</p>'
@@ -136,29 +167,32 @@ def _findings(findings: Sequence[Finding]) -> str:
     return f"<table><tr><th>severity</th><th>code</th><th>what</th><th>what to do</th></tr>{body}</table>"
 
 
-def _analyzed(
-    path: str | Path, leak_batches: int, parallelism: int | None
-) -> list[tuple[RunAnalysis, list[BatchProgress]]]:
-    runs = []
-    for run_id, events in group_runs(read_log(path)):
-        progress = [p for p in (e.progress for e in events) if p is not None]
-        runs.append((analyze_run(run_id, events, leak_batches, parallelism), progress))
-    return runs
+def _analyzed(path: str | Path, leak_batches: int, parallelism: int | None) -> list[tuple[RunAnalysis, RunSeries]]:
+    """Every run's analysis and plotted series, from one streaming pass over the log."""
+    runs: dict[str, tuple[RunFold, SeriesFold]] = {}
+    for run_id, event, progress in run_events(iter_log(path)):
+        folds = runs.get(run_id)
+        if folds is None:
+            folds = runs[run_id] = (RunFold(run_id, leak_batches, parallelism), SeriesFold(PLOT_WIDTH, parallelism))
+        folds[0].add(event, progress)
+        if progress is not None:
+            folds[1].add(progress)
+    return [(analysis.result(), series.result()) for analysis, series in runs.values()]
 
 
-def _section(run: RunAnalysis, progress: Sequence[BatchProgress], parallelism: int | None) -> str:
-    operators = [f"{t.operator_id}:{t.operator}" for t in run.state_rows_trend]
+def _section(run: RunAnalysis, series: RunSeries) -> str:
     stuck = "".join(f"<pre>{escape(str(s.get('message', '')))}</pre>" for s in run.stuck)
     return (
         f"<section><h2>Run {escape(run.run_id)}</h2>{_summary(run)}<h3>Findings</h3>{_findings(run.findings)}"
         + (f"<h3>Stuck batches</h3>{stuck}" if stuck else "")
-        + _charts(batch_points(progress, parallelism), operators)
+        + _slowest(run)
+        + _charts(series)
         + "</section>"
     )
 
 
-def _page(path: str | Path, runs: Sequence[tuple[RunAnalysis, list[BatchProgress]]], parallelism: int | None) -> str:
-    sections = [_section(run, progress, parallelism) for run, progress in runs]
+def _page(path: str | Path, runs: Sequence[tuple[RunAnalysis, RunSeries]]) -> str:
+    sections = [_section(run, series) for run, series in runs]
     if not sections:
         sections.append('<p class="empty">the log holds no run</p>')
     title = f"tidemark run report: {Path(path).name}"
@@ -173,7 +207,7 @@ def _page(path: str | Path, runs: Sequence[tuple[RunAnalysis, list[BatchProgress
 
 def render_report(path: str | Path, leak_batches: int = DEFAULT_LEAK_BATCHES, parallelism: int | None = None) -> str:
     """The report page of a progress log file or folder, as one HTML string."""
-    return _page(path, _analyzed(path, leak_batches, parallelism), parallelism)
+    return _page(path, _analyzed(path, leak_batches, parallelism))
 
 
 def write_report(
@@ -181,7 +215,7 @@ def write_report(
 ) -> ReportResult:
     """Write the report of a progress log to output (one self-contained HTML file)."""
     runs = _analyzed(path, leak_batches, parallelism)
-    html = _page(path, runs, parallelism)
+    html = _page(path, runs)
     target = Path(output)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

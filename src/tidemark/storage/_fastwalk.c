@@ -1,10 +1,10 @@
 /*
- * tidemark.checkpoint._fastwalk: list one local folder with its files' sizes, in C.
+ * tidemark.storage._fastwalk: list one local folder with its files' sizes, in C.
  *
  * `checkpoint inspect` walks trees of a million small state files. In Python, os.scandir plus
  * DirEntry.stat spends most of its time building objects per entry; here readdir and fstatat run
  * with the GIL released into a plain buffer, and Python objects are made once per entry at the end.
- * Semantics match fs.LocalFS.list_dir's pure-Python path: symlinks are not followed (a link is a
+ * Semantics match storage.local.LocalFS.list_dir's pure-Python path: symlinks are not followed (a link is a
  * file with its own lstat size), a file removed while we list is skipped, a missing folder is None.
  */
 #define PY_SSIZE_T_CLEAN

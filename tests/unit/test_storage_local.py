@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tidemark.checkpoint.fs import DirListing, LocalFS, native_walk_available
 from tidemark.checkpoint.inspect import inspect_checkpoint
-from tidemark.errors import CheckpointError
+from tidemark.errors import StorageError
+from tidemark.storage import DirListing
+from tidemark.storage.local import LocalFS, native_walk_available
 
 
 def _tree(root: Path) -> None:
@@ -87,5 +88,5 @@ def test_inspect_reports_the_walker(tmp_path: Path) -> None:
 
 
 def test_listing_refuses_a_path_outside_the_root(tmp_path: Path) -> None:
-    with pytest.raises(CheckpointError, match="outside the checkpoint"):
+    with pytest.raises(StorageError, match="outside"):
         LocalFS(str(tmp_path / "ckpt")).list_dir("../elsewhere")

@@ -1,0 +1,160 @@
+"""Copy what Spark's state readers need of a remote checkpoint, and only that, into a local cache.
+
+To load state version V a store needs its newest snapshot at or below V (HDFS `.snapshot`, RocksDB
+`.zip` and the SST files that zip lists) and every delta or changelog after it up to V. The logs,
+the metadata file and the operator and schema metadata are small and copied whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.layout import (
+    COMMITS,
+    METADATA,
+    NON_STORE_FOLDERS,
+    OFFSETS,
+    REPLAY_KINDS,
+    SNAPSHOT_KINDS,
+    STATE,
+    FileKind,
+    classify,
+    zip_references,
+)
+from tidemark.errors import CheckpointError
+from tidemark.storage import join
+
+log = logging.getLogger(__name__)
+CACHE_ENV = "TIDEMARK_CACHE_DIR"
+
+
+@dataclass(frozen=True)
+class FetchReport:
+    """What a fetch copied: files and bytes fetched now, bytes found already in the cache, where it went."""
+
+    source: str
+    cache: str
+    files: int
+    bytes_fetched: int
+    bytes_cached: int
+
+
+def cache_root() -> Path:
+    """$TIDEMARK_CACHE_DIR, else $XDG_CACHE_HOME/tidemark, else ~/.cache/tidemark."""
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tidemark"
+
+
+def cache_folder(uri: str) -> Path:
+    """The local folder that mirrors one checkpoint URI."""
+    digest = hashlib.sha256(uri.encode("utf-8")).hexdigest()[:16]
+    return cache_root() / "checkpoints" / digest
+
+
+def _store_folder(rel: str) -> bool:
+    parts = rel.split("/")
+    if len(parts) < 3 or parts[0] != STATE or not parts[1].isdigit() or not parts[2].isdigit():
+        return False
+    rest = parts[3:]
+    return not rest or (len(rest) == 1 and rest[0] not in NON_STORE_FOLDERS)
+
+
+def _versions_needed(names: Iterable[str], version: int) -> set[str]:
+    """File names of one store folder that loading `version` reads."""
+    by_version: dict[int, list[tuple[str, FileKind]]] = {}
+    for name in names:
+        kind, number, _ = classify(name)
+        if number is not None and number <= version:
+            by_version.setdefault(number, []).append((name, kind))
+    snapshots = [v for v, files in by_version.items() if any(k in SNAPSHOT_KINDS for _, k in files)]
+    base = max(snapshots, default=0)
+    needed = {n for n, k in by_version.get(base, []) if k in SNAPSHOT_KINDS}
+    for number, files in by_version.items():
+        if base < number <= version:
+            needed.update(n for n, k in files if k in REPLAY_KINDS)
+    return needed
+
+
+@dataclass(frozen=True)
+class Needed:
+    """What loading some state versions reads: files by path, and each store's SSTs/ and logs/ names."""
+
+    files: list[str]
+    shared: dict[str, set[str]]  # "state/<op>/<part>[/<store>]/SSTs" -> file names there
+
+
+def files_for_versions(checkpoint: Checkpoint, versions: set[int]) -> Needed:
+    """Paths (below the checkpoint) a state reader needs to load the given state versions."""
+    store = checkpoint.store
+    wanted: set[str] = {METADATA}
+    for folder in (OFFSETS, COMMITS):
+        listing = store.list_dir(folder)
+        wanted.update(join(folder, n) for n, _ in (listing.files if listing else []) if n.isdigit())
+    store_files: dict[str, list[str]] = {}
+    shared: dict[str, set[str]] = {}
+    for entry in store.list_files(STATE):
+        folder, _, name = entry.rel.rpartition("/")
+        if name.endswith(".crc"):
+            continue
+        if _store_folder(folder):
+            store_files.setdefault(folder, []).append(name)
+        elif folder.rsplit("/", 1)[-1] in ("SSTs", "logs"):
+            shared.setdefault(folder, set()).add(name)
+        else:
+            wanted.add(entry.rel)  # operator metadata, state schemas, per-partition schema files
+    for folder, names in store_files.items():
+        needed: set[str] = set()
+        for version in versions:
+            needed |= _versions_needed(names, version)
+        wanted.update(join(folder, n) for n in needed)
+    return Needed(sorted(wanted), shared)
+
+
+def fetch_state(checkpoint: Checkpoint, versions: set[int], target: Path | None = None) -> tuple[Path, FetchReport]:
+    """Copy into a local folder what loading these state versions needs; files already there are kept."""
+    if checkpoint.store.location.is_local:
+        root = Path(checkpoint.store.location.key)
+        return root, FetchReport(checkpoint.uri, str(root), 0, 0, 0)
+    folder = target or cache_folder(checkpoint.uri)
+    needed = files_for_versions(checkpoint, versions)
+    fetched = cached = files = 0
+    pending = list(needed.files)
+    while pending:
+        rel = pending.pop()
+        local = folder / rel
+        entry = checkpoint.store.stat(rel)
+        if entry is None:
+            continue
+        files += 1
+        if local.exists() and local.stat().st_size == entry.size:
+            cached += entry.size
+        else:
+            fetched += checkpoint.store.download(rel, str(local))
+        if classify(local.name)[0] is FileKind.ZIP:
+            pending.extend(_sst_paths(rel, local, needed.shared))
+    log.info("fetched %d bytes of %s into %s (%d bytes already cached)", fetched, checkpoint.uri, folder, cached)
+    return folder, FetchReport(checkpoint.uri, str(folder), files, fetched, cached)
+
+
+def _sst_paths(zip_rel: str, local: Path, shared: dict[str, set[str]]) -> list[str]:
+    store_folder = zip_rel.rsplit("/", 1)[0]
+    try:
+        references = zip_references(local.read_bytes())
+    except (zipfile.BadZipFile, KeyError, ValueError, IndexError, UnicodeDecodeError) as exc:
+        msg = f"the RocksDB snapshot {zip_rel} is unreadable ({exc}): the checkpoint is corrupt"
+        raise CheckpointError(msg) from exc
+    found: list[str] = []
+    for sub in ("SSTs", "logs"):
+        names = shared.get(join(store_folder, sub), set())
+        found.extend(join(join(store_folder, sub), n) for n in sorted(references & names))
+    return found

@@ -1,0 +1,234 @@
+"""One checkpoint on any store: the only code that reads its logs, operators and state stores.
+
+Everything else (inspect, prune, state, recovery, the watchdog, quarantine reconciliation) asks a
+`Checkpoint` rather than reading `offsets/`, `commits/`, `sources/` or `state/` itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from tidemark.checkpoint.layout import (
+    COMMITS,
+    METADATA,
+    OFFSETS,
+    SOURCES,
+    STATE,
+    TIDEMARK_DIR,
+    CommitEntry,
+    OffsetEntry,
+    OperatorMetadata,
+    log_batch,
+    sink_log_batch,
+)
+from tidemark.checkpoint.scan import CheckpointScan, StoreScan, scan_checkpoint
+from tidemark.errors import CheckpointError
+from tidemark.storage import Backend, Location, Storage, open_storage
+
+log = logging.getLogger(__name__)
+_Entry = TypeVar("_Entry", OffsetEntry, CommitEntry)
+# Spark's log entries are a few KB; anything far larger is not one, and is not read into memory.
+MAX_LOG_ENTRY_BYTES = 64 * 1024**2
+
+
+class Checkpoint:
+    """A streaming checkpoint folder on a local disk, Azure, S3, GCS or HDFS."""
+
+    def __init__(self, store: Storage) -> None:
+        self.store = store
+        self._scan: CheckpointScan | None = None
+
+    @classmethod
+    def open(cls, path: str | Location, backend: Backend = "auto", spark: Any | None = None) -> Checkpoint:
+        """Open the checkpoint at a path or URI (nothing is read yet)."""
+        return cls(open_storage(path, backend, spark))
+
+    @property
+    def uri(self) -> str:
+        """The checkpoint's location as the user gave it."""
+        return self.store.uri()
+
+    def exists(self) -> bool:
+        """True when anything is stored at the location."""
+        return self.store.exists("")
+
+    def require(self) -> None:
+        """Raise a CheckpointError when the location is missing or holds no streaming checkpoint."""
+        if not self.exists():
+            msg = f"checkpoint {self.uri} does not exist: pass the folder given as checkpointLocation"
+            raise CheckpointError(msg)
+        if not self.store.exists(OFFSETS):
+            msg = f"{self.uri} is not a streaming checkpoint (no offsets/ folder): pass the checkpointLocation"
+            raise CheckpointError(msg)
+
+    # --- the offset and commit logs ------------------------------------------------------------------
+
+    def batches(self, folder: str) -> list[int]:
+        """Ascending batch ids of offsets/ or commits/ (empty when the folder does not exist)."""
+        listing = self.store.list_dir(folder)
+        if listing is None:
+            return []
+        return sorted(batch for name, _ in listing.files if (batch := log_batch(name)) is not None)
+
+    def offset_batches(self) -> list[int]:
+        """Planned batches (offsets/<batch>), ascending."""
+        return self.batches(OFFSETS)
+
+    def commit_batches(self) -> list[int]:
+        """Committed batches (commits/<batch>), ascending."""
+        return self.batches(COMMITS)
+
+    def latest_committed_batch(self) -> int:
+        """The newest committed batch, or a CheckpointError when the query never committed one."""
+        batches = self.commit_batches()
+        if not batches:
+            msg = f"{self.uri} has no committed batch yet: run the query until it commits one batch"
+            raise CheckpointError(msg)
+        return batches[-1]
+
+    def read_text(self, rel: str, limit: int = MAX_LOG_ENTRY_BYTES) -> str | None:
+        """A small file as text, or None when it is missing; a CheckpointError naming it when unreadable."""
+        entry = self.store.stat(rel)
+        if entry is None:
+            return None
+        if entry.size > limit:
+            msg = f"{self.store.uri(rel)} is {entry.size:,} bytes, too large for a checkpoint log entry: it is corrupt"
+            raise CheckpointError(msg)
+        data = self.store.read_bytes(rel)
+        if data is None:
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            msg = f"{self.store.uri(rel)} is not UTF-8 text: the checkpoint file is corrupt"
+            raise CheckpointError(msg) from exc
+
+    def _entry(self, folder: str, batch: int, parse: Callable[[int, str], _Entry], what: str) -> _Entry | None:
+        rel = f"{folder}/{batch}"
+        text = self.read_text(rel)
+        if text is None:
+            return None
+        try:
+            return parse(batch, text)
+        except (ValueError, TypeError, KeyError) as exc:
+            msg = f"{self.store.uri(rel)} is not a valid Spark {what} log entry ({exc}): the checkpoint may be corrupt"
+            raise CheckpointError(msg) from exc
+
+    def offset(self, batch: int) -> OffsetEntry:
+        """offsets/<batch>; a CheckpointError naming the file when missing or unreadable."""
+        found = self._entry(OFFSETS, batch, OffsetEntry.parse, "offset")
+        if found is None:
+            msg = f"{self.store.uri(f'{OFFSETS}/{batch}')} does not exist: batch {batch} was never planned"
+            raise CheckpointError(msg)
+        return found
+
+    def commit(self, batch: int) -> CommitEntry:
+        """commits/<batch>; a CheckpointError naming the file when missing or unreadable."""
+        found = self._entry(COMMITS, batch, CommitEntry.parse, "commit")
+        if found is None:
+            msg = f"{self.store.uri(f'{COMMITS}/{batch}')} does not exist: batch {batch} is not committed"
+            raise CheckpointError(msg)
+        return found
+
+    def find_offset(self, batch: int) -> OffsetEntry | None:
+        """offsets/<batch>, or None when missing or unreadable (logged): for reports that go on."""
+        try:
+            return self._entry(OFFSETS, batch, OffsetEntry.parse, "offset")
+        except CheckpointError as exc:
+            log.warning("%s", exc)
+            return None
+
+    def find_commit(self, batch: int) -> CommitEntry | None:
+        """commits/<batch>, or None when missing or unreadable (logged)."""
+        try:
+            return self._entry(COMMITS, batch, CommitEntry.parse, "commit")
+        except CheckpointError as exc:
+            log.warning("%s", exc)
+            return None
+
+    def query_id(self) -> str | None:
+        """The query id from the metadata file, or None."""
+        try:
+            text = self.read_text(METADATA)
+        except CheckpointError:
+            return None
+        if not text:
+            return None
+        try:
+            value = json.loads(text.splitlines()[0])
+        except (json.JSONDecodeError, IndexError):
+            return None
+        return str(value["id"]) if isinstance(value, dict) and "id" in value else None
+
+    # --- operators and stores ------------------------------------------------------------------------
+
+    def scan(self) -> CheckpointScan:
+        """One walk of the whole checkpoint (made once, then kept)."""
+        if self._scan is None:
+            self._scan = scan_checkpoint(self.store)
+        return self._scan
+
+    def stores(self) -> dict[tuple[int, int, str], StoreScan]:
+        """Every (operator, partition, store) with the versions its folder holds."""
+        return {
+            (op.id, part, name): store
+            for op in self.scan().operators.values()
+            for (part, name), store in op.stores.items()
+        }
+
+    def operator_ids(self) -> list[int]:
+        """The ids of the state/<op> folders."""
+        listing = self.store.list_dir(STATE)
+        return sorted(int(d) for d in (listing.dirs if listing else []) if d.isdigit())
+
+    def operator_metadata(self, op_id: int) -> OperatorMetadata | None:
+        """What state/<op>/_metadata says (the newest v2 file for transformWithState), or None."""
+        rel = f"{STATE}/{op_id}/_metadata/metadata"
+        text = self.read_text(rel)
+        if text is None:
+            listing = self.store.list_dir(f"{STATE}/{op_id}/_metadata/v2")
+            batches = sorted(int(n) for n, _ in (listing.files if listing else []) if n.isdigit())
+            if batches:
+                rel = f"{STATE}/{op_id}/_metadata/v2/{batches[-1]}"
+                text = self.read_text(rel)
+        if text is None:
+            return None
+        try:
+            return OperatorMetadata.parse(text)
+        except (ValueError, TypeError) as exc:
+            log.warning("cannot read %s: %s", self.store.uri(rel), exc)
+            return None
+
+    # --- sources -------------------------------------------------------------------------------------
+
+    def source_files_by_batch(self, source: int = 0) -> dict[int, list[str]]:
+        """The files each batch read, from a file source's log (plain and .compact entries)."""
+        folder = f"{SOURCES}/{source}"
+        files: dict[int, list[str]] = defaultdict(list)
+        listing = self.store.list_dir(folder)
+        for name, _ in listing.files if listing else []:
+            if sink_log_batch(name) is None:
+                continue
+            text = self.read_text(f"{folder}/{name}") or ""
+            for number, line in enumerate(text.splitlines()[1:], start=2):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    path, batch = str(record["path"]), int(record["batchId"])
+                except (ValueError, KeyError, TypeError) as exc:
+                    msg = f"{self.store.uri(f'{folder}/{name}')} line {number} is not a file source entry: corrupt"
+                    raise CheckpointError(msg) from exc
+                if path not in files[batch]:
+                    files[batch].append(path)
+        return files
+
+    # --- tidemark's own folder -----------------------------------------------------------------------
+
+    def tidemark_uri(self, name: str = "") -> str:
+        """The URI of <checkpoint>/_tidemark/<name>."""
+        return self.store.uri(f"{TIDEMARK_DIR}/{name}" if name else TIDEMARK_DIR)

@@ -1,0 +1,148 @@
+"""Azure Blob Storage and ADLS Gen2 (abfss://, wasbs://, az://): adlfs for files, the blob SDK for lists and leases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from tidemark.errors import StorageError
+from tidemark.storage.base import FileEntry
+from tidemark.storage.credentials import AZURE_HINT, AzureAccess
+from tidemark.storage.uri import Location
+
+PAGE_SIZE = 5000  # the most one List Blobs request returns
+
+
+class AzureBackend:
+    """One container of one storage account."""
+
+    def __init__(self, location: Location, access: AzureAccess) -> None:
+        self.location = location
+        self.access = access
+        self._container: Any = None
+
+    @property
+    def container(self) -> Any:
+        """The synchronous ContainerClient (made on first use)."""
+        if self._container is None:
+            self._container = self.access.service_client().get_container_client(self.location.bucket)
+        return self._container
+
+    def list_pages(self, prefix: str, delimiter: bool) -> Iterator[tuple[list[FileEntry], list[str]]]:
+        """List Blobs, 5,000 names a request; with delimiter, one level (sub-prefixes as BlobPrefix items)."""
+        if delimiter:
+            pages = self.container.walk_blobs(name_starts_with=prefix, delimiter="/", include=["metadata"]).by_page()
+        else:
+            pages = self.container.list_blobs(
+                name_starts_with=prefix, include=["metadata"], results_per_page=PAGE_SIZE
+            ).by_page()
+        for page in pages:
+            files: list[FileEntry] = []
+            prefixes: list[str] = []
+            for item in page:
+                name = str(item.name)
+                if not hasattr(item, "size"):  # a BlobPrefix: a "folder" one level down
+                    prefixes.append(name)
+                    continue
+                metadata = item.metadata or {}
+                # ADLS Gen2 (hierarchical namespace) lists its directories as empty marker blobs.
+                if name.endswith("/") or str(metadata.get("hdi_isfolder", "")).lower() == "true":
+                    continue
+                modified = item.last_modified
+                files.append(
+                    FileEntry(
+                        name,
+                        int(item.size or 0),
+                        modified.timestamp() if modified else None,
+                        str(item.etag).strip('"') if item.etag else None,
+                    )
+                )
+            yield files, prefixes
+
+    def create_exclusive(self, key: str, data: bytes) -> bool:
+        """Upload only if no blob has this name (If-None-Match: *)."""
+        from azure.core.exceptions import ResourceExistsError
+
+        try:
+            self.container.get_blob_client(key).upload_blob(data, overwrite=False)
+        except ResourceExistsError:
+            return False
+        return True
+
+    def lease(self, key: str, seconds: int) -> AzureLease:
+        """A lease on one blob (made on acquire)."""
+        return AzureLease(self, key, seconds)
+
+    def check_bucket(self) -> None:
+        """One request: does the container exist and can we reach it?"""
+        self.container.get_container_properties()
+
+    def translate(self, exc: BaseException, what: str) -> StorageError | None:
+        """Missing container, credentials or endpoint as one line (never with a secret in it)."""
+        name = type(exc).__name__
+        code = str(getattr(exc, "error_code", "") or "")
+        account = self.access.account
+        if code in ("ContainerNotFound", "ContainerBeingDeleted") or "ContainerNotFound" in str(exc):
+            return StorageError(
+                f"container {self.location.bucket!r} does not exist in storage account {account!r}: "
+                "create it or fix the path"
+            )
+        if name == "ClientAuthenticationError" or code in ("AuthenticationFailed", "AuthorizationFailure"):
+            return StorageError(f"cannot {what}: Azure refused the credentials ({self.access.method}); {AZURE_HINT}")
+        if name == "CredentialUnavailableError":
+            return StorageError(f"cannot {what}: no Azure credentials found; {AZURE_HINT}")
+        if code in ("AuthorizationPermissionMismatch", "AuthorizationResourceTypeMismatch"):
+            return StorageError(f"cannot {what}: the credentials lack permission on container {self.location.bucket!r}")
+        if name in ("ServiceRequestError", "ServiceResponseError", "ClientConnectorError") or isinstance(
+            exc, ConnectionError
+        ):
+            return StorageError(f"cannot {what}: the blob endpoint {self.access.blob_endpoint} did not answer")
+        if name == "HttpResponseError":
+            return StorageError(f"cannot {what}: Azure answered {code or 'an error'}")
+        return None
+
+
+class AzureLease:
+    """A blob lease: while held, no other writer can write, delete or lease the blob."""
+
+    def __init__(self, backend: AzureBackend, key: str, duration_seconds: int) -> None:
+        self._blob = backend.container.get_blob_client(key)
+        self._duration = duration_seconds
+        self._lease: Any = None
+
+    def acquire(self, data: bytes) -> bool:
+        """Create the blob if needed, take the lease and write data under it; False when another holds it."""
+        from azure.core.exceptions import HttpResponseError, ResourceExistsError
+
+        try:
+            self._blob.upload_blob(data, overwrite=False)
+        except ResourceExistsError:
+            pass
+        except HttpResponseError as exc:
+            if getattr(exc, "error_code", None) != "LeaseIdMissing":
+                raise
+        try:
+            self._lease = self._blob.acquire_lease(lease_duration=self._duration)
+        except HttpResponseError as exc:
+            if getattr(exc, "error_code", None) in ("LeaseAlreadyPresent", "LeaseIdMismatchWithLeaseOperation"):
+                return False
+            raise
+        self.write(data)
+        return True
+
+    def write(self, data: bytes) -> None:
+        """Renew the lease and rewrite the blob under it."""
+        self._lease.renew()
+        self._blob.upload_blob(data, overwrite=True, lease=self._lease)
+
+    def release(self) -> None:
+        """Delete the blob under the lease (which ends it)."""
+        from azure.core.exceptions import HttpResponseError
+
+        if self._lease is None:
+            return
+        try:
+            self._blob.delete_blob(lease=self._lease)
+        except HttpResponseError:
+            self._lease.release()
+        self._lease = None

@@ -1,0 +1,256 @@
+"""Journaled moves and deletes: the plan is written before the first file moves, so a rerun finishes it.
+
+A move is a rename on a local disk and copy-then-delete on an object store, where a crash between the
+two leaves a file in both places. The journal names its roots once and lists every step relative to
+them; `finish_pending` replays the steps that are not done: a step whose source is gone and whose
+target is there is done, one with both is copied again (the copy may be partial) and then deleted,
+and one with neither is reported as lost, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from tidemark.errors import StorageError
+from tidemark.storage.base import Storage, join
+from tidemark.storage.objectstore import ObjectStore
+from tidemark.storage.open import open_storage
+from tidemark.storage.uri import Location, parse_location
+
+log = logging.getLogger(__name__)
+JOURNAL_PREFIX = "journal-"
+JOURNAL_SUFFIX = ".json"
+
+
+@dataclass(frozen=True)
+class Step:
+    """Move source to target, or (no target) delete source; each is (root name, path below it, '' = the root)."""
+
+    source: tuple[str, str]
+    target: tuple[str, str] | None = None
+
+    def to_json(self) -> list[str]:
+        """The step as written in the journal."""
+        return [*self.source, *(self.target or ())]
+
+    @classmethod
+    def from_json(cls, data: list[str]) -> Step:
+        """Read one step."""
+        if len(data) == 2:
+            return cls((str(data[0]), str(data[1])))
+        return cls((str(data[0]), str(data[1])), (str(data[2]), str(data[3])))
+
+
+@dataclass(frozen=True)
+class JournalResult:
+    """What running (or finishing) a journal did."""
+
+    journal: str
+    purpose: str
+    steps: int
+    moved_files: int
+    deleted_files: int
+    already_done: int
+    meta: dict[str, str]  # what the writer of the journal wanted to remember (e.g. the archive folder)
+
+
+# Runs after the last step and before the journal is removed: a crash in it is retried by the next rerun.
+AfterSteps = Callable[[JournalResult], None]
+
+
+def _copy(source: Storage, source_rel: str, target: Storage, target_rel: str) -> None:
+    """Copy one file: server-side within one bucket, else through this process."""
+    if isinstance(source, ObjectStore) and isinstance(target, ObjectStore) and source.same_bucket(target):
+        source.copy_to(source_rel, target, target_rel)
+        return
+    with source.open_read(source_rel) as handle:
+        data = handle.read()
+    target.write_atomic(target_rel, data)
+
+
+def _merge_local(source: str, target: str) -> None:
+    """Finish a folder move a crash interrupted: move what is left of source into target, then drop source."""
+    for root, _dirs, files in os.walk(source, topdown=False):
+        for name in files:
+            src = os.path.join(root, name)
+            dst = os.path.join(target, os.path.relpath(src, source))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.replace(src, dst)
+        os.rmdir(root)
+
+
+class _Runner:
+    def __init__(self, roots: dict[str, str]) -> None:
+        self.roots = {name: parse_location(uri) for name, uri in roots.items()}
+        self._stores: dict[str, Storage] = {}
+        self.moved = 0
+        self.deleted = 0
+        self.done = 0
+
+    def store(self, root: str) -> Storage:
+        if root not in self._stores:
+            if root not in self.roots:
+                msg = f"the move journal names an unknown root {root!r}: it is corrupt"
+                raise StorageError(msg)
+            self._stores[root] = open_storage(self.roots[root])
+        return self._stores[root]
+
+    def location(self, point: tuple[str, str]) -> Location:
+        return self.roots[point[0]].join(point[1])
+
+    def delete(self, step: Step) -> None:
+        store, rel = self.store(step.source[0]), step.source[1]
+        if not rel:
+            msg = f"the move journal asks to delete the whole of {store.uri()}: refusing; it is corrupt"
+            raise StorageError(msg)
+        if store.stat(rel) is not None:
+            store.delete(rel)
+            self.deleted += 1
+            return
+        files = list(store.list_files(rel))
+        if not files:
+            self.done += 1
+        for entry in files:
+            store.delete(entry.rel)
+            self.deleted += 1
+
+    def move(self, step: Step) -> None:
+        assert step.target is not None
+        source_loc, target_loc = self.location(step.source), self.location(step.target)
+        if source_loc.is_local and target_loc.is_local:
+            self._move_local(source_loc.key, target_loc.key, step)
+            return
+        source, source_rel = self.store(step.source[0]), step.source[1]
+        target, target_rel = self.store(step.target[0]), step.target[1]
+        single = source.stat(source_rel) if source_rel else None
+        files = [single] if single is not None else list(source.list_files(source_rel))
+        if not files:
+            if target.exists(target_rel):
+                self.done += 1
+                return
+            msg = f"the journal moves {source_loc.uri} to {target_loc.uri} but neither exists: nothing was moved there"
+            raise StorageError(msg)
+        for entry in files:
+            assert entry is not None
+            rel = entry.rel if single is None else source_rel
+            suffix = rel[len(source_rel) :].lstrip("/") if source_rel else rel
+            destination = join(target_rel, suffix) if suffix and single is None else target_rel
+            existing = target.stat(destination)
+            if existing is None or existing.size != entry.size:
+                _copy(source, rel, target, destination)
+            source.delete(rel)
+            self.moved += 1
+
+    def _move_local(self, source: str, target: str, step: Step) -> None:
+        if not os.path.lexists(source):
+            if os.path.lexists(target):
+                self.done += 1
+                return
+            msg = f"the journal moves {source} to {target} but neither exists: nothing was moved there"
+            raise StorageError(msg)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if os.path.isdir(source) and os.path.lexists(target):
+            _merge_local(source, target)
+        else:
+            try:
+                os.replace(source, target)
+            except OSError:
+                import shutil  # another device: copy, then remove
+
+                shutil.move(source, target)
+        self.moved += 1
+
+
+def _journal_name(now: datetime | None = None) -> str:
+    when = now or datetime.now(tz=UTC)
+    return f"{JOURNAL_PREFIX}{when:%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:6]}{JOURNAL_SUFFIX}"
+
+
+def write_journal(
+    folder: str | Location,
+    roots: dict[str, str],
+    steps: Iterable[Step],
+    purpose: str,
+    meta: dict[str, str] | None = None,
+) -> str:
+    """Write the journal of steps into folder, before anything moves; return its URI."""
+    store = open_storage(folder)
+    name = _journal_name()
+    body = {
+        "version": 1,
+        "purpose": purpose,
+        "created": datetime.now(tz=UTC).isoformat(),
+        "meta": meta or {},
+        "roots": roots,
+        "steps": [s.to_json() for s in steps],
+    }
+    store.write_atomic(name, json.dumps(body, separators=(",", ":")).encode("utf-8"))
+    return store.uri(name)
+
+
+def run_journal(journal: str, after: AfterSteps | None = None) -> JournalResult:
+    """Carry out every step of a journal not done yet, then `after`, then remove the journal."""
+    location = parse_location(journal)
+    folder = open_storage(location.parent)
+    data = folder.read_bytes(location.name)
+    if data is None:
+        msg = f"the move journal {journal} disappeared: another process may be finishing it"
+        raise StorageError(msg)
+    try:
+        body = json.loads(data)
+        purpose = str(body.get("purpose", ""))
+        meta = {str(k): str(v) for k, v in (body.get("meta") or {}).items()}
+        runner = _Runner({str(k): str(v) for k, v in body["roots"].items()})
+        steps = [Step.from_json(s) for s in body["steps"]]
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        msg = f"the move journal {journal} is unreadable: fix or remove it (it lists an interrupted move)"
+        raise StorageError(msg) from exc
+    for step in steps:
+        if step.target is not None:
+            runner.move(step)
+        else:
+            runner.delete(step)
+    result = JournalResult(journal, purpose, len(steps), runner.moved, runner.deleted, runner.done, meta)
+    if after is not None:
+        after(result)
+    folder.delete(location.name)
+    return result
+
+
+def pending_journals(folder: str | Location) -> list[str]:
+    """URIs of the journals left in folder by runs that did not finish, oldest first."""
+    store = open_storage(folder)
+    listing = store.list_dir("")
+    if listing is None:
+        return []
+    names = sorted(n for n, _ in listing.files if n.startswith(JOURNAL_PREFIX) and n.endswith(JOURNAL_SUFFIX))
+    return [store.uri(n) for n in names]
+
+
+def finish_pending(folder: str | Location, after: AfterSteps | None = None) -> list[JournalResult]:
+    """Finish every interrupted journal in folder (a rerun after a crash calls this first)."""
+    results = []
+    for journal in pending_journals(folder):
+        log.warning("finishing the interrupted moves of %s", journal)
+        results.append(run_journal(journal, after))
+    return results
+
+
+def journaled(
+    folder: str | Location,
+    roots: dict[str, str],
+    steps: list[Step],
+    purpose: str,
+    meta: dict[str, str] | None = None,
+    after: AfterSteps | None = None,
+) -> JournalResult | None:
+    """Write the journal, carry it out (then `after`), remove it; None when there is nothing to do."""
+    if not steps:
+        return None
+    return run_journal(write_journal(folder, roots, steps, purpose, meta), after)

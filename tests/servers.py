@@ -1,0 +1,208 @@
+"""Real storage servers for the storage tests: Azurite (Azure Blob) and moto (S3) on 127.0.0.1, free ports.
+
+Each starts once per test session from a fixture and is stopped by its pid in teardown. The tests that use
+them get a fresh container or bucket and the environment variables a user would set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+AZURITE_DIR = ROOT / "tools" / "azurite" / "node_modules"
+AZURITE_BIN = AZURITE_DIR / ".bin" / "azurite-blob"
+ACCOUNT = "devstoreaccount1"
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}: {log.read_text()[-2000:]}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on {port} within 60 s: {log.read_text()[-2000:]}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+
+def azurite_account_key() -> str:
+    """Azurite's well-known development key, read from Azurite's own README (not from memory)."""
+    readme = (AZURITE_DIR / "azurite" / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"Account key: `([A-Za-z0-9+/=]+)`", readme)
+    if match is None:
+        raise RuntimeError("Azurite's README no longer states the development account key")
+    return match.group(1)
+
+
+@dataclass(frozen=True)
+class Azurite:
+    """A running Azurite blob service."""
+
+    port: int
+    key: str
+    pid: int
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}/{ACCOUNT}"
+
+    @property
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={self.key};BlobEndpoint={self.endpoint};"
+        )
+
+    def service(self):  # type: ignore[no-untyped-def]
+        from azure.storage.blob import BlobServiceClient
+
+        return BlobServiceClient.from_connection_string(self.connection_string)
+
+    def new_container(self) -> str:
+        name = f"t{uuid.uuid4().hex[:12]}"
+        self.service().create_container(name)
+        return name
+
+    def uri(self, container: str, path: str = "") -> str:
+        """The wasbs:// URI a Spark user would write for this container."""
+        base = f"wasbs://{container}@{ACCOUNT}.blob.core.windows.net"
+        return f"{base}/{path}" if path else base
+
+    def list_requests(self) -> int:
+        """List Blobs requests Azurite has answered so far (from its debug log)."""
+        log = Path(os.environ["TIDEMARK_AZURITE_DEBUG_LOG"])
+        text = log.read_text(encoding="utf-8", errors="replace")
+        return len(re.findall(r"RequestURL=\S*comp=list", text))
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """Azurite's blob service on a free loopback port, in memory, no telemetry."""
+    if not AZURITE_BIN.exists():
+        raise RuntimeError("Azurite is not installed: run `make azurite` (npm ci in tools/azurite)")
+    folder = tmp_path_factory.mktemp("azurite")
+    port = free_port()
+    log = folder / "azurite.log"
+    debug = folder / "debug.log"
+    os.environ["TIDEMARK_AZURITE_DEBUG_LOG"] = str(debug)
+    command = [
+        str(AZURITE_BIN),
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        str(port),
+        "--disableTelemetry",
+        "--inMemoryPersistence",
+        # The azure-storage-blob SDK may speak a newer REST version than this Azurite knows.
+        "--skipApiVersionCheck",
+        "--debug",
+        str(debug),
+    ]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_for_port(port, process, "azurite-blob", log)
+        yield Azurite(port, azurite_account_key(), process.pid)
+    finally:
+        _stop(process)
+
+
+@dataclass(frozen=True)
+class MotoS3:
+    """A running moto S3 server."""
+
+    port: int
+    pid: int
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",  # moto accepts any key
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": self.endpoint,
+        }
+
+    def new_bucket(self) -> str:
+        import boto3
+
+        name = f"t{uuid.uuid4().hex[:12]}"
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",  # noqa: S106 - moto's dummy key
+            region_name="us-east-1",
+        )
+        client.create_bucket(Bucket=name)
+        return name
+
+
+@pytest.fixture(scope="session")
+def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3]:
+    """moto's S3 server on a free loopback port."""
+    folder = tmp_path_factory.mktemp("moto")
+    port = free_port()
+    log = folder / "moto.log"
+    server = Path(sys.executable).parent / "moto_server"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(server), "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait_for_port(port, process, "moto_server", log)
+        yield MotoS3(port, process.pid)
+    finally:
+        _stop(process)
+
+
+@pytest.fixture
+def azure_env(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> Azurite:
+    """The environment a user of the emulator sets: its connection string."""
+    for name in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_ACCOUNT_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    return azurite
+
+
+@pytest.fixture
+def s3_env(moto_s3: MotoS3, monkeypatch: pytest.MonkeyPatch) -> MotoS3:
+    """The standard AWS variables pointing at moto."""
+    for name, value in moto_s3.env().items():
+        monkeypatch.setenv(name, value)
+    return moto_s3

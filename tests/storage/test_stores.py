@@ -1,0 +1,153 @@
+"""Every store kind behaves the same through the storage layer, proven on real servers (Azurite, moto)."""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tidemark.errors import StorageError
+from tidemark.storage import open_storage, parse_location
+from tidemark.storage.base import walk_folders
+from tests.servers import Azurite, MotoS3
+
+FILES = {
+    "offsets/0": b"v1\n{}",
+    "offsets/1": b"v1\n{}\n",
+    "commits/0": b"v1",
+    "state/0/0/1.delta": b"abc",
+    "state/0/1/1.delta": b"abcd",
+    "state/0/1/SSTs/000-x.sst": b"s" * 100,
+    "state/0/10/2.snapshot": b"",
+    "metadata": b'{"id":"q"}',
+}
+
+
+def _fill(root: str) -> None:
+    store = open_storage(root)
+    for rel, data in FILES.items():
+        assert store.write_atomic(rel, data)
+
+
+def test_write_read_list_and_delete(store_root: str):
+    _fill(store_root)
+    store = open_storage(store_root)
+    assert store.read_bytes("state/0/1/1.delta") == b"abcd"
+    assert store.read_bytes("state/0/1/missing") is None
+    with store.open_read("offsets/1") as handle:
+        assert handle.read() == b"v1\n{}\n"
+    listed = {e.rel: e.size for e in store.list_files()}
+    assert listed == {rel: len(data) for rel, data in FILES.items()}
+    assert {e.rel for e in store.list_files("state/0/1")} == {"state/0/1/1.delta", "state/0/1/SSTs/000-x.sst"}
+    top = store.list_dir("")
+    assert top is not None and sorted(top.dirs) == ["commits", "offsets", "state"] and top.files == [("metadata", 10)]
+    assert store.list_dir("nothing-here") is None
+    assert store.exists("state/0") and store.exists("metadata") and not store.exists("state/9")
+    entry = store.stat("state/0/1/SSTs/000-x.sst")
+    assert entry is not None and entry.size == 100 and entry.mtime is not None
+    store.delete("commits/0")
+    store.delete("commits/0")  # a missing file is not an error
+    assert store.read_bytes("commits/0") is None
+
+
+def test_walk_gives_every_folder_once_with_all_its_files(store_root: str):
+    _fill(store_root)
+    store = open_storage(store_root)
+    walked = {d.rel: (sorted(d.files), sorted(d.dirs)) for d in store.walk("", exclude=frozenset({"offsets"}))}
+    assert "offsets" not in walked
+    assert walked["state/0/1"] == ([("1.delta", 4)], ["SSTs"])
+    assert walked["state/0/10"] == ([("2.snapshot", 0)], [])
+    per_folder = {d.rel: sorted(d.files) for d in walk_folders(store.list_dir, "state", frozenset())}
+    assert {rel: files for rel, (files, _) in walked.items() if rel.startswith("state")} == per_folder
+
+
+def test_exclusive_create_refuses_an_existing_file(store_root: str):
+    store = open_storage(store_root)
+    assert store.write_atomic("_tidemark/run.lock", b"first", exclusive=True)
+    assert not store.write_atomic("_tidemark/run.lock", b"second", exclusive=True)
+    assert store.read_bytes("_tidemark/run.lock") == b"first"
+    assert store.write_atomic("_tidemark/run.lock", b"third")
+    assert store.read_bytes("_tidemark/run.lock") == b"third"
+
+
+def test_rename_and_download(store_root: str, tmp_path: Path):
+    _fill(store_root)
+    store = open_storage(store_root)
+    store.rename("offsets/1", "archive/offsets/1")
+    assert store.read_bytes("offsets/1") is None
+    assert store.read_bytes("archive/offsets/1") == b"v1\n{}\n"
+    assert store.download("state/0/1/SSTs/000-x.sst", str(tmp_path / "dl" / "x.sst")) == 100
+    assert (tmp_path / "dl" / "x.sst").read_bytes() == b"s" * 100
+
+
+def test_parquet_through_arrow(store_root: str):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store = open_storage(store_root)
+    filesystem, base = store.arrow()
+    filesystem.create_dir(f"{base}/out", recursive=True)
+    pq.write_table(pa.table({"k": ["a", "b"]}), f"{base}/out/part-0.parquet", filesystem=filesystem)
+    assert pq.read_table(f"{base}/out/part-0.parquet", filesystem=filesystem).column("k").to_pylist() == ["a", "b"]
+
+
+def test_a_flat_listing_costs_one_request_per_page(azure_env: Azurite, monkeypatch: pytest.MonkeyPatch):
+    """N blobs under a prefix: ceil(N / page size) List Blobs requests, however many folders they sit in."""
+    import tidemark.storage.azure as azure_module
+
+    monkeypatch.setattr(azure_module, "PAGE_SIZE", 100)
+    container = azure_env.new_container()
+    root = azure_env.uri(container, "ck")
+    store = open_storage(root)
+    names = [f"state/0/{p}/{v}.delta" for p in range(30) for v in range(15)]  # 450 blobs in 30 folders
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda n: store.write_atomic(n, b"x"), names))
+    before_server = azure_env.list_requests()
+    store.list_requests = 0
+    listed = list(store.list_files())
+    assert len(listed) == 450
+    assert store.list_requests == math.ceil(450 / 100)
+    assert azure_env.list_requests() - before_server == math.ceil(450 / 100)  # counted by Azurite itself
+    before_server = azure_env.list_requests()
+    folders = list(walk_folders(store.list_dir, "", frozenset()))  # what a per-folder FileSystem walk costs
+    assert len(folders) == 33
+    assert azure_env.list_requests() - before_server >= 33
+
+
+def test_missing_container_or_bucket_is_one_line(azure_env: Azurite, s3_env: MotoS3):
+    for uri, fragment in (
+        (azure_env.uri("nosuchcontainer", "ck"), "container 'nosuchcontainer' does not exist"),
+        ("s3a://nosuchbucket/ck", "bucket 'nosuchbucket' does not exist"),
+    ):
+        with pytest.raises(StorageError, match=fragment) as caught:
+            open_storage(uri)
+        assert "\n" not in str(caught.value)
+
+
+def test_missing_aws_credentials_name_the_variables(moto_s3: MotoS3, monkeypatch: pytest.MonkeyPatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_s3.endpoint)
+    with pytest.raises(StorageError, match="AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"):
+        open_storage("s3a://anybucket-creds/ck")
+
+
+def test_missing_azure_credentials_name_the_variables(monkeypatch: pytest.MonkeyPatch):
+    for name in list(__import__("os").environ):
+        if name.startswith("AZURE_"):
+            monkeypatch.delenv(name)
+    with pytest.raises(StorageError, match="AZURE_STORAGE_CONNECTION_STRING") as caught:
+        open_storage("abfss://data@nosuchaccount.dfs.core.windows.net/ck")
+    assert "\n" not in str(caught.value)
+
+
+def test_local_store_refuses_paths_outside_its_root(tmp_path: Path):
+    store = open_storage(str(tmp_path / "root"))
+    with pytest.raises(StorageError):
+        store.read_bytes("../../etc/passwd")
+    assert parse_location(str(tmp_path)).is_local
