@@ -114,9 +114,7 @@ def predict_keys(cell: Cell) -> float:
     """The planner's break in keys for an HDFS cell (the shape depends a little on the key count)."""
     keys = 1_000_000
     for _ in range(5):
-        workload = Workload(
-            keys=keys, batch_rows=BATCH_ROWS, updated_per_batch=BATCH_ROWS, state_instances=PARTITIONS
-        )
+        workload = Workload(keys=keys, batch_rows=BATCH_ROWS, updated_per_batch=BATCH_ROWS, state_instances=PARTITIONS)
         point = break_point(conf_of(cell), row_shape(cell.key_shape, cell.value_shape, keys), workload)
         assert point.keys_at_break is not None
         keys = int(point.keys_at_break)

@@ -15,12 +15,13 @@ MIB = 1024**2
 
 # --- HDFS-backed store: ConcurrentHashMap<UnsafeRow, UnsafeRow> per loaded version ---------------------------
 # measured: two UnsafeRow objects and the headers of their two byte[] per stored row (Java's layout says 112
-# bytes with compressed oops; 119 and 116 bytes were measured for the two row shapes of the benchmark).
+# bytes with compressed oops; 116 and 113 bytes were measured for the two row shapes of the benchmark).
 HDFS_ROW_OVERHEAD_BYTES = 115
-# measured: one map's node and table slots per key (53 and 54 bytes per key and map in the two shapes).
+# measured: one map's node and table slots per key (54.4 and 54.6 bytes per key and map in the two shapes).
 HDFS_MAP_ENTRY_BYTES = 54
 # measured: an update keeps the new value row beside the old one while an older version still holds it
-# (the UnsafeRow and byte[] headers, 56 bytes, plus 30 bytes more per updated row than that layout accounts for).
+# (the UnsafeRow and byte[] headers, 56 bytes, plus about 30 bytes the layout does not account for: 90 and 83
+# bytes were measured).
 HDFS_VALUE_COPY_OVERHEAD_BYTES = 86
 # Without compressed oops (heaps of 32 GiB and more) headers and references grow: 12 -> 16 and 4 -> 8 bytes.
 UNCOMPRESSED_OOPS_FACTOR = 1.45
@@ -120,8 +121,8 @@ def hdfs_footprint(
     factor = oops_factor(heap_bytes)
     maps = retained_versions + HDFS_MAPS_IN_FLIGHT
     per_key = shape.data_bytes + factor * (HDFS_ROW_OVERHEAD_BYTES + maps * HDFS_MAP_ENTRY_BYTES)
-    copies = retained_versions * workload.updated_per_batch * (
-        shape.value_bytes + factor * HDFS_VALUE_COPY_OVERHEAD_BYTES
+    copies = (
+        retained_versions * workload.updated_per_batch * (shape.value_bytes + factor * HDFS_VALUE_COPY_OVERHEAD_BYTES)
     )
     working = workload.batch_rows * BATCH_WORKING_BYTES_PER_ROW
     return HeapFootprint(
@@ -151,7 +152,7 @@ class NativeFootprint:
 
     cache_bytes: float
     memtable_cap_bytes: float
-    memtable_bytes_per_key: float
+    memtable_bytes_per_key: float | None  # None: row sizes unknown, memtables taken as full
     index_filter_bytes_per_key: float
     bounded: bool
     jvm_native_bytes: float
@@ -160,7 +161,7 @@ class NativeFootprint:
         """RocksDB's native memory with this many keys on the executor."""
         if keys <= 0:
             memtables = 0.0
-        elif math.isinf(self.memtable_bytes_per_key):
+        elif self.memtable_bytes_per_key is None:
             memtables = self.memtable_cap_bytes
         else:
             memtables = min(self.memtable_cap_bytes, keys * self.memtable_bytes_per_key)
@@ -189,7 +190,7 @@ def rocksdb_footprint(
         return NativeFootprint(float(bounded_bytes), 0.0, 0.0, 0.0, True, jvm_native)
     instances = max(1, workload.state_instances)
     # Without the row size, assume each instance's memtables fill up (the upper bound).
-    per_key = (shape.data_bytes + ROCKSDB_MEMTABLE_ENTRY_BYTES) if shape is not None else math.inf
+    per_key = (shape.data_bytes + ROCKSDB_MEMTABLE_ENTRY_BYTES) if shape is not None else None
     return NativeFootprint(
         cache_bytes=float(instances * ROCKSDB_BLOCK_CACHE_BYTES),
         memtable_cap_bytes=float(instances * ROCKSDB_WRITE_BUFFER_BYTES * ROCKSDB_MAX_WRITE_BUFFERS),
