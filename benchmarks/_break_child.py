@@ -164,7 +164,7 @@ def run(spec: dict[str, Any], out: Path) -> None:
                     record["outcome"] = f"failed: {str(query.exception())[:400]}"
                     break
                 progress = query.lastProgress
-                rss, hwm = _rss_kib(jvm_pid)
+                _rss, hwm = _rss_kib(jvm_pid)
                 record["rss_hwm_kib"] = hwm
                 now = time.monotonic()
                 gc_samples.append((now, gc_ms()))

@@ -32,14 +32,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from tidemark.config.model import StateStoreKind  # noqa: E402
-from tidemark.plan import resident  # noqa: E402
-from tidemark.plan.breaking import break_point  # noqa: E402
-from tidemark.plan.load import spark_memory  # noqa: E402
-from tidemark.plan.memory import MemoryConf  # noqa: E402
-from tidemark.plan.resident import RowShape, Workload, unsafe_row_bytes  # noqa: E402
+from tidemark.config.model import StateStoreKind
+from tidemark.plan import resident
+from tidemark.plan.breaking import break_point
+from tidemark.plan.load import spark_memory
+from tidemark.plan.memory import MemoryConf
+from tidemark.plan.resident import RowShape, Workload, unsafe_row_bytes
 
 CHILD = Path(__file__).with_name("_break_child.py")
 BATCH_ROWS = 500_000
