@@ -12,6 +12,7 @@ Commands:
                              with maxBatchesToRetainInMemory 1 and 2; prints the per-row and per-map-entry bytes.
   cell NAME [--probes N]     predict the cell's break with the planner, then probe: first at predicted / 1.2 and
                              predicted / 0.8 (both must hold for "within 20 %"), then bisect while probes remain.
+  fit-working NAME OK FAIL   the batch working factor that centres the cell's prediction in its measured interval.
   list                       the cells and their predictions.
 
 Results: BENCHMARKS.md ("Memory planner: predicted vs measured break") and docs/plan.md.
@@ -117,6 +118,19 @@ def predict_keys(cell: Cell) -> float:
         assert point.keys_at_break is not None
         keys = int(point.keys_at_break)
     return float(keys)
+
+
+# stateOnCurrentVersionSizeBytes / rows in the calibration runs (median over batches): what a progress log says.
+SIZE_ESTIMATOR_PER_KEY = {"small": 193.9, "wide": 221.0}
+
+
+def predict_keys_from_log(cell: Cell) -> float | None:
+    """The break the planner gives with only a progress log (row sizes from SizeEstimator), same-shape cells."""
+    if cell.key_shape != cell.value_shape:
+        return None
+    shape = resident.shape_from_version_bytes(SIZE_ESTIMATOR_PER_KEY[cell.key_shape])
+    workload = Workload(keys=0, batch_rows=BATCH_ROWS, updated_per_batch=BATCH_ROWS, state_instances=PARTITIONS)
+    return break_point(conf_of(cell), shape, workload).keys_at_break
 
 
 def predict_container(cell: Cell) -> float:
@@ -369,25 +383,43 @@ def fit(paths: list[Path]) -> dict[str, float]:
     return result
 
 
+def fit_working(cell: Cell, ok_keys: int, fail_keys: int) -> float:
+    """The BATCH_WORKING_FACTOR that puts the cell's predicted break at the geometric middle of its interval."""
+    middle = math.sqrt(ok_keys * fail_keys)
+    shape = row_shape(cell.key_shape, cell.value_shape, int(middle))
+    workload = Workload(keys=middle, batch_rows=BATCH_ROWS, updated_per_batch=BATCH_ROWS, state_instances=PARTITIONS)
+    saved = resident.BATCH_WORKING_FACTOR
+    resident.BATCH_WORKING_FACTOR = 0.0
+    try:
+        footprint = resident.hdfs_footprint(shape, workload, spark_memory(cell.heap))
+    finally:
+        resident.BATCH_WORKING_FACTOR = saved
+    room = spark_memory(cell.heap) - footprint.peak_bytes(middle)
+    return room / (BATCH_ROWS * (shape.data_bytes + resident.BATCH_ROW_OVERHEAD_BYTES))
+
+
 def main() -> None:
-    """calibrate | cell NAME | list."""
+    """calibrate | cell NAME | fit-working NAME OK FAIL | list."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["calibrate", "cell", "list"])
+    parser.add_argument("command", choices=["calibrate", "cell", "fit-working", "list"])
     parser.add_argument("name", nargs="?")
+    parser.add_argument("interval", nargs="*", type=int, help="fit-working: the last ok and the first failed keys")
     parser.add_argument("--probes", type=int, default=2)
     parser.add_argument("--low", type=int, help="first probe (keys, or container MB for RocksDB)")
     parser.add_argument("--high", type=int, help="second probe")
     parser.add_argument("--from", dest="from_files", nargs="*", type=Path, help="calibration JSON already made")
-    parser.add_argument("--batch-working", type=float, help="override BATCH_WORKING_BYTES_PER_ROW")
+    parser.add_argument("--batch-working", type=float, help="override BATCH_WORKING_FACTOR (what-if)")
     parser.add_argument("--out", type=Path, default=Path("planner_break_results.jsonl"))
     args = parser.parse_args()
     if args.batch_working is not None:
         # Only for the calibration cell's what-if; the planner's value lives in tidemark.plan.resident.
-        resident.BATCH_WORKING_BYTES_PER_ROW = args.batch_working
+        resident.BATCH_WORKING_FACTOR = args.batch_working
     if args.command == "list":
         for cell in CELLS.values():
             if cell.store == "hdfs":
-                say(f"{cell.name}: predicted break {predict_keys(cell):,.0f} keys")
+                from_log = predict_keys_from_log(cell)
+                log_text = f" (from a progress log alone: {from_log:,.0f})" if from_log else ""
+                say(f"{cell.name}: predicted break {predict_keys(cell):,.0f} keys{log_text}")
             else:
                 say(f"{cell.name}: predicted container {predict_container(cell) / MIB:,.0f} MB at {cell.keys:,} keys")
         return
@@ -397,6 +429,9 @@ def main() -> None:
             say(f"{key}: {value:.1f}")
         return
     cell = CELLS[args.name]
+    if args.command == "fit-working":
+        say(f"BATCH_WORKING_FACTOR = {fit_working(cell, *args.interval):.3f}")
+        return
     if cell.store == "hdfs":
         result = run_hdfs_cell(cell, args.probes, args.low, args.high)
     else:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tidemark.plan.resident import (
+    BATCH_ROW_OVERHEAD_BYTES,
+    BATCH_WORKING_FACTOR,
     HDFS_MAP_ENTRY_BYTES,
     HDFS_MAPS_IN_FLIGHT,
     HDFS_ROW_OVERHEAD_BYTES,
@@ -67,6 +69,13 @@ def test_updates_keep_a_value_copy_per_retained_version() -> None:
     expected = 2 * 4_000 * (16 + HDFS_VALUE_COPY_OVERHEAD_BYTES)
     assert footprint.updated_copies_bytes == expected
     assert footprint.fixed_bytes == JVM_BASE_HEAP_BYTES + footprint.batch_working_bytes + expected
+
+
+def test_batch_working_memory_grows_with_the_batch_and_its_row_size() -> None:
+    small = hdfs_footprint(SHAPE, Workload(keys=0, batch_rows=100_000), 1 * GB)
+    wide = hdfs_footprint(RowShape(64, 64), Workload(keys=0, batch_rows=200_000), 1 * GB)
+    assert small.batch_working_bytes == 100_000 * BATCH_WORKING_FACTOR * (40 + BATCH_ROW_OVERHEAD_BYTES)
+    assert wide.batch_working_bytes == 200_000 * BATCH_WORKING_FACTOR * (128 + BATCH_ROW_OVERHEAD_BYTES)
 
 
 def test_heaps_of_32_gib_lose_compressed_oops() -> None:

@@ -34,9 +34,12 @@ DEFAULT_RETAINED_VERSIONS = 2
 HDFS_MAPS_IN_FLIGHT = 2
 # measured: live heap of the local[2] JVM with Spark, the session and a started query, before any state.
 JVM_BASE_HEAP_BYTES = 45 * MIB
-# measured (calibration cell, see docs/plan.md): heap a batch needs beyond the state, per input row of the
-# executor's batch (map-side aggregation, shuffle buffers and the final aggregation's hash map).
-BATCH_WORKING_BYTES_PER_ROW = 0.0
+# Heap a batch needs beyond the state: the map-side and final aggregations hold each of the batch's keys with its
+# buffer (an UnsafeRow pair plus about 32 bytes of hash map), and shuffle buffers hold the rows again. Modelled
+# as BATCH_WORKING_FACTOR x (key + value + 32 bytes) per input row of the executor's batch; the factor is fitted
+# on one breaking-point cell of benchmarks/planner_break.py (see docs/plan.md).
+BATCH_ROW_OVERHEAD_BYTES = 32
+BATCH_WORKING_FACTOR = 0.54
 
 # --- RocksDB: native memory outside the heap ----------------------------------------------------------------
 # Spark's RocksDB defaults (RocksDBConf): per-instance block cache 8 MB when memory is unbounded; RocksDB's
@@ -124,7 +127,7 @@ def hdfs_footprint(
     copies = (
         retained_versions * workload.updated_per_batch * (shape.value_bytes + factor * HDFS_VALUE_COPY_OVERHEAD_BYTES)
     )
-    working = workload.batch_rows * BATCH_WORKING_BYTES_PER_ROW
+    working = workload.batch_rows * BATCH_WORKING_FACTOR * (shape.data_bytes + BATCH_ROW_OVERHEAD_BYTES)
     return HeapFootprint(
         fixed_bytes=JVM_BASE_HEAP_BYTES + working + copies,
         per_key_bytes=per_key,
