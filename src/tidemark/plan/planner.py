@@ -15,13 +15,13 @@ from tidemark.plan.load import (
     ConfOverrides,
     LoadFlags,
     detect_state_store,
-    load_from_log,
+    load_from_progress,
     load_from_rest,
     resolve_conf,
     resolve_load,
     spark_memory,
 )
-from tidemark.plan.measured import MeasuredState, measured_from_checkpoint, measured_from_log
+from tidemark.plan.measured import MeasuredState, measured_from_checkpoint, measured_from_progress
 from tidemark.plan.memory import DEFAULT_TARGET_UTILIZATION, MemoryPlan, plan_memory
 from tidemark.plan.trend import DEFAULT_WINDOW
 
@@ -46,13 +46,6 @@ def _config(path: str | Path | None) -> TidemarkConfig | None:
     return load_config(path) if path is not None else None
 
 
-def _measured(request: MemoryRequest) -> list[MeasuredState]:
-    measured = []
-    if request.from_log is not None:
-        measured.append(measured_from_log(request.from_log))
-    if request.from_checkpoint is not None:
-        measured.append(measured_from_checkpoint(request.from_checkpoint))
-    return measured
 
 
 def plan_memory_request(request: MemoryRequest) -> MemoryPlan:
@@ -62,9 +55,16 @@ def plan_memory_request(request: MemoryRequest) -> MemoryPlan:
     """
     config = _config(request.config)
     conf = resolve_conf(config, request.overrides)
-    log = load_from_log(request.from_log) if request.from_log is not None else None
+    log = None
+    measured: list[MeasuredState] = []
+    if request.from_log is not None:
+        # One read of the log for both: a week-long log is large.
+        progress = read_progress(request.from_log)
+        log = load_from_progress(progress, request.from_log)
+        measured.append(measured_from_progress(progress, str(request.from_log)))
+    if request.from_checkpoint is not None:
+        measured.append(measured_from_checkpoint(request.from_checkpoint))
     rest = load_from_rest(request.from_rest) if request.from_rest is not None else None
-    measured = _measured(request)
     seen = next((m.state_store for m in measured if m.state_store is not None), None)
     if config is None and request.overrides.state_store is None and seen is not None:
         conf = replace(conf, state_store=seen)
