@@ -83,7 +83,9 @@ def test_rows_and_sizes_match_pandas_and_the_schema(spark: SparkSession, checkpo
     assert measured.state_instances == 2  # spark.sql.shuffle.partitions of the test session
 
 
-def test_cli_forecasts_from_the_checkpoint(checkpoint: tuple[Path, pd.DataFrame], capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_forecasts_from_the_checkpoint(
+    checkpoint: tuple[Path, pd.DataFrame], capsys: pytest.CaptureFixture[str]
+) -> None:
     path, events = checkpoint
     assert main(["plan", "memory", "--from-checkpoint", str(path), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)["forecast"]

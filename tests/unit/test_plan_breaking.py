@@ -65,7 +65,9 @@ def test_more_retained_versions_break_earlier() -> None:
 
 def _rocksdb(heap: int, bounded: int | None, overhead: int | None = None) -> MemoryConf:
     return MemoryConf(
-        executor_memory_bytes=heap, state_store=StateStoreKind.ROCKSDB, rocksdb_bounded_bytes=bounded,
+        executor_memory_bytes=heap,
+        state_store=StateStoreKind.ROCKSDB,
+        rocksdb_bounded_bytes=bounded,
         overhead_bytes=overhead,
     )
 
@@ -101,7 +103,7 @@ def test_unbounded_rocksdb_breaks_where_native_memory_fills_the_container() -> N
     conf = _rocksdb(1 * GB, None, overhead=600 * MB)
     workload = Workload(keys=0, state_instances=2)
     point = break_point(conf, SHAPE, workload)
-    native = rocksdb_footprint(1 * GB, None, workload, SHAPE)
+    native = rocksdb_footprint(None, workload, SHAPE)
     assert point.keys_at_break is not None
     need = 1 * GB + JVM_NATIVE_BYTES + native.rocksdb_bytes(point.keys_at_break)
     assert need == pytest.approx(1 * GB + 600 * MB, rel=1e-6)

@@ -93,14 +93,14 @@ def test_shape_from_size_estimator_takes_off_the_row_and_entry_overheads() -> No
 
 
 def test_bounded_rocksdb_is_its_cap_whatever_the_keys() -> None:
-    native = rocksdb_footprint(1 * GB, 256 * MB, Workload(keys=5, state_instances=8), SHAPE)
+    native = rocksdb_footprint(256 * MB, Workload(keys=5, state_instances=8), SHAPE)
     assert native.bounded
     assert native.rocksdb_bytes(0) == native.rocksdb_bytes(10**9) == 256 * MB
 
 
 def test_unbounded_rocksdb_grows_per_instance_and_per_key_until_memtables_are_full() -> None:
     workload = Workload(keys=0, state_instances=4)
-    native = rocksdb_footprint(1 * GB, None, workload, SHAPE)
+    native = rocksdb_footprint(None, workload, SHAPE)
     caches = 4 * ROCKSDB_BLOCK_CACHE_BYTES
     per_key = 40 + ROCKSDB_MEMTABLE_ENTRY_BYTES
     assert native.rocksdb_bytes(1000) == caches + 1000 * per_key + 1000 * ROCKSDB_INDEX_FILTER_BYTES_PER_KEY
@@ -110,7 +110,7 @@ def test_unbounded_rocksdb_grows_per_instance_and_per_key_until_memtables_are_fu
 
 
 def test_unbounded_rocksdb_without_row_sizes_takes_the_memtables_as_full() -> None:
-    native = rocksdb_footprint(1 * GB, None, Workload(keys=0, state_instances=2))
+    native = rocksdb_footprint(None, Workload(keys=0, state_instances=2))
     full = 2 * ROCKSDB_WRITE_BUFFER_BYTES * ROCKSDB_MAX_WRITE_BUFFERS
     assert native.memtable_bytes_per_key is None
     assert native.rocksdb_bytes(1) == 2 * ROCKSDB_BLOCK_CACHE_BYTES + full + ROCKSDB_INDEX_FILTER_BYTES_PER_KEY

@@ -44,9 +44,7 @@ def test_growth_reads_only_the_window_and_sorts_by_batch() -> None:
     early = _series(20, 0, 1_000, 10.0)
     late = [dataclasses.replace(p, rows=19_000 + (p.batch_id - 19) * 5_000) for p in early[19:]]
     points = [*early[:19], *late]
-    extended = [
-        StatePoint(b, 19_000 + (b - 19) * 5_000, T0 + timedelta(seconds=10 * b)) for b in range(20, 30)
-    ]
+    extended = [StatePoint(b, 19_000 + (b - 19) * 5_000, T0 + timedelta(seconds=10 * b)) for b in range(20, 30)]
     growth = growth_of(list(reversed([*points, *extended])), window=10)
     assert (growth.first_batch, growth.last_batch) == (20, 29)
     assert growth.keys_per_batch == pytest.approx(5_000)

@@ -120,7 +120,7 @@ def _rocksdb_break(
     conf: MemoryConf, shape: RowShape, workload: Workload, container: int, row_sizes_known: bool
 ) -> BreakPoint:
     heap = conf.executor_memory_bytes
-    native = rocksdb_footprint(heap, conf.rocksdb_bounded_bytes, workload, shape if row_sizes_known else None)
+    native = rocksdb_footprint(conf.rocksdb_bounded_bytes, workload, shape if row_sizes_known else None)
     # The heap counts whole: the container has to hold it once the JVM has grown it to -Xmx.
     fixed = heap + conf.off_heap_bytes + conf.pyspark_memory_bytes + native.jvm_native_bytes
 

@@ -46,8 +46,6 @@ def _config(path: str | Path | None) -> TidemarkConfig | None:
     return load_config(path) if path is not None else None
 
 
-
-
 def plan_memory_request(request: MemoryRequest) -> MemoryPlan:
     """Resolve the conf and the load, plan, and forecast the break from measured state when there is some.
 

@@ -43,18 +43,16 @@ BATCH_WORKING_FACTOR = 0.54
 
 # --- RocksDB: native memory outside the heap ----------------------------------------------------------------
 # Spark's RocksDB defaults (RocksDBConf): per-instance block cache 8 MB when memory is unbounded; RocksDB's
-# write buffer 64 MB x 2; bounded memory: one LRU cache of maxMemoryUsageMB per executor (default 500 MB) that
-# also carries the memtables and the index and filter blocks.
+# write buffer 64 MB x 2; bounded memory: one LRU cache of maxMemoryUsageMB per executor that also carries the
+# memtables and the index and filter blocks.
 ROCKSDB_BLOCK_CACHE_BYTES = 8 * MIB
 ROCKSDB_WRITE_BUFFER_BYTES = 64 * MIB
 ROCKSDB_MAX_WRITE_BUFFERS = 2
-ROCKSDB_DEFAULT_BOUNDED_BYTES = 500 * MIB
 # Bloom filter (10 bits a key) and index entries outside the cache when memory is unbounded, per key.
 ROCKSDB_INDEX_FILTER_BYTES_PER_KEY = 2.5
-# measured: the JVM's own native memory under a streaming query (metaspace, code cache, threads, GC tables,
-# Netty buffers, malloc arenas): RSS minus the touched heap minus what RocksDB reports.
+# measured (1g heap): the JVM's own native memory under a streaming query (metaspace, code cache, threads, GC
+# tables, Netty buffers, malloc arenas): RSS minus the touched heap minus what RocksDB reports.
 JVM_NATIVE_BYTES = 320 * MIB
-JVM_NATIVE_HEAP_SHARE = 0.0
 
 
 @dataclass(frozen=True)
@@ -176,7 +174,6 @@ ROCKSDB_MEMTABLE_ENTRY_BYTES = 30
 
 
 def rocksdb_footprint(
-    heap_bytes: int,
     bounded_bytes: int | None,
     workload: Workload,
     shape: RowShape | None = None,
@@ -188,7 +185,7 @@ def rocksdb_footprint(
     pair of write buffers (flushed when full or when Spark takes a snapshot), and bloom filters and indexes
     grow with the keys outside any cache.
     """
-    jvm_native = JVM_NATIVE_BYTES + JVM_NATIVE_HEAP_SHARE * heap_bytes
+    jvm_native = float(JVM_NATIVE_BYTES)
     if bounded_bytes is not None:
         return NativeFootprint(float(bounded_bytes), 0.0, 0.0, 0.0, True, jvm_native)
     instances = max(1, workload.state_instances)
