@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
     from pyspark.sql.types import DataType
 
+    from tidemark.checkpoint.handle import Checkpoint
+
 _PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 _PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 _RETAINED_KEY = "spark.sql.streaming.maxBatchesToRetainInMemory"
@@ -148,32 +150,44 @@ def _timestamp(ms: int) -> datetime | None:
     return datetime.fromtimestamp(ms / 1000, tz=UTC) if ms > 0 else None
 
 
-def measured_from_checkpoint(path: str | Path, lookback: int = 10) -> MeasuredState:
-    """Rows and UnsafeRow key/value sizes at the latest batch, rows at an older retained batch, batch times.
+def _earlier_batch(checkpoint: Checkpoint, latest: int, lookback: int) -> int:
+    """The oldest batch within lookback whose state every store can still rebuild (latest when none)."""
+    stores = list(checkpoint.stores().values())
+    for batch in range(max(0, latest - lookback), latest):
+        # State version v is what batch v - 1 committed.
+        if stores and all(store.can_load(batch + 1) for store in stores):
+            return batch
+    return latest
 
-    Reads the state twice with Spark's statestore reader (latest and `lookback` batches earlier when that
-    version is still there); batch times come from the offsets log.
+
+def measured_from_checkpoint(path: str | Path, lookback: int = 10) -> MeasuredState:
+    """Rows and UnsafeRow key/value sizes at the latest batch, rows at an older batch, batch times.
+
+    Reads the state twice with Spark's statestore reader: at the latest committed batch and at the oldest
+    batch within `lookback` whose state files are all still there. Batch times come from the offsets log.
     """
+    from tidemark.checkpoint.handle import Checkpoint
     from tidemark.state.metadata import list_stores
     from tidemark.state.reader import state_session
 
-    with state_session(path) as (spark, source):
-        checkpoint = source.checkpoint
-        latest = checkpoint.latest_committed_batch()
+    checkpoint = Checkpoint.open(str(path))
+    checkpoint.require()
+    latest = checkpoint.latest_committed_batch()
+    earlier = _earlier_batch(checkpoint, latest, lookback)
+    batches: tuple[int | None, ...] = (None, earlier) if earlier < latest else (None,)
+    with state_session(path, batches) as (spark, source):
         stores = list_stores(spark, source)
         if not stores:
             msg = f"{source} holds no state: nothing to plan for"
             raise UsageError(msg)
-        offsets = checkpoint.offset(latest)
+        offsets = source.checkpoint.offset(latest)
         conf = offsets.conf
         store_kind = StateStoreKind.ROCKSDB if conf.get(_PROVIDER_KEY) == ROCKSDB_PROVIDER else StateStoreKind.HDFS
-        oldest_loadable = max((s.min_batch for s in stores if s.min_batch is not None), default=latest)
-        earlier = max(oldest_loadable, latest - lookback)
         now = _sizes_at(spark, source, stores, latest)
         points = [StatePoint(latest, now.rows, _timestamp(offsets.timestamp_ms))]
         if earlier < latest:
             before = _sizes_at(spark, source, stores, earlier)
-            entry = checkpoint.find_offset(earlier)
+            entry = source.checkpoint.find_offset(earlier)
             stamp = _timestamp(entry.timestamp_ms) if entry is not None else None
             points.insert(0, StatePoint(earlier, before.rows, stamp))
         partitions = conf.get(_PARTITIONS_KEY)
