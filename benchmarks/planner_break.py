@@ -406,19 +406,25 @@ def report(path: Path) -> None:
         result = json.loads(line)
         name = Cell(**result["cell"]).name
         probes.setdefault(name, []).extend(result["probes"])
-    say("| cell | predicted | measured: held at | broke at | predicted / measured | within 20 % | probes |")
-    say("|---|---:|---:|---:|---:|---|---|")
+    say(
+        "| cell | predicted | measured: held at | broke at | predicted / measured | within 20 % | "
+        "from a log alone | probes |"
+    )
+    say("|---|---:|---:|---:|---:|---|---:|---|")
     for name, runs in probes.items():
         cell = CELLS[name]
         if cell.store == "hdfs":
             held = max((p["keys"] for p in runs if p["ok"]), default=None)
             broke = min((p["keys"] for p in runs if not p["ok"]), default=None)
             predicted = predict_keys(cell)
+            from_log = predict_keys_from_log(cell)
+            log_text = f"{from_log:,.0f}" if from_log else "-"
             unit = ""
         else:
             held = min((p["container_mb"] for p in runs if p["ok"]), default=None)
             broke = max((p["container_mb"] for p in runs if not p["ok"]), default=None)
             predicted = predict_container(cell) / MIB
+            log_text = "-"
             unit = " MB"
         if held is None or broke is None:
             ratio, within = "-", "open interval"
@@ -436,7 +442,7 @@ def report(path: Path) -> None:
         )
         say(
             f"| {name} | {predicted:,.0f}{unit} | {held or '-':,}{unit} | {broke or '-':,}{unit} | {ratio} | "
-            f"{within} | {listed} |"
+            f"{within} | {log_text} | {listed} |"
         )
 
 
