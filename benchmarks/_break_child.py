@@ -109,9 +109,6 @@ def run(spec: dict[str, Any], out: Path) -> None:
     spark = _session(spec)
     jvm = spark.sparkContext._jvm
     jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
-    if spec.get("cgroup"):
-        # The container: only the JVM goes in (the Python driver is not part of an executor's container).
-        Path(spec["cgroup"], "cgroup.procs").write_text(str(jvm_pid))
     runtime = jvm.java.lang.Runtime.getRuntime()
     collectors = list(jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans())
 

@@ -161,9 +161,24 @@ class Probe:
 def _cgroup(limit_mb: int) -> Path:
     path = CGROUP_ROOT / f"tidemark-planner-{os.getpid()}-{time.monotonic_ns()}"
     path.mkdir()
-    (path / "memory.move_charge_at_immigrate").write_text("1")
     (path / "memory.limit_in_bytes").write_text(str(limit_mb * MIB))
     return path
+
+
+def _java_home_into(group: Path, folder: Path) -> Path:
+    """A JAVA_HOME whose bin/java joins the cgroup, then becomes the real java: only the JVM is in the container.
+
+    Memory is charged to the cgroup a process is in when it touches it, so the JVM has to start inside.
+    """
+    real = Path(os.environ.get("JAVA_HOME", "/usr/lib/jvm/java-17-openjdk-amd64")) / "bin" / "java"
+    if not real.exists():
+        real = Path(subprocess.run(["which", "java"], capture_output=True, text=True, check=True).stdout.strip())
+    home = folder / "java-home"
+    (home / "bin").mkdir(parents=True)
+    wrapper = home / "bin" / "java"
+    wrapper.write_text(f'#!/bin/sh\necho $$ > {group}/cgroup.procs\nexec {real.resolve()} "$@"\n')
+    wrapper.chmod(0o755)
+    return home
 
 
 def _oom_kills(path: Path) -> int:
@@ -193,13 +208,15 @@ def probe(cell: Cell, keys: int, container_mb: int | None = None, timeout: float
         # may grow to, whatever this short run happens to touch.
         spec["java_options"] = [f"-Xms{cell.heap}", "-XX:+AlwaysPreTouch"]
         group = _cgroup(container_mb)
-        spec["cgroup"] = str(group)
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "probe.json"
         command = [sys.executable, str(CHILD), json.dumps(spec), str(out)]
+        env = dict(os.environ)
+        if group is not None:
+            env["JAVA_HOME"] = str(_java_home_into(group, Path(tmp)))
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
             stderr = done.stderr or ""
         except subprocess.TimeoutExpired as exc:
             stderr = (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
