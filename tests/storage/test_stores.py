@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import Azurite, MotoS3
 from tidemark.errors import StorageError
 from tidemark.storage import open_storage, parse_location
 from tidemark.storage.base import walk_folders
-from tests.servers import Azurite, MotoS3
 
 FILES = {
     "offsets/0": b"v1\n{}",

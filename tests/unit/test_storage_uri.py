@@ -82,7 +82,7 @@ def test_azure_connection_string_endpoint_wins_and_secrets_stay_out_of_repr():
 def test_azure_credentials_for_another_account_are_refused():
     location = parse_location("abfss://data@prod.dfs.core.windows.net/ck")
     env = {"AZURE_STORAGE_CONNECTION_STRING": "AccountName=dev;AccountKey=K;BlobEndpoint=http://127.0.0.1:1/dev"}
-    with pytest.raises(StorageError, match="account 'dev' but .* names account 'prod'"):
+    with pytest.raises(StorageError, match=r"account 'dev' but .* names account 'prod'"):
         azure_access(location, env)
 
 

@@ -227,6 +227,20 @@ class Checkpoint:
                     files[batch].append(path)
         return files
 
+    def source_initial_offsets(self, source: int = 0) -> Any | None:
+        """The offsets a source started from (sources/<n>/0, as Kafka writes it), or None."""
+        try:
+            text = self.read_text(f"{SOURCES}/{source}/0")
+        except CheckpointError:
+            return None
+        lines = (text or "").splitlines()
+        if len(lines) < 2:
+            return None
+        try:
+            return json.loads(lines[1])
+        except json.JSONDecodeError:
+            return None
+
     # --- tidemark's own folder -----------------------------------------------------------------------
 
     def tidemark_uri(self, name: str = "") -> str:

@@ -65,6 +65,17 @@ def classify(name: str) -> tuple[FileKind, int | None, str | None]:
     return kind, int(number), unique_id
 
 
+def store_ids(rel: str) -> tuple[int, int, str] | None:
+    """(operator, partition, store) of a store folder state/<op>/<partition>[/<store>], else None."""
+    parts = rel.split("/")
+    if len(parts) < 3 or parts[0] != STATE or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    rest = parts[3:]
+    if len(rest) > 1 or (rest and rest[0] in NON_STORE_FOLDERS):
+        return None
+    return int(parts[1]), int(parts[2]), rest[0] if rest else "default"
+
+
 def crc_companions(name: str) -> tuple[str, ...]:
     """Names of the checksum files Hadoop and Spark may write next to a file."""
     return (f".{name}.crc", f"{name}.crc", f".{name}.crc.crc")
