@@ -7,7 +7,7 @@ import json
 import zipfile
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, BinaryIO
 
 OFFSETS = "offsets"
 COMMITS = "commits"
@@ -95,9 +95,18 @@ def sink_log_batch(name: str) -> tuple[int, bool] | None:
     return None
 
 
-def zip_references(data: bytes) -> set[str]:
-    """The SST and log file names a RocksDB snapshot zip lists in its metadata (shared files it needs)."""
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+MAX_ZIP_METADATA_BYTES = 64 * 1024**2
+
+
+def zip_references(data: bytes | BinaryIO) -> set[str]:
+    """The SST and log file names a RocksDB snapshot zip lists in its metadata (shared files it needs).
+
+    Takes the bytes or a seekable file (only the central directory and the metadata entry are read).
+    """
+    with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data) as archive:
+        if archive.getinfo("metadata").file_size > MAX_ZIP_METADATA_BYTES:
+            msg = "its metadata entry is too large to be RocksDB's"
+            raise ValueError(msg)
         text = archive.read("metadata").decode()
     lines = [line for line in text.splitlines() if line.strip()]
     meta: dict[str, Any] = json.loads(lines[1] if lines[0].startswith("v") else lines[0])

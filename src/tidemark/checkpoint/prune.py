@@ -120,8 +120,9 @@ def _prune_shared_files(
     referenced: set[str] = set()
     for name in kept_zips:
         try:
-            referenced |= zip_references(fs.read_bytes(join(listing.rel, name)) or b"")
-        except (zipfile.BadZipFile, KeyError, ValueError, IndexError, UnicodeDecodeError) as exc:
+            with fs.open_read(join(listing.rel, name)) as handle:
+                referenced |= zip_references(handle)
+        except (zipfile.BadZipFile, KeyError, ValueError, IndexError, UnicodeDecodeError, OSError) as exc:
             plan.notes.append(f"{where}: kept its SST files ({name} is unreadable: {exc})")
             return
     for sub in subfolders:
