@@ -25,6 +25,7 @@ from tests.oracles import window_oracle
 from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
+from tidemark.recovery.audit import audit_sink
 from tidemark.recovery.failover import run_with_failover as run_pipeline
 from tidemark.recovery.marker import read_marker
 from tidemark.storage import parse_location
@@ -87,6 +88,8 @@ def test_checkpoint_deleted_mid_stream_recovers_automatically(spark: Any, tmp_pa
     archived = list((tmp_path / ".tidemark-archive").glob("*/sink-metadata/_spark_metadata/0"))
     assert len(archived) == 1
     _assert_matches_oracle(spark, sink, _expected(files))
+    audit = audit_sink(config)  # issue 16.3: exactly once after a recovery, batch by batch
+    assert audit.ok, audit.violations
 
 
 def test_corrupt_newest_state_file_rolls_back_to_batch(spark: Any, tmp_path: Path) -> None:
