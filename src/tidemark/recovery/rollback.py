@@ -21,6 +21,8 @@ from tidemark.checkpoint.ledger import ledger_files
 from tidemark.checkpoint.sink import companions, data_files, log_names, read_log
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError, UsageError
+from tidemark.pipeline.quarantine import read_marker as read_quarantine_marker
+from tidemark.pipeline.quarantine import write_marker as write_quarantine_marker
 from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
 from tidemark.recovery.plan import ensure_not_running
 from tidemark.storage import Location, open_storage
@@ -138,9 +140,12 @@ def _sink_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Locat
 
 
 def _quarantine_moves(paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
+    """The quarantine files (`batch-<id>.jsonl`) and folders (`batch-<id>/`, executor-written) after to_batch."""
     listing = open_storage(paths.quarantine).list_dir("")
+    if listing is None:
+        return []
     moves = []
-    for name, _ in sorted(listing.files if listing else []):
+    for name in sorted([n for n, _ in listing.files] + list(listing.dirs)):
         stem = name.removeprefix(_QUARANTINE_PREFIX).split(".")[0]
         if name.startswith(_QUARANTINE_PREFIX) and stem.isdigit() and int(stem) > to_batch:
             moves.append(plan_move(MoveKind.QUARANTINE, paths.quarantine, name, archive, "quarantine"))
@@ -205,5 +210,10 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
     if apply:
         paths = pipeline_locations(config)
         ensure_not_running(paths.checkpoint)
+        # First: the re-run batches must get their malformed records written again (a crash after this
+        # only makes the next start re-read batches whose records are already there, which is idempotent).
+        done = read_quarantine_marker(config.quarantine.path)
+        if done is not None and done > to_batch:
+            write_quarantine_marker(config.quarantine.path, to_batch)
         perform(list(plan.moves), paths, "rollback", {"archive": plan.archive})
     return RollbackResult(plan, apply)
