@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemark.errors import StorageError, UsageError
+from tidemark.errors import StorageError
 from tidemark.storage.base import FileEntry, folders_from_flat, join
 from tidemark.storage.credentials import azure_access, s3_options
 from tidemark.storage.local import LocalFS
@@ -56,14 +56,14 @@ def test_local_paths_and_file_uris_are_absolute_os_paths(tmp_path: Path):
     ],
 )
 def test_bad_uris_are_one_line_usage_errors(uri: str, fragment: str):
-    with pytest.raises(UsageError, match=fragment) as caught:
+    with pytest.raises(StorageError, match=fragment) as caught:
         parse_location(uri)
     assert "\n" not in str(caught.value)
     assert "secret" not in str(caught.value) and "sig=abc" not in str(caught.value)
 
 
 def test_a_relative_path_cannot_leave_its_root():
-    with pytest.raises(UsageError):
+    with pytest.raises(StorageError):
         parse_location("s3a://b/ck").join("../other")
 
 
