@@ -68,11 +68,10 @@ def quarantine_batches(
     committed = [b for b in checkpoint.commit_batches() if (done is None or b > done) and b <= upto]
     if not committed:
         return []
-    files = checkpoint.source_files_by_batch() if config.source.is_file else {}
+    todo = [b for b in committed if counts is None or counts.get(b, -1) != 0]
+    files = checkpoint.source_files_of(todo) if config.source.is_file and todo else {}
     written: list[int] = []
-    for batch in committed:
-        if counts is not None and counts.get(batch, -1) == 0:
-            continue
+    for batch in todo:
         stream = _batch_input(spark, config, checkpoint, batch, files)
         if stream is None:
             continue
