@@ -169,6 +169,12 @@ def test_prune_then_restart_gives_the_same_output(
         assert (got["start"] == expected["start"]).all()
 
 
+def _in_order(source: Path) -> None:
+    """Distinct modification times in minute order: the file source takes files oldest first, one a batch."""
+    for index, path in enumerate(sorted(source.glob("m*.json"))):
+        os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+
+
 @pytest.mark.parametrize("version", ["1", "2"], ids=["changelog", "changelog-v2"])
 def test_prune_on_tidemarks_defaults_keeps_the_changelog_chain(
     spark: SparkSession, tmp_path: Path, version: str
@@ -178,6 +184,7 @@ def test_prune_on_tidemarks_defaults_keeps_the_changelog_chain(
     conf = (ROCKSDB, "true", version, "true")
     source = tmp_path / "in"
     write_input(source, range(6))
+    _in_order(source)
     plain, pruned = tmp_path / "plain", tmp_path / "pruned"
     with runtime_conf(spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):
         run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
@@ -194,6 +201,7 @@ def test_prune_on_tidemarks_defaults_keeps_the_changelog_chain(
     assert inspect_checkpoint(str(pruned / "ck")).findings == []
 
     write_input(source, range(6, 8))
+    _in_order(source)
     with runtime_conf(spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):
         run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
         run_query(spark, source, windowed, pruned / "ck", pruned / "out", conf)
