@@ -25,10 +25,14 @@ import pytest
 from tests.helpers import write_config
 from tests.integration.test_recovery import _assert_matches_oracle, _expected
 from tests.oracles import count_malformed
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.prune import prune_checkpoint
 from tidemark.cli.main import main
+from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
-from tidemark.pipeline.quarantine import read_quarantine
+from tidemark.pipeline.quarantine import read_marker, read_quarantine
 from tidemark.recovery.audit import audit_sink
+from tidemark.recovery.rollback import plan_rollback
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -102,9 +106,11 @@ def test_ten_kills_in_a_row_then_finish(spark: Any, tmp_path: Path) -> None:
     _assert_matches_oracle(spark, tmp_path / "output", _expected(files))
     records = read_quarantine(str(tmp_path / "quarantine"))
     raws = [r["raw"] for r in records]
-    assert len(raws) == count_malformed(files) and len(set(raws)) == len(raws), "quarantine not exactly once"
-    from tidemark.config import load_config
-
+    by_batch = {b: len([r for r in records if r["batch_id"] == b]) for b in {r["batch_id"] for r in records}}
+    read = Checkpoint.open(str(tmp_path / "checkpoint")).source_files_by_batch()
+    expected_by_batch = {b: count_malformed([Path(f.removeprefix("file://")) for f in fs]) for b, fs in read.items()}
+    detail = f"written {by_batch}, expected {expected_by_batch}, marker {read_marker(str(tmp_path / 'quarantine'))}"
+    assert len(raws) == count_malformed(files) and len(set(raws)) == len(raws), f"quarantine not exactly once: {detail}"
     audit = audit_sink(load_config(config_path))
     assert audit.ok, audit.violations
 
@@ -146,15 +152,25 @@ def test_kill_during_prune_and_rollback_moves_then_rerun(spark: Any, tmp_path: P
     reference = tmp_path / "reference"
     shutil.copytree(checkpoint, reference)
     assert main(["checkpoint", "prune", str(reference), "--keep", "2", "--apply"]) in (0, 1)
-    _die_during("delete", ["checkpoint", "prune", str(checkpoint), "--keep", "2", "--apply"], rng.randrange(1, 6))
+    deletes = len(prune_checkpoint(str(checkpoint), keep=2).paths)
+    assert deletes > 2
+    after = rng.randrange(1, deletes - 1)
+    print(f"prune dies after {after} of {deletes} deletes")
+    _die_during("delete", ["checkpoint", "prune", str(checkpoint), "--keep", "2", "--apply"], after)
     assert main(["checkpoint", "prune", str(checkpoint), "--keep", "2", "--apply"]) in (0, 1)
     assert set(_tree(checkpoint)) == set(_tree(reference))
 
     # recover --to-batch 1 --apply dies after a random number of moves; every file ends in exactly one place.
     before = {**{f"checkpoint/{k}": v for k, v in _tree(checkpoint).items()}}
     before.update({f"output/{k}": v for k, v in _tree(tmp_path / "output").items()})
-    argv = ["recover", str(config_path), "--to-batch", "1", "--apply"]
-    _die_during("move", argv, rng.randrange(1, 6))
+    config = load_config(config_path)
+    to_batch = Checkpoint.open(str(checkpoint)).commit_batches()[-2]
+    moves = len(plan_rollback(config, to_batch).moves)
+    assert moves > 2
+    after = rng.randrange(1, moves - 1)
+    print(f"rollback to {to_batch} dies after {after} of {moves} moves")
+    argv = ["recover", str(config_path), "--to-batch", str(to_batch), "--apply"]
+    _die_during("move", argv, after)
     assert main(argv) == 0
     after = {**{f"checkpoint/{k}": v for k, v in _tree(checkpoint).items()}}
     after.update({f"output/{k}": v for k, v in _tree(tmp_path / "output").items()})
