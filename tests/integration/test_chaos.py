@@ -107,7 +107,8 @@ def test_ten_kills_in_a_row_then_finish(spark: Any, tmp_path: Path) -> None:
     records = read_quarantine(str(tmp_path / "quarantine"))
     raws = [r["raw"] for r in records]
     by_batch = {b: len([r for r in records if r["batch_id"] == b]) for b in {r["batch_id"] for r in records}}
-    read = Checkpoint.open(str(tmp_path / "checkpoint")).source_files_by_batch()
+    handle = Checkpoint.open(str(tmp_path / "checkpoint"))
+    read = handle.source_files_of(handle.commit_batches())
     expected_by_batch = {b: count_malformed([Path(f.removeprefix("file://")) for f in fs]) for b, fs in read.items()}
     detail = f"written {by_batch}, expected {expected_by_batch}, marker {read_marker(str(tmp_path / 'quarantine'))}"
     assert len(raws) == count_malformed(files) and len(set(raws)) == len(raws), f"quarantine not exactly once: {detail}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemark.monitor.events import EventKind
-from tidemark.pipeline.quarantine import rows_of
+from tidemark.pipeline.quarantine import OBSERVATION, rows_of
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,8 @@ class RunCounters:
     last_batch: int | None = None
     input_rows: int = 0
     quarantined: int = 0
-    malformed: dict[int, int] = field(default_factory=dict)  # batch -> malformed rows, until written
+    # batch -> malformed rows the stream counted (-1: the event carried no count), until they are written
+    malformed: dict[int, int] = field(default_factory=dict)
     last_progress: dict[str, Any] | None = None
     hook_errors: list[str] = field(default_factory=list)
 
@@ -49,9 +50,11 @@ def make_handler(
         if progress.get("name") != query_name:
             return
         batch_id = int(progress["batchId"])
-        count, _sample = rows_of(progress.get("observedMetrics"))
+        observed = progress.get("observedMetrics") or {}
+        count, _sample = rows_of(observed)
         with lock:
-            counters.malformed[batch_id] = count
+            # No count is not a count of 0: that batch is re-read rather than taken for clean.
+            counters.malformed[batch_id] = count if OBSERVATION in observed else -1
             counters.batches += 1
             counters.first_batch = batch_id if counters.first_batch is None else counters.first_batch
             counters.last_batch = batch_id

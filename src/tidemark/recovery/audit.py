@@ -125,7 +125,7 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
     names = log_names(sink)
     log = read_log(sink)
     ledger: dict[int, LedgerEntry] = read_ledger(checkpoint.store)
-    files_by_batch = checkpoint.source_files_by_batch() if config.source.is_file else {}
+    files_by_batch = checkpoint.source_files_of(commits) if config.source.is_file else {}
     present = {e.rel: e for e in data_files(sink)}
     violations: list[Violation] = []
     notes: list[str] = []
