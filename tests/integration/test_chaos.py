@@ -152,13 +152,13 @@ def test_kill_during_prune_and_rollback_moves_then_rerun(spark: Any, tmp_path: P
     # prune --apply dies after a random number of deletes; the rerun finishes the journal, then prunes again.
     reference = tmp_path / "reference"
     shutil.copytree(checkpoint, reference)
-    assert main(["checkpoint", "prune", str(reference), "--keep", "2", "--apply"]) in (0, 1)
-    deletes = len(prune_checkpoint(str(checkpoint), keep=2).paths)
+    assert main(["checkpoint", "prune", str(reference), "--keep", "3", "--apply"]) in (0, 1)
+    deletes = len(prune_checkpoint(str(checkpoint), keep=3).paths)
     assert deletes > 2
     after = rng.randrange(1, deletes - 1)
     print(f"prune dies after {after} of {deletes} deletes")
-    _die_during("delete", ["checkpoint", "prune", str(checkpoint), "--keep", "2", "--apply"], after)
-    assert main(["checkpoint", "prune", str(checkpoint), "--keep", "2", "--apply"]) in (0, 1)
+    _die_during("delete", ["checkpoint", "prune", str(checkpoint), "--keep", "3", "--apply"], after)
+    assert main(["checkpoint", "prune", str(checkpoint), "--keep", "3", "--apply"]) in (0, 1)
     assert set(_tree(checkpoint)) == set(_tree(reference))
 
     # recover --to-batch 1 --apply dies after a random number of moves; every file ends in exactly one place.

@@ -117,3 +117,11 @@ def test_cli_dry_run_json_and_bad_batch(
     assert (root / "checkpoint" / "commits" / "3").exists()
     assert main(["recover", config_path, "--to-batch", "7"]) == 2
     assert "not committed" in capsys.readouterr().err
+
+
+def test_rollback_refuses_when_spark_could_not_restart_from_there(pipeline: tuple[Path, TidemarkConfig]) -> None:
+    root, config = pipeline
+    (root / "checkpoint" / "offsets" / "0").unlink()  # pruned: Spark restarts after 1 from offsets 0 and 1
+    with pytest.raises(UsageError, match="offsets/0 is gone"):
+        plan_rollback(config, 1)
+    assert plan_rollback(config, 2).undone_batches == (3,)

@@ -277,7 +277,10 @@ def _run(
                             reasons.append(StopReason.MAX_DURATION)
                         clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
                         break
-                    query.awaitTermination(1)
+                    try:
+                        query.awaitTermination(1)
+                    except Exception:  # it failed: reported below, in one line, from query.exception()
+                        break
                     _write_quarantine(session, config, counters, lock)
                 failure = query.exception()
                 _wait_for_listener(query, counters, lock)

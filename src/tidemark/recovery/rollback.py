@@ -169,6 +169,12 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
         shown = f"{commits[0]}..{commits[-1]}" if commits else "none"
         msg = f"batch {to_batch} is not committed in {paths.checkpoint} (committed batches: {shown}): pick one of those"
         raise UsageError(msg)
+    if to_batch > 0 and to_batch - 1 not in offsets:
+        msg = (
+            f"Spark restarts after batch {to_batch} from offsets {to_batch - 1} and {to_batch}, and "
+            f"offsets/{to_batch - 1} is gone from {paths.checkpoint} (pruned?): pick a later batch"
+        )
+        raise UsageError(msg)
     archive = paths.archive_for(now).join(f"rollback-to-{to_batch}")
     moves = [
         *_log_moves(checkpoint, paths, archive, to_batch),
