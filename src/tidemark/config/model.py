@@ -247,6 +247,15 @@ class TriggerConfig(_Table):
     max_duration: Duration | None = None
     # How long a graceful stop waits for a gap between batches before interrupting the batch in flight.
     stop_timeout: Duration | None = None
+    # Adaptive catch-up (file sources): size backlog batches to take about this long (docs/catchup.md).
+    target_batch_duration: Duration | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> TriggerConfig:
+        if self.target_batch_duration is not None and self.target_batch_duration.total_seconds() <= 0:
+            msg = 'trigger.target_batch_duration must be positive, e.g. "2 minutes"'
+            raise ValueError(msg)
+        return self
 
     @property
     def effective_stop_timeout(self) -> timedelta:
