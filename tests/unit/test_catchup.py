@@ -17,8 +17,8 @@ from tidemark.pipeline.backlog import batch_samples, file_key, read_backlog, rec
 from tidemark.pipeline.catchup import (
     Limit,
     Throughput,
-    fit_throughput,
     files_within,
+    fit_throughput,
     memory_ceiling_bytes,
     plan_catch_up,
 )

@@ -199,4 +199,3 @@ def plan_catch_up(
 def expansion_for(source_format: SourceFormat) -> float:
     """Memory per input byte of a format, at most (see EXPANSION)."""
     return EXPANSION.get(source_format, 1.0)
-
