@@ -27,6 +27,7 @@ class StoreRun:
     """One run of a stateful query: its provider, its state size and its batch times (first batch left out)."""
 
     run_id: str
+    name: str | None  # the query name
     store: StateStoreKind
     state_rows: int
     batches: int
@@ -67,6 +68,7 @@ def store_runs(progress: Sequence[BatchProgress]) -> list[StoreRun]:
         runs.append(
             StoreRun(
                 run_id=run_id,
+                name=batches[0].name,
                 store=store,
                 state_rows=int(statistics.median(_state_rows(b) for b in steady)),
                 batches=len(steady),
@@ -100,6 +102,10 @@ def compare_stores(runs: Sequence[StoreRun]) -> list[StoreComparison]:
     return sorted(pairs, key=lambda c: (c.state_rows, c.rocksdb.run_id))
 
 
+def _label(run: StoreRun) -> str:
+    return f"{run.name} ({run.run_id})" if run.name else run.run_id
+
+
 def store_findings(comparisons: Sequence[StoreComparison]) -> list[Finding]:
     """ROCKSDB_SLOWER_THAN_HDFS where RocksDB lost, with the numbers; one ROCKSDB_NOT_SLOWER line otherwise."""
     findings: list[Finding] = []
@@ -109,7 +115,7 @@ def store_findings(comparisons: Sequence[StoreComparison]) -> list[Finding]:
             f"{c.ratio:.2f}x the HDFS-backed store's {c.hdfs.median_batch_ms:,.0f} ms (state updates "
             f"{c.rocksdb.median_updates_ms:,.0f} vs {c.hdfs.median_updates_ms:,.0f} ms, commits "
             f"{c.rocksdb.median_commit_ms:,.0f} vs {c.hdfs.median_commit_ms:,.0f} ms summed over tasks; runs "
-            f"{c.rocksdb.run_id} and {c.hdfs.run_id})"
+            f"{_label(c.rocksdb)} and {_label(c.hdfs)})"
         )
         if c.ratio > 1.0:
             findings.append(
