@@ -184,6 +184,22 @@ def _leak_hook(
     return hook
 
 
+def _ledger_hook(config: TidemarkConfig) -> ProgressHook:
+    """Record, after each committed batch, the sink files it added (evidence Spark's retention cannot erase)."""
+    from tidemark.checkpoint.ledger import record_batch
+    from tidemark.storage import open_storage
+
+    assert config.sink.path is not None
+    checkpoint = open_storage(config.checkpoint.location)
+    sink = open_storage(config.sink.path)
+
+    def hook(progress: dict[str, Any]) -> None:
+        rows = (progress.get("sink") or {}).get("numOutputRows")
+        record_batch(checkpoint, sink, int(progress["batchId"]), None if rows is None or rows < 0 else int(rows))
+
+    return hook
+
+
 def run_pipeline(
     config: TidemarkConfig,
     *,
@@ -228,9 +244,7 @@ def _run(
     from tidemark.checkpoint.lock import RunLock
     from tidemark.monitor.runmonitor import RunMonitor
     from tidemark.pipeline.reconcile import reconcile_quarantine
-    from tidemark.recovery.auto import prepare_failover
 
-    replay_from = replay_from or prepare_failover(config, session)
     reconcile_quarantine(session, config)
     monitor = RunMonitor(session, config, run_id)
     warnings: list[str] = []
@@ -239,7 +253,9 @@ def _run(
     # grows only while it ramps up. Leaks come from per-key logic that forgets to remove state.
     if config.aggregation.kind is AggregationKind.CUSTOM:
         hooks.append(_leak_hook(config, monitor, warnings, on_warning))
-    handle, counters, lock = make_handler(config.pipeline.name, config.quarantine.path, hooks)
+    if config.sink.format is SinkFormat.PARQUET and config.sink.path:
+        hooks.append(_ledger_hook(config))
+    handle, counters, lock = make_handler(config.pipeline.name, hooks)
 
     def fan_out(kind: EventKind, event: dict[str, Any]) -> None:
         handle(kind, event)
@@ -265,8 +281,10 @@ def _run(
                             clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
                             break
                         query.awaitTermination(1)
+                        _write_quarantine(session, config, counters, lock)
                     failure = query.exception()
                     _wait_for_listener(query, counters, lock)
+                    _write_quarantine(session, config, counters, lock)
                     if failure is not None or reasons or stop.is_set():
                         break
         finally:
@@ -293,6 +311,26 @@ def _run(
             interrupted=not clean_stop,
             warnings=tuple(warnings),
         )
+
+
+def _write_quarantine(
+    session: SparkSession, config: TidemarkConfig, counters: RunCounters, lock: threading.Lock
+) -> None:
+    """Write the malformed records of the batches reported since the last call (the listener only counts)."""
+    from tidemark.pipeline.reconcile import quarantine_batches
+
+    with lock:
+        counts = dict(counters.malformed)
+    if not counts:
+        return
+    try:
+        quarantine_batches(session, config, upto=max(counts), counts=counts)
+    except Exception as exc:  # never the run's end: the next start re-reads what is not written
+        log.warning("writing the quarantine failed (the next start retries): %s", _first_line(str(exc)))
+        return
+    with lock:
+        for batch in counts:
+            counters.malformed.pop(batch, None)
 
 
 def _first_line(text: str) -> str:
