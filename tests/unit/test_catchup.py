@@ -13,7 +13,7 @@ from tests.helpers import write_config
 from tidemark.config import load_config
 from tidemark.config.model import StateStoreKind
 from tidemark.errors import ConfigError
-from tidemark.pipeline.backlog import batch_samples, file_key, read_backlog, recent_progress
+from tidemark.pipeline.backlog import batch_samples, file_key, files_of_batches, read_backlog, recent_progress
 from tidemark.pipeline.catchup import (
     Limit,
     Throughput,
@@ -123,13 +123,19 @@ def _landing(tmp_path: Path, files: int, size: int = 1000) -> list[Path]:
     return paths
 
 
-def _source_log(tmp_path: Path, batches: list[list[Path]]) -> None:
-    folder = tmp_path / "checkpoint" / "sources" / "0"
+def _source_log(tmp_path: Path, batches: list[list[Path]], log_offsets: list[int] | None = None) -> None:
+    """Source log entries 0..n-1; query batch i recorded logOffset log_offsets[i] (default: i) in its offsets."""
+    checkpoint = tmp_path / "checkpoint"
+    folder = checkpoint / "sources" / "0"
     folder.mkdir(parents=True)
-    (tmp_path / "checkpoint" / "metadata").write_text(json.dumps({"id": "q-1"}) + "\n")
-    for batch, paths in enumerate(batches):
-        lines = ["v1"] + [json.dumps({"path": p.as_uri(), "timestamp": 0, "batchId": batch}) for p in paths]
-        (folder / str(batch)).write_text("\n".join(lines) + "\n")
+    (checkpoint / "offsets").mkdir()
+    (checkpoint / "metadata").write_text(json.dumps({"id": "q-1"}) + "\n")
+    for entry, paths in enumerate(batches):
+        lines = ["v1"] + [json.dumps({"path": p.as_uri(), "timestamp": 0, "batchId": entry}) for p in paths]
+        (folder / str(entry)).write_text("\n".join(lines) + "\n")
+    meta = json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}})
+    for batch, offset in enumerate(log_offsets if log_offsets is not None else range(len(batches))):
+        (checkpoint / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{json.dumps({'logOffset': offset})}\n")
 
 
 def test_backlog_is_the_landing_folder_minus_the_source_log(tmp_path: Path) -> None:
@@ -139,7 +145,6 @@ def test_backlog_is_the_landing_folder_minus_the_source_log(tmp_path: Path) -> N
     backlog = read_backlog(config)
     assert [f.key for f in backlog.pending] == [file_key(str(p)) for p in paths[3:]]  # oldest first, no hidden files
     assert backlog.pending_bytes == 3000 and backlog.query_id == "q-1"
-    assert backlog.processed[0] == (file_key(paths[0].as_uri()), file_key(paths[1].as_uri()))
 
 
 def _progress_line(batch: int, duration: int, rows: int = 10, query: str = "q-1") -> str:
@@ -149,19 +154,22 @@ def _progress_line(batch: int, duration: int, rows: int = 10, query: str = "q-1"
 
 def test_throughput_samples_come_from_the_progress_log_and_the_source_log(tmp_path: Path) -> None:
     paths = _landing(tmp_path, 6)
-    _source_log(tmp_path, [paths[0:2], paths[2:3]])
+    # Query batch 1 was a no-data batch (same logOffset as batch 0): batch 2 read source entry 1.
+    _source_log(tmp_path, [paths[0:2], paths[2:3]], log_offsets=[0, 0, 1])
     monitor = tmp_path / "checkpoint-monitor"
     monitor.mkdir()
     older = [_progress_line(0, 900), _progress_line(5, 100, query="another-checkpoint")]
     (monitor / "20260101T000000Z-aaaaaa.jsonl").write_text("\n".join(older) + "\n")
-    newer = [_progress_line(1, 400), _progress_line(2, 50, rows=0)]
+    newer = [_progress_line(1, 50, rows=0), _progress_line(2, 400)]
     (monitor / "20260102T000000Z-bbbbbb.jsonl").write_text("\n".join(newer) + "\n")
     config = load_config(write_config(tmp_path))
     backlog = read_backlog(config)
     history = recent_progress(config.monitor_dir, backlog.query_id)
-    assert [p.batch_id for p in history] == [0, 1]  # oldest first, without batches of no input or other queries
-    assert batch_samples(history, backlog.processed, backlog.sizes_by_key) == [(2000, 900.0), (1000, 400.0)]
-    assert [p.batch_id for p in recent_progress(config.monitor_dir, backlog.query_id, limit=1)] == [1]
+    assert [p.batch_id for p in history] == [0, 2]  # oldest first, without batches of no input or other queries
+    files = files_of_batches(config.checkpoint.location, [p.batch_id for p in history])
+    assert files[2] == (file_key(str(paths[2])),)
+    assert batch_samples(history, files, backlog.sizes_by_key) == [(2000, 900.0), (1000, 400.0)]
+    assert [p.batch_id for p in recent_progress(config.monitor_dir, backlog.query_id, limit=1)] == [2]
 
 
 def test_available_now_run_is_one_query_at_the_catch_up_size(tmp_path: Path) -> None:

@@ -42,7 +42,6 @@ class Backlog:
 
     pending: tuple[LandingFile, ...]
     sizes_by_key: Mapping[FileKey, int]  # every landing file, read or not
-    processed: Mapping[int, tuple[FileKey, ...]]  # batch id -> the files it read
     query_id: str | None  # the checkpoint's query id (None before the first start)
 
     @property
@@ -86,18 +85,18 @@ def read_backlog(config: TidemarkConfig) -> Backlog:
     """List the landing folder and the source log; pending files in Spark's order (oldest first, or newest)."""
     assert config.source.path is not None
     files = list_landing(config.source.path)
-    processed: dict[int, tuple[FileKey, ...]] = {}
+    seen: set[FileKey] = set()
     checkpoint = Checkpoint.open(config.checkpoint.location)
     query_id = None
     if checkpoint.exists():
         query_id = checkpoint.query_id()
-        for batch, paths in checkpoint.source_files_by_batch().items():
-            processed[batch] = tuple(file_key(p) for p in paths)
-    seen = {key for keys in processed.values() for key in keys}
+        # Every entry of the source log, including one planned for a batch that has not committed yet: Spark
+        # re-runs that batch with exactly those files.
+        seen = {file_key(path) for paths in checkpoint.source_files_by_batch().values() for path in paths}
     pending = [f for f in files if f.key not in seen]
     newest_first = str(config.source.options.get("latestFirst", "false")).lower() == "true"
     pending.sort(key=lambda f: (f.mtime, f.key), reverse=newest_first)
-    return Backlog(tuple(pending), {f.key: f.size for f in files}, processed, query_id)
+    return Backlog(tuple(pending), {f.key: f.size for f in files}, query_id)
 
 
 def recent_progress(monitor_dir: str, query_id: str | None, limit: int = HISTORY_BATCHES) -> list[BatchProgress]:
@@ -123,15 +122,23 @@ def recent_progress(monitor_dir: str, query_id: str | None, limit: int = HISTORY
     return ordered[-limit:]
 
 
+def files_of_batches(checkpoint_location: str, batches: Sequence[int]) -> dict[int, tuple[FileKey, ...]]:
+    """The files each query batch read (through its offsets' logOffset: batch and source log ids drift apart)."""
+    checkpoint = Checkpoint.open(checkpoint_location)
+    if not batches or not checkpoint.exists():
+        return {}
+    return {b: tuple(file_key(p) for p in paths) for b, paths in checkpoint.source_files_of(list(batches)).items()}
+
+
 def batch_samples(
     progress: Iterable[BatchProgress],
-    processed: Mapping[int, Sequence[FileKey]],
+    files: Mapping[int, Sequence[FileKey]],
     sizes: Mapping[FileKey, int],
 ) -> list[tuple[int, float]]:
     """(bytes read, duration ms) of past batches whose files are all still in the landing folder."""
     samples: list[tuple[int, float]] = []
     for batch in progress:
-        keys = processed.get(batch.batch_id)
+        keys = files.get(batch.batch_id)
         if not keys or any(key not in sizes for key in keys):
             continue
         samples.append((sum(sizes[key] for key in keys), float(batch.batch_duration_ms)))

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from tidemark.config import TidemarkConfig
 from tidemark.errors import TidemarkError
 from tidemark.monitor.watchdog import default_stuck_after
-from tidemark.pipeline.backlog import batch_samples, peak_state_bytes, read_backlog, recent_progress, supports_backlog
+from tidemark.pipeline.backlog import (
+    batch_samples,
+    files_of_batches,
+    peak_state_bytes,
+    read_backlog,
+    recent_progress,
+    supports_backlog,
+)
 from tidemark.pipeline.catchup import (
     CatchUpPlan,
     default_throughput,
@@ -49,7 +56,8 @@ def plan_for(config: TidemarkConfig) -> tuple[CatchUpPlan, frozenset[object]]:
     backlog = read_backlog(config)
     history = recent_progress(config.monitor_dir, backlog.query_id)
     conf = conf_from_config(config)
-    samples = batch_samples(history, backlog.processed, backlog.sizes_by_key)
+    files = files_of_batches(config.checkpoint.location, [p.batch_id for p in history])
+    samples = batch_samples(history, files, backlog.sizes_by_key)
     throughput = fit_throughput(samples) or default_throughput(conf.executors * conf.cores)
     ceiling = memory_ceiling_bytes(conf, peak_state_bytes(history), expansion_for(config.source.format))
     # A catch-up batch must not look stuck to the watchdog: at most half its limit.
