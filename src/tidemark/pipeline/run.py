@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from types import FrameType
@@ -19,6 +19,7 @@ from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig
 from tidemark.errors import EnvironmentProblem, TidemarkError
 from tidemark.monitor.events import EventKind, json_listener
 from tidemark.pipeline.listener import ProgressHook, RunCounters, make_handler
+from tidemark.pipeline.phases import run_phases
 from tidemark.pipeline.quarantine import validate
 from tidemark.pipeline.sinks import writer_for
 from tidemark.pipeline.sources import check_source_path, read_stream
@@ -267,24 +268,28 @@ def _run(
         try:
             monitor.start(listen=False)
             with _stop_on_signals(stop, reasons):
-                query = start_query(session, config, once, replay_from)
-                monitor.attach(query)
                 deadline = started + deadline_after.total_seconds() if deadline_after else None
                 clean_stop = True
-                while query.isActive:
-                    if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                        if not stop.is_set():
-                            reasons.append(StopReason.MAX_DURATION)
-                        clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
-                        break
-                    try:
-                        query.awaitTermination(1)
-                    except Exception:  # it failed: reported below, in one line, from query.exception()
-                        break
+                # One query, or catch-up queries sized from the backlog and then the steady one (pipeline/phases.py).
+                for phase in run_phases(config, once, lambda plan: monitor.record("catch-up", **asdict(plan))):
+                    query = start_query(session, phase.config, phase.available_now, replay_from)
+                    monitor.attach(query)
+                    while query.isActive:
+                        if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                            if not stop.is_set():
+                                reasons.append(StopReason.MAX_DURATION)
+                            clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
+                            break
+                        try:
+                            query.awaitTermination(1)
+                        except Exception:  # it failed: reported below, in one line, from query.exception()
+                            break
+                        _write_quarantine(session, config, counters, lock)
+                    failure = query.exception()
+                    _wait_for_listener(query, counters, lock)
                     _write_quarantine(session, config, counters, lock)
-                failure = query.exception()
-                _wait_for_listener(query, counters, lock)
-                _write_quarantine(session, config, counters, lock)
+                    if failure is not None or reasons or stop.is_set():
+                        break
         finally:
             monitor.stop(ended=(reasons[0] if reasons else StopReason.FINISHED if once else StopReason.REQUESTED).value)
             session.streams.removeListener(listener)
