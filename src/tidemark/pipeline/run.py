@@ -270,6 +270,7 @@ def _run(
             with _stop_on_signals(stop, reasons):
                 deadline = started + deadline_after.total_seconds() if deadline_after else None
                 clean_stop = True
+                failure = None
                 # One query, or catch-up queries sized from the backlog and then the steady one (pipeline/phases.py).
                 for phase in run_phases(config, once, lambda plan: monitor.record("catch-up", **asdict(plan))):
                     query = start_query(session, phase.config, phase.available_now, replay_from)
