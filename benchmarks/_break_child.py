@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -205,6 +206,11 @@ def run(spec: dict[str, Any], out: Path) -> None:
                 for p in query.recentProgress
             ]
             save()
+            if record["outcome"] != "ok":
+                # A thrashing or dying JVM can take many minutes to stop the query: the verdict is in, so end
+                # it now (this process started it) and leave without waiting.
+                os.kill(jvm_pid, signal.SIGKILL)
+                os._exit(0)
             query.stop()
     spark.stop()
 

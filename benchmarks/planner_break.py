@@ -13,6 +13,7 @@ Commands:
   cell NAME [--probes N]     predict the cell's break with the planner, then probe: first at predicted / 1.2 and
                              predicted / 0.8 (both must hold for "within 20 %"), then bisect while probes remain.
   fit-working NAME OK FAIL   the batch working factor that centres the cell's prediction in its measured interval.
+  report [--out FILE]        the results table (markdown) of every cell run so far.
   list                       the cells and their predictions.
 
 Results: BENCHMARKS.md ("Memory planner: predicted vs measured break") and docs/plan.md.
@@ -398,10 +399,57 @@ def fit_working(cell: Cell, ok_keys: int, fail_keys: int) -> float:
     return room / (BATCH_ROWS * (shape.data_bytes + resident.BATCH_ROW_OVERHEAD_BYTES))
 
 
+def report(path: Path) -> None:
+    """One markdown row per cell from the results file: every probe of every run of the cell counts."""
+    probes: dict[str, list[dict[str, Any]]] = {}
+    for line in path.read_text().splitlines():
+        result = json.loads(line)
+        name = Cell(**result["cell"]).name
+        probes.setdefault(name, []).extend(result["probes"])
+    say(
+        "| cell | predicted | measured: held at | broke at | predicted / measured | within 20 % | "
+        "from a log alone | probes |"
+    )
+    say("|---|---:|---:|---:|---:|---|---:|---|")
+    for name, runs in probes.items():
+        cell = CELLS[name]
+        if cell.store == "hdfs":
+            held = max((p["keys"] for p in runs if p["ok"]), default=None)
+            broke = min((p["keys"] for p in runs if not p["ok"]), default=None)
+            predicted = predict_keys(cell)
+            from_log = predict_keys_from_log(cell)
+            log_text = f"{from_log:,.0f}" if from_log else "-"
+            unit = ""
+        else:
+            held = min((p["container_mb"] for p in runs if p["ok"]), default=None)
+            broke = max((p["container_mb"] for p in runs if not p["ok"]), default=None)
+            predicted = predict_container(cell) / MIB
+            log_text = "-"
+            unit = " MB"
+        if held is None or broke is None:
+            ratio, within = "-", "open interval"
+        else:
+            low, high = sorted((held, broke))
+            ratio = f"{predicted / high:.2f}-{predicted / low:.2f}"
+            # The first two probes sit at int(predicted / 1.2) and int(predicted / 0.8): allow their rounding.
+            inside = predicted / 1.2 <= low * 1.001 and high <= predicted / 0.8 * 1.001
+            edge = predicted / low > 1.19 or predicted / high < 0.81
+            within = ("yes, at the edge" if edge else "yes") if inside else "no"
+        listed = ", ".join(
+            f"{p['keys'] if cell.store == 'hdfs' else p['container_mb']:,}{unit} "
+            f"{'ok' if p['ok'] else 'broke'}"
+            for p in runs
+        )
+        say(
+            f"| {name} | {predicted:,.0f}{unit} | {held or '-':,}{unit} | {broke or '-':,}{unit} | {ratio} | "
+            f"{within} | {log_text} | {listed} |"
+        )
+
+
 def main() -> None:
-    """calibrate | cell NAME | fit-working NAME OK FAIL | list."""
+    """calibrate | cell NAME | fit-working NAME OK FAIL | report | list."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["calibrate", "cell", "fit-working", "list"])
+    parser.add_argument("command", choices=["calibrate", "cell", "fit-working", "report", "list"])
     parser.add_argument("name", nargs="?")
     parser.add_argument("interval", nargs="*", type=int, help="fit-working: the last ok and the first failed keys")
     parser.add_argument("--probes", type=int, default=2)
@@ -422,6 +470,9 @@ def main() -> None:
                 say(f"{cell.name}: predicted break {predict_keys(cell):,.0f} keys{log_text}")
             else:
                 say(f"{cell.name}: predicted container {predict_container(cell) / MIB:,.0f} MB at {cell.keys:,} keys")
+        return
+    if args.command == "report":
+        report(args.out)
         return
     if args.command == "calibrate":
         paths = args.from_files or calibration_runs(Path(tempfile.mkdtemp(prefix="planner-calibrate-")))
