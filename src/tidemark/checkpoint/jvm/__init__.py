@@ -116,6 +116,6 @@ def call(spark: SparkSession, spec_json: str) -> str:
 def main() -> None:
     """Build the jar (make install runs this); print where it is."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        print("no Java found: tidemark's state helper will be built on first use")  # noqa: T201
+        print("no Java found: tidemark's state helper will be built on first use")
         return
-    print(build_jar())  # noqa: T201
+    print(build_jar())
