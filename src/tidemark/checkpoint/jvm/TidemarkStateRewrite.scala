@@ -24,9 +24,11 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.{HashPartitioner, TaskContext}
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, Expression, GetStructField, Literal, Murmur3Hash, Pmod, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.aggregate.Partial
+import org.apache.spark.sql.catalyst.expressions.{Attribute, BoundReference, Expression, GetStructField, Literal, Murmur3Hash, Pmod, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.execution.aggregate.BaseAggregateExec
 import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.{DataType, StructType}
+import org.apache.spark.sql.types.{StructField, StructType}
 import org.apache.spark.util.SerializableConfiguration
 
 /** Where the partition key sits inside a state key: the whole key, all but its last n fields, or a nested struct. */
@@ -67,11 +69,35 @@ object TidemarkStateRewrite {
   private val mapper = new ObjectMapper()
   private val HashSeed = 42
 
-  /** Entry point for py4j: plan (count only) or write one store of one operator; returns a JSON result. */
+  /** Entry point for py4j: plan (count only) or write one store, or describe an aggregation's state; JSON out. */
   def run(spark: SparkSession, specJson: String): String = {
     val spec = mapper.readTree(specJson)
-    val result = rewriteStore(spark, spec)
-    mapper.writeValueAsString(result)
+    Option(spec.get("action")).map(_.asText()).getOrElse("rewrite") match {
+      case "rewrite" => mapper.writeValueAsString(rewriteStore(spark, spec))
+      case "aggregate_state" => mapper.writeValueAsString(aggregateState(spark, text(spec, "view")))
+      case other => throw new IllegalArgumentException(s"unknown action $other")
+    }
+  }
+
+  /**
+   * The grouping key and aggregation buffer of the first (partial) aggregation of a batch plan: what a streaming
+   * aggregation of the same columns keeps as its state key and value (state format 2).
+   */
+  private def aggregateState(spark: SparkSession, view: String): ObjectNode = {
+    val plan = spark.table(view).queryExecution.sparkPlan
+    val partial = plan.collect {
+      case a: BaseAggregateExec if a.aggregateExpressions.nonEmpty && a.aggregateExpressions.forall(_.mode == Partial) =>
+        a
+    }
+    val result = mapper.createObjectNode()
+    partial.lastOption.foreach { a =>
+      def struct(attrs: Seq[Attribute]): String =
+        StructType(attrs.map(x => StructField(x.name, x.dataType, x.nullable))).json
+      result.put("key", struct(a.groupingExpressions.map(_.toAttribute)))
+      result.put("value", struct(a.aggregateExpressions.flatMap(_.aggregateFunction.aggBufferAttributes)))
+      result.put("output", struct(a.output))
+    }
+    result
   }
 
   private def text(node: JsonNode, field: String): String = node.get(field).asText()
