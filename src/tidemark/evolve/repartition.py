@@ -176,15 +176,15 @@ def repartition_checkpoint(
     if partitions < 1:
         msg = f"--partitions must be at least 1 (got {partitions})"
         raise UsageError(msg)
-    checkpoint = Checkpoint.open(path)
-    checkpoint.require()
-    location = checkpoint.store.location
+    location = parse_location(path)
     if not location.is_local:
         msg = (
-            f"repartition rewrites local checkpoints only; copy {checkpoint.uri} to a local folder, repartition it "
+            f"repartition rewrites local checkpoints only; copy {path} to a local folder, repartition it "
             "there with --to, and copy the result back"
         )
         raise UsageError(msg)
+    checkpoint = Checkpoint.open(path)
+    checkpoint.require()
     ensure_unlocked(checkpoint.uri, checkpoint.store)
     root = Path(location.key)
     when = now or datetime.now(tz=UTC)
