@@ -1,5 +1,6 @@
 """`state repartition` proof: a window, a session and a transformWithState pipeline run on part of the data with
-3 partitions, get repartitioned (to 8, and to 2), run on the rest with the new count, and equal the pandas oracle.
+3 partitions, get repartitioned (to 8, and to 2 on the other state store), run on the rest with the new count,
+and equal the pandas oracle.
 Spark's reader sees the same (key, value) rows before and after, and state-metadata reports the new count."""
 
 from __future__ import annotations
@@ -97,18 +98,21 @@ def test_window_continues_with_8_partitions_after_repartition(spark: SparkSessio
     assert_matches_oracle(read_sink(tmp_path / "output"), expected)
 
 
-def test_sessions_continue_with_2_partitions_after_repartition(spark: SparkSession, tmp_path: Path) -> None:
+def test_sessions_continue_on_2_partitions_and_another_store(spark: SparkSession, tmp_path: Path) -> None:
     data = generate_events(tmp_path / "all", events=500, keys=10, files=4, seed=21)
     arrive(list(data.files[:2]), tmp_path / "landing", 1_700_000_000)
     session = {"kind": "session", "gap": "20 minutes", "window": None, "extra": None}
     config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 3}, aggregation=session))
     run_available(spark, config)
 
-    report = repartition_checkpoint(config.checkpoint.location, 2, apply=True)
+    # Fewer partitions, and from the RocksDB store to the HDFS-backed one (session state uses prefix-scan keys).
+    report = repartition_checkpoint(config.checkpoint.location, 2, apply=True, state_store=HDFS)
     assert_verified(report, 2, spark)
+    assert "HDFSBacked" in report.new_provider and "RocksDB" in report.provider
 
     arrive(list(data.files[2:]), tmp_path / "landing", 1_700_000_100)
-    config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 2}, aggregation=session))
+    settings = {"spark": {"shuffle_partitions": 2}, "checkpoint": {"state_store": HDFS}}
+    config = load_config(write_config(tmp_path, aggregation=session, **settings))
     run_available(spark, config)
 
     expected = session_oracle(list(data.files), timedelta(minutes=20), timedelta(minutes=10))
