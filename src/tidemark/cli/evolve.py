@@ -88,8 +88,10 @@ def render_repartition(report: RepartitionReport) -> None:
         out.print(f"  old checkpoint kept at {escape(report.archive)}")
     out.print(f"  the query continues from {escape(report.new_checkpoint)}")
     out.print(
-        f"  next: set [spark] shuffle_partitions = {report.new_partitions} in the pipeline config "
-        "(Spark takes the count from the checkpoint either way; 'tidemark check' then agrees)"
+        escape(
+            f"  next: set [spark] shuffle_partitions = {report.new_partitions} in the pipeline config "
+            "(Spark takes the count from the checkpoint either way; 'tidemark check' then agrees)"
+        )
     )
 
 

@@ -108,11 +108,9 @@ def _refuse_unsupported(checkpoint: Checkpoint, batch: int, conf: dict[str, str]
             raise UsageError(msg)
 
 
-def _check_loadable(checkpoint: Checkpoint, version: int, partitions: int) -> int:
-    """Every store folder can load the version; returns the bytes of the store folders."""
-    total = 0
+def _check_loadable(checkpoint: Checkpoint, version: int, partitions: int) -> None:
+    """Every store folder can load the version."""
     for (op, partition, store), scan in checkpoint.stores().items():
-        total += scan.bytes
         if partition >= partitions:
             msg = (
                 f"operator {op} has a folder for partition {partition} but the checkpoint records {partitions} "
@@ -125,7 +123,6 @@ def _check_loadable(checkpoint: Checkpoint, version: int, partitions: int) -> in
                 "missing): run 'tidemark checkpoint inspect' and repair it before repartitioning"
             )
             raise CheckpointError(msg)
-    return total
 
 
 def _store_disk_bytes(checkpoint: Checkpoint, move: StoreMove) -> int:
@@ -222,7 +219,7 @@ def repartition_checkpoint(
         msg = "transformWithState keeps its state in RocksDB column families: it cannot move to the HDFS store"
         raise UsageError(msg)
     version = batch + 1
-    disk = _check_loadable(checkpoint, version, old_partitions)
+    _check_loadable(checkpoint, version, old_partitions)
 
     target = Path(to).resolve() if to is not None else staging
     if to is not None:
@@ -286,7 +283,7 @@ def repartition_checkpoint(
         archive=None if to is not None else str(archive),
         new_disk_bytes=new_disk,
         verification=verification,
-        notes=(*notes, f"state of the old checkpoint: {disk:,} bytes on disk"),
+        notes=tuple(notes),
     )
 
 
