@@ -436,8 +436,7 @@ def report(path: Path) -> None:
             edge = predicted / low > 1.19 or predicted / high < 0.81
             within = ("yes, at the edge" if edge else "yes") if inside else "no"
         listed = ", ".join(
-            f"{p['keys'] if cell.store == 'hdfs' else p['container_mb']:,}{unit} "
-            f"{'ok' if p['ok'] else 'broke'}"
+            f"{p['keys'] if cell.store == 'hdfs' else p['container_mb']:,}{unit} {'ok' if p['ok'] else 'broke'}"
             for p in runs
         )
         say(

@@ -29,6 +29,7 @@ COMMAND_MODULES = {
     "audit": "audit",
     "cluster": "cluster",
     "metrics": "metrics",
+    "check": "evolve",
 }
 _debug = {"on": False}
 _QUIET_LOGGERS = ("azure", "adlfs", "botocore", "aiobotocore", "s3fs", "gcsfs", "fsspec", "urllib3", "py4j")
