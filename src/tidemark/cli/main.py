@@ -26,8 +26,10 @@ COMMAND_MODULES = {
     "report": "monitor",
     "plan": "plan",
     "recover": "recover",
+    "audit": "audit",
     "cluster": "cluster",
     "metrics": "metrics",
+    "check": "evolve",
 }
 _debug = {"on": False}
 _QUIET_LOGGERS = ("azure", "adlfs", "botocore", "aiobotocore", "s3fs", "gcsfs", "fsspec", "urllib3", "py4j")

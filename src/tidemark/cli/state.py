@@ -1,4 +1,4 @@
-"""CLI commands for state: `tidemark state stats|show|diff|expired`."""
+"""CLI commands for state: `tidemark state stats|show|diff|expired|repartition`."""
 
 from __future__ import annotations
 
@@ -200,6 +200,29 @@ def expired(
     result = find_expired(path, batch=batch, operator=operator, limit=limit)
     _fetched(result.fetched)
     print_json(result) if as_json else _render_expired(result)
+
+
+@state_app.command("repartition")
+def repartition(
+    path: PathArg,
+    partitions: Annotated[
+        int, typer.Option("--partitions", help="The new number of shuffle partitions.", show_default=False)
+    ],
+    apply: Annotated[bool, typer.Option("--apply", help="Write it (default: a dry run that only reads).")] = False,
+    to: Annotated[
+        str | None, typer.Option("--to", help="Write the new checkpoint to this folder; leave the old one as it is.")
+    ] = None,
+    state_store: Annotated[
+        str | None, typer.Option("--state-store", help="Also move the state to this store: rocksdb or hdfs.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rewrite a stopped query's state for N shuffle partitions (old checkpoint archived, never deleted)."""
+    from tidemark.cli.evolve import render_repartition
+    from tidemark.evolve.repartition import repartition_checkpoint
+
+    result = repartition_checkpoint(path, partitions, apply=apply, to=to, state_store=state_store)
+    print_json(result) if as_json else render_repartition(result)
 
 
 def register(app: typer.Typer) -> None:

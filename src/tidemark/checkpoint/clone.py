@@ -1,0 +1,112 @@
+"""Copy a checkpoint without its state store data, rewriting what records the partition count.
+
+Everything but the stores' data files is copied: the query id, the offset and commit logs (each offset entry's
+recorded conf rewritten), the source logs, the operator metadata (numPartitions rewritten, transformWithState
+schema paths pointed at the copy), the schema files, and tidemark's own folder except the run lock. Checksum
+companions of rewritten files are left behind, so Hadoop does not check the new content against them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.layout import OFFSETS, SCHEMA_DIR, STATE, crc_companions
+from tidemark.checkpoint.lock import LOCK_FILE
+from tidemark.checkpoint.rewrite import hadoop_uri, rewrite_offset_conf, rewrite_operator_metadata
+from tidemark.errors import CheckpointError
+from tidemark.storage import Storage
+
+_METADATA = "_metadata"
+
+
+@dataclass(frozen=True)
+class CloneResult:
+    """What a clone copied and rewrote."""
+
+    files: int
+    bytes: int
+    rewritten: tuple[str, ...]
+
+
+def is_store_data(rel: str) -> bool:
+    """True for files of a partition's state store (not its schema metadata, which partition 0 keeps)."""
+    parts = rel.split("/")
+    if len(parts) < 4 or parts[0] != STATE or not parts[2].isdigit():
+        return False
+    if parts[2] != "0":
+        return True
+    return not (parts[3] == _METADATA or (len(parts) > 5 and parts[4] == _METADATA))
+
+
+def _is_operator_metadata(rel: str) -> bool:
+    parts = rel.split("/")
+    return len(parts) >= 4 and parts[0] == STATE and parts[2] == _METADATA and not parts[-1].endswith(".crc")
+
+
+def _is_offset_entry(rel: str) -> bool:
+    parts = rel.split("/")
+    return len(parts) == 2 and parts[0] == OFFSETS and parts[1].isdigit()
+
+
+def clone_without_state(
+    source: Checkpoint,
+    target: Storage,
+    conf_updates: dict[str, str],
+    partitions: int,
+) -> CloneResult:
+    """Copy source into target (an empty folder) as described above; the state stores are written separately."""
+    entries = [e for e in source.store.list_files("") if not is_store_data(e.rel) and e.rel != LOCK_FILE]
+    rewrite = {e.rel for e in entries if _is_offset_entry(e.rel) or _is_operator_metadata(e.rel)}
+    skipped: set[str] = set()
+    for rel in rewrite:
+        folder, name = rel.rsplit("/", 1)
+        skipped.update(f"{folder}/{companion}" for companion in crc_companions(name))
+    files = 0
+    size = 0
+    for entry in entries:
+        if entry.rel in skipped:
+            continue
+        data = source.store.read_bytes(entry.rel)
+        if data is None:
+            msg = f"{source.store.uri(entry.rel)} disappeared while copying the checkpoint: is the query running?"
+            raise CheckpointError(msg)
+        if entry.rel in rewrite:
+            data = _rewritten(entry.rel, data, target, conf_updates, partitions)
+        target.write_atomic(entry.rel, data)
+        files += 1
+        size += len(data)
+    return CloneResult(files, size, tuple(sorted(rewrite)))
+
+
+def _rewritten(rel: str, data: bytes, target: Storage, conf_updates: dict[str, str], partitions: int) -> bytes:
+    text = data.decode("utf-8")
+    try:
+        if _is_offset_entry(rel):
+            return rewrite_offset_conf(text, conf_updates).encode("utf-8")
+        return rewrite_operator_metadata(text, partitions, schema_root(target, rel.split("/")[1])).encode("utf-8")
+    except (ValueError, TypeError, KeyError) as exc:
+        msg = f"cannot rewrite {rel} of the checkpoint ({exc}): it may be corrupt"
+        raise CheckpointError(msg) from exc
+
+
+def schema_root(store: Storage, operator: str) -> str:
+    """Where an operator's schema files live in store, as Spark records them (file: URIs for local paths)."""
+    return hadoop_uri(store.uri(f"{STATE}/{operator}/{SCHEMA_DIR}"))
+
+
+def repoint_schema_paths(store: Storage, partitions: int, final_root: Storage) -> list[str]:
+    """Point the transformWithState schema paths of every operator metadata file in store at final_root."""
+    changed = []
+    for entry in list(store.list_files(STATE)):
+        if not _is_operator_metadata(entry.rel):
+            continue
+        data = store.read_bytes(entry.rel)
+        if data is None:
+            continue
+        root = schema_root(final_root, entry.rel.split("/")[1])
+        new = rewrite_operator_metadata(data.decode("utf-8"), partitions, root).encode("utf-8")
+        if new != data:
+            store.write_atomic(entry.rel, new)
+            changed.append(entry.rel)
+    return changed

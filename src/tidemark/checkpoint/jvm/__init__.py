@@ -1,0 +1,121 @@
+"""The JVM helper that reads and writes state stores with Spark's own classes.
+
+`TidemarkStateRewrite.scala` is compiled once against the jars of the installed pyspark wheel (the
+wheel ships the Scala compiler) into tidemark's cache, at install time (`make install` runs
+`python -m tidemark.checkpoint.jvm`) or on first use, and loaded into a running session through py4j.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tidemark.checkpoint.fetch import cache_root
+from tidemark.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+SOURCE = Path(__file__).with_name("TidemarkStateRewrite.scala")
+ENTRY_CLASS = "org.apache.spark.sql.execution.streaming.state.TidemarkStateRewrite"
+_loaded: dict[int, Any] = {}
+_lock = threading.Lock()
+
+
+def _pyspark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def jar_path() -> Path:
+    """Where the helper jar for this pyspark and this source lives in the cache."""
+    import pyspark
+
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    return cache_root() / "jvm" / f"tidemark-state-{pyspark.__version__}-{digest}.jar"
+
+
+def build_jar(force: bool = False) -> Path:
+    """Compile the helper with the Scala compiler in the pyspark wheel; return the jar (cached)."""
+    from tidemark.session import check_java
+
+    target = jar_path()
+    if target.exists() and not force:
+        return target
+    java = check_java()
+    jars = _pyspark_jars()
+    if not any(jars.glob("scala-compiler-*.jar")):
+        msg = f"the pyspark wheel at {jars} has no Scala compiler: cannot build tidemark's state helper"
+        raise EnvironmentProblem(msg)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tidemark-jvm-", dir=target.parent) as work:
+        classes = Path(work) / "classes"
+        classes.mkdir()
+        command = [java, "-Xss4m", "-cp", f"{jars}/*", "scala.tools.nsc.Main", "-usejavacp", "-nowarn"]
+        command += ["-d", str(classes), str(SOURCE)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr[:300])
+            msg = f"cannot compile tidemark's state helper against {jars}: {first.strip()}"
+            raise EnvironmentProblem(msg)
+        staged = Path(work) / target.name
+        with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as archive:
+            for file in sorted(classes.rglob("*.class")):
+                archive.write(file, file.relative_to(classes).as_posix())
+        os.replace(staged, target)  # atomic: a concurrent build leaves one complete jar
+    log.info("built %s", target)
+    return target
+
+
+def helper(spark: SparkSession) -> Any:
+    """The helper's static `run(SparkSession, String)` method, loaded into this session's JVM once."""
+    key = id(spark.sparkContext._jsc)
+    with _lock:
+        if key in _loaded:
+            return _loaded[key]
+        jar = build_jar()
+        jvm = spark.sparkContext._jvm
+        gateway = spark.sparkContext._gateway
+        assert jvm is not None and gateway is not None
+        # Executors (in the local session: this JVM) load the tasks' classes from jars added to the context.
+        spark.sparkContext._jsc.addJar(str(jar))
+        urls = gateway.new_array(jvm.java.net.URL, 1)
+        urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
+        parent = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        loader = jvm.java.net.URLClassLoader(urls, parent)
+        entry = loader.loadClass(ENTRY_CLASS)
+        types = gateway.new_array(jvm.java.lang.Class, 2)
+        types[0] = jvm.java.lang.Class.forName("org.apache.spark.sql.SparkSession", True, parent)
+        types[1] = jvm.java.lang.Class.forName("java.lang.String")
+        method = entry.getMethod("run", types)
+        _loaded[key] = (method, gateway)
+        return _loaded[key]
+
+
+def call(spark: SparkSession, spec_json: str) -> str:
+    """Run the helper on one JSON spec in this session; return its JSON result."""
+    method, gateway = helper(spark)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    args = gateway.new_array(jvm.java.lang.Object, 2)
+    args[0] = spark._jsparkSession
+    args[1] = spec_json
+    return str(method.invoke(None, args))
+
+
+def main() -> None:
+    """Build the jar (make install runs this); print where it is."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        print("no Java found: tidemark's state helper will be built on first use")
+        return
+    print(build_jar())

@@ -1,0 +1,355 @@
+"""`tidemark check CONFIG`: can this config (and its processor code) restart from its existing checkpoint?
+
+Two kinds of problems, both exit 1 unless allowed with `--allow CODE`:
+- Spark refuses the restart, or silently keeps the checkpoint's setting instead of the config's: the state
+  key or value schema, the stateful operators, the shuffle partitions, the state store provider, the
+  checkpoint format, settings the offset log pins, the output and time mode;
+- Spark accepts it but results change: the key columns, the watermark delay, the window size or slide,
+  the session gap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.partitioning import OperatorEntry, operator_entries
+from tidemark.checkpoint.rewrite import PROVIDER_CLASS, SHUFFLE_PARTITIONS
+from tidemark.checkpoint.schema import ColumnFamilySchema, Field, names, store_schemas, type_signature
+from tidemark.config import AggregationKind, TidemarkConfig
+from tidemark.config.model import HDFS_PROVIDER
+from tidemark.evolve.expect import ExpectedState, expected_state
+from tidemark.evolve.rehearse import Rehearsal, rehearse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+WATERMARK_KEY = "spark.watermarkDelayMs"
+TIME_WINDOW_KEY = "spark.timeWindow"
+SESSION_WINDOW_KEY = "spark.sessionWindow"
+_SAMPLE_ROWS = 1000
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One difference between the config and the checkpoint, and what to do about it."""
+
+    code: str
+    message: str
+    fix: str
+    blocking: bool = True
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The verdict of `tidemark check`."""
+
+    config: str
+    checkpoint: str
+    batch: int | None
+    compatible: bool
+    problems: tuple[Problem, ...]
+    compared: tuple[str, ...]  # what was compared and found equal
+    rehearsal: Rehearsal | None = None
+
+
+class _Findings:
+    def __init__(self, allow: frozenset[str]) -> None:
+        self.allow = allow
+        self.problems: list[Problem] = []
+        self.compared: list[str] = []
+
+    def problem(self, code: str, message: str, fix: str) -> None:
+        self.problems.append(Problem(code, message, fix, blocking=code not in self.allow))
+
+    def same(self, what: str) -> None:
+        self.compared.append(what)
+
+
+def _provider_name(provider: str) -> str:
+    return "rocksdb" if "RocksDB" in provider else "hdfs"
+
+
+def _check_settings(checkpoint: Checkpoint, batch: int, config: TidemarkConfig, found: _Findings) -> None:
+    pinned = checkpoint.offset(batch).conf
+    wanted = config.spark_conf()
+    path = checkpoint.uri
+    old_n, new_n = pinned.get(SHUFFLE_PARTITIONS), wanted[SHUFFLE_PARTITIONS]
+    if old_n is not None and old_n != new_n:
+        found.problem(
+            "SHUFFLE_PARTITIONS",
+            f"the config asks for {new_n} shuffle partitions, the checkpoint has {old_n}: Spark keeps {old_n} "
+            "(it restores the count from the checkpoint and ignores the config)",
+            f"run 'tidemark state repartition {path} --partitions {new_n} --apply' with the query stopped, "
+            f"or set [spark] shuffle_partitions = {old_n}",
+        )
+    else:
+        found.same(f"shuffle partitions {new_n}")
+    old_provider = pinned.get(PROVIDER_CLASS, HDFS_PROVIDER)
+    new_provider = wanted.get(PROVIDER_CLASS, HDFS_PROVIDER)
+    if old_provider != new_provider:
+        old_name, new_name = _provider_name(old_provider), _provider_name(new_provider)
+        found.problem(
+            "STATE_STORE_PROVIDER",
+            f"the config uses the {new_name} state store, the checkpoint was written by the {old_name} store: "
+            f"Spark keeps {old_name}",
+            f"run 'tidemark state repartition {path} --partitions {old_n or new_n} --state-store {new_name} --apply' "
+            f'with the query stopped, or set [checkpoint] state_store = "{old_name}"',
+        )
+    else:
+        found.same(f"state store {_provider_name(new_provider)}")
+    commit = checkpoint.commit(batch)
+    old_format = "2" if commit.log_version >= 2 or commit.state_unique_ids else pinned.get(FORMAT_VERSION_KEY, "1")
+    new_format = wanted.get(FORMAT_VERSION_KEY, "1")
+    if old_format != new_format:
+        found.problem(
+            "CHECKPOINT_FORMAT",
+            f"the config uses checkpoint format v{new_format}, the checkpoint is format v{old_format}",
+            f"set [checkpoint] format_version = {old_format}, or start a new checkpoint",
+        )
+    else:
+        found.same(f"checkpoint format v{new_format}")
+    user_conf = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in config.spark.conf.items()}
+    for key, value in sorted(user_conf.items()):
+        if key in pinned and key not in (SHUFFLE_PARTITIONS, PROVIDER_CLASS) and pinned[key] != value:
+            found.problem(
+                "SETTING_IGNORED",
+                f"[spark.conf] sets {key} = {value}, the checkpoint pins {pinned[key]}: Spark keeps {pinned[key]}",
+                f"remove {key} from [spark.conf], or start a new checkpoint",
+            )
+
+
+def _check_operators(entries: list[OperatorEntry], expected: ExpectedState, found: _Findings) -> bool:
+    names_found = [e.metadata.name for e in entries]
+    if names_found != [expected.operator]:
+        found.problem(
+            "OPERATORS_CHANGED",
+            f"the checkpoint's stateful operators are {names_found or 'none'}, the config's query has "
+            f"[{expected.operator}] ([aggregation] kind = {expected.kind.value!r})",
+            "a different stateful step cannot use the old state: revert [aggregation] kind, or point "
+            "[checkpoint] location at a new folder",
+        )
+        return False
+    found.same(f"stateful operators [{expected.operator}]")
+    properties = entries[0].metadata.properties
+    if properties.get("outputMode") not in (None, "Append", "append"):
+        found.problem(
+            "OUTPUT_MODE",
+            f"the checkpoint's output mode is {properties['outputMode']}, tidemark writes in Append mode",
+            "start a new checkpoint",
+        )
+    elif properties.get("outputMode"):
+        found.same("output mode Append")
+    return True
+
+
+def _special(field: Field) -> bool:
+    return TIME_WINDOW_KEY in field.metadata or SESSION_WINDOW_KEY in field.metadata
+
+
+def _check_schemas(stored: ColumnFamilySchema, expected: ExpectedState, found: _Findings) -> None:
+    old_key, new_key = type_signature(stored.key), type_signature(expected.key)
+    if old_key != new_key:
+        found.problem(
+            "KEY_SCHEMA",
+            f"Spark will refuse the restart (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE): the state key is "
+            f"({old_key}) in the checkpoint and ({new_key}) in the config's query",
+            "revert the key columns or their types, or point [checkpoint] location at a new folder",
+        )
+    else:
+        found.same(f"state key ({new_key})")
+        old_columns = [n for f, n in zip(stored.key, names(stored.key), strict=True) if not _special(f)]
+        old_columns = [n for n in old_columns if n != "sessionStartTime"]
+        if old_columns != list(expected.key_columns):
+            found.problem(
+                "KEY_COLUMNS",
+                f"the key columns change from {old_columns} to {list(expected.key_columns)}; Spark accepts it "
+                "(same types) but old state is then merged into the new keys by value",
+                "revert [aggregation] key, or point [checkpoint] location at a new folder",
+            )
+        else:
+            found.same(f"key columns {old_columns}")
+    old_value, new_value = type_signature(stored.value), type_signature(expected.value)
+    if old_value != new_value:
+        found.problem(
+            "VALUE_SCHEMA",
+            f"Spark will refuse the restart (STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE): the state value is "
+            f"({old_value}) in the checkpoint and ({new_value}) in the config's query",
+            "revert the aggregates (or the processor's state_schema), or point [checkpoint] location at a new folder",
+        )
+    else:
+        found.same(f"state value ({new_value})")
+
+
+def _watermark_ms(stored: ColumnFamilySchema) -> int | None:
+    for field in (*stored.key, *stored.value):
+        if WATERMARK_KEY in field.metadata:
+            return int(field.metadata[WATERMARK_KEY])
+    return None
+
+
+def _check_watermark(stored: ColumnFamilySchema, expected: ExpectedState, found: _Findings) -> None:
+    recorded = _watermark_ms(stored)
+    if recorded is None:
+        return
+    if recorded != expected.watermark_ms:
+        found.problem(
+            "WATERMARK",
+            f"the watermark delay changes from {recorded / 1000:g}s to {expected.watermark_ms / 1000:g}s: Spark "
+            "accepts it, but which late events count changes from the next batch on",
+            "revert [event_time] watermark, or allow it with --allow WATERMARK",
+        )
+    else:
+        found.same(f"watermark delay {recorded / 1000:g}s")
+
+
+def _state_sample(spark: SparkSession, config: TidemarkConfig, columns: list[str]) -> list[Any]:
+    from tidemark.session import runtime_conf
+    from tidemark.state.reader import ReadTarget, open_state_source, read_state, run_action, session_conf
+
+    source = open_state_source(config.checkpoint.location)
+    target = ReadTarget(0, "default")
+    # Read with the checkpoint's format, whatever the new config asks for.
+    with runtime_conf(spark, {FORMAT_VERSION_KEY: "1", **session_conf(source.checkpoint)}):
+        frame = read_state(spark, source, target).selectExpr(*columns).limit(_SAMPLE_ROWS)
+        return list(run_action(frame.collect, source, target, None))
+
+
+def _check_window(
+    spark: SparkSession, config: TidemarkConfig, stored: ColumnFamilySchema, expected: ExpectedState, found: _Findings
+) -> None:
+    window = next((f for f in stored.key if TIME_WINDOW_KEY in f.metadata), None)
+    if window is None or expected.window_ms is None or expected.slide_ms is None:
+        return
+    rows = _state_sample(
+        spark, config, [f"unix_millis(key.`{window.name}`.start) AS s", f"unix_millis(key.`{window.name}`.end) AS e"]
+    )
+    if not rows:
+        found.same("window size: no open window in the state to measure")
+        return
+    sizes = {int(r["e"]) - int(r["s"]) for r in rows}
+    misaligned = [int(r["s"]) for r in rows if int(r["s"]) % expected.slide_ms]
+    if sizes != {expected.window_ms} or misaligned:
+        found.problem(
+            "WINDOW",
+            f"the open windows in the state are {sorted(s / 1000 for s in sizes)}s long (starts every "
+            f"{'other interval' if misaligned else 'slide'}); the config makes {expected.window_ms / 1000:g}s "
+            f"windows every {expected.slide_ms / 1000:g}s: the open windows would be emitted with the old size",
+            "revert [aggregation] window/slide, or let the open windows close (stop the source until the "
+            "watermark passes them) and start a new checkpoint",
+        )
+    else:
+        found.same(f"window {expected.window_ms / 1000:g}s every {expected.slide_ms / 1000:g}s")
+
+
+def _check_gap(
+    spark: SparkSession, config: TidemarkConfig, stored: ColumnFamilySchema, expected: ExpectedState, found: _Findings
+) -> None:
+    session = next((f for f in stored.value if SESSION_WINDOW_KEY in f.metadata), None)
+    last = [f for f in stored.value if f.type == "timestamp"]
+    if session is None or not last or expected.gap_ms is None:
+        return
+    rows = _state_sample(
+        spark, config, [f"unix_millis(value.`{session.name}`.end) - unix_millis(value.`{last[-1].name}`) AS g"]
+    )
+    gaps = {int(r["g"]) for r in rows}
+    if not gaps:
+        found.same("session gap: no open session in the state to measure")
+    elif gaps != {expected.gap_ms}:
+        found.problem(
+            "SESSION_GAP",
+            f"open sessions in the state end {sorted(g / 1000 for g in gaps)}s after their last event; the config's "
+            f"gap is {expected.gap_ms / 1000:g}s: sessions open now would close with the old gap",
+            "revert [aggregation] gap, or allow it with --allow SESSION_GAP",
+        )
+    else:
+        found.same(f"session gap {expected.gap_ms / 1000:g}s")
+
+
+def _check_processor(entry: OperatorEntry, expected: ExpectedState, found: _Findings) -> None:
+    props = entry.metadata.properties
+    mode = props.get("timeMode")
+    if mode is not None and mode != expected.time_mode:
+        found.problem(
+            "TIME_MODE",
+            f"the processor's time mode changes from {mode} to {expected.time_mode}: Spark refuses the restart",
+            "revert the processor's time_mode, or point [checkpoint] location at a new folder",
+        )
+    elif mode is not None:
+        found.same(f"time mode {mode}")
+    variables = {str(v.get("stateName")): v for v in props.get("stateVariables") or [] if isinstance(v, dict)}
+    variable = variables.get(expected.family or "")
+    if variable is None:
+        found.problem(
+            "STATE_VARIABLES",
+            f"the checkpoint has no state variable {expected.family!r} (it has {sorted(variables)})",
+            "the state was written by other code: point [checkpoint] location at a new folder",
+        )
+        return
+    if bool(variable.get("ttlEnabled")) != bool(expected.ttl):
+        found.problem(
+            "TTL",
+            f"the processor's ttl is {'set' if expected.ttl else 'unset'} but the state was written "
+            f"{'with' if variable.get('ttlEnabled') else 'without'} one: Spark refuses the restart",
+            "revert the processor's ttl, or point [checkpoint] location at a new folder",
+        )
+    else:
+        found.same(f"state variable {expected.family} ({'with' if expected.ttl else 'no'} ttl)")
+
+
+def _stored_family(checkpoint: Checkpoint, expected: ExpectedState) -> ColumnFamilySchema | None:
+    schemas = store_schemas(checkpoint, 0)
+    wanted = expected.family or "default"
+    return next((s for s in schemas if s.name == wanted), None)
+
+
+def check_config(
+    config: TidemarkConfig,
+    config_path: str,
+    *,
+    rehearse_query: bool = False,
+    allow: frozenset[str] = frozenset(),
+    spark: SparkSession | None = None,
+) -> CheckReport:
+    """Compare the config's query with its checkpoint; optionally rehearse it on a copy."""
+    from tidemark.session import build_session, runtime_conf
+
+    checkpoint = Checkpoint.open(config.checkpoint.location)
+    found = _Findings(allow)
+    if not checkpoint.exists() or not checkpoint.commit_batches():
+        found.same("no committed batch in the checkpoint yet: the query starts fresh")
+        return CheckReport(config_path, checkpoint.uri, None, True, (), tuple(found.compared))
+    checkpoint.require()
+    batch = checkpoint.latest_committed_batch()
+    _check_settings(checkpoint, batch, config, found)
+    session = spark or build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
+    # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
+    session.streams.active  # noqa: B018
+    rehearsal = None
+    with runtime_conf(session, config.spark_conf()):
+        expected = expected_state(session, config)
+        entries = operator_entries(checkpoint)
+        if _check_operators(entries, expected, found):
+            stored = _stored_family(checkpoint, expected)
+            if stored is None:
+                found.problem(
+                    "STATE_SCHEMA_MISSING",
+                    "the checkpoint has no state schema file for its operator",
+                    "run the query once on Spark 4.1, which writes it",
+                )
+            else:
+                _check_schemas(stored, expected, found)
+                _check_watermark(stored, expected, found)
+                if expected.kind is AggregationKind.WINDOW:
+                    _check_window(session, config, stored, expected, found)
+                elif expected.kind is AggregationKind.SESSION:
+                    _check_gap(session, config, stored, expected, found)
+                else:
+                    _check_processor(entries[0], expected, found)
+        if rehearse_query:
+            rehearsal = rehearse(session, config)
+    problems = tuple(found.problems)
+    compatible = not any(p.blocking for p in problems) and (rehearsal is None or rehearsal.ok)
+    return CheckReport(config_path, checkpoint.uri, batch, compatible, problems, tuple(found.compared), rehearsal)

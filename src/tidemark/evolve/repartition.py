@@ -1,0 +1,316 @@
+"""`tidemark state repartition`: continue a stopped query's state with a different number of shuffle partitions.
+
+Spark restores `spark.sql.shuffle.partitions` from the checkpoint on every restart, so a stateful query keeps
+the count it started with. Repartitioning rewrites, at the latest committed batch, every state row of every
+operator into the partition Spark will look it up in with N partitions (the JVM helper, through Spark's own
+state store classes), copies the logs with N recorded, checks the result with Spark's own readers, and then
+swaps it in. The old checkpoint is archived beside it, never deleted; `--to DIR` writes the new one elsewhere
+and leaves the old one in place. Without `--apply` it only reads: operators, rows per old and new partition,
+bytes, and where things would go.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tidemark.checkpoint.clone import clone_without_state, repoint_schema_paths
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.layout import STATE
+from tidemark.checkpoint.lock import ensure_unlocked
+from tidemark.checkpoint.partitioning import (
+    MoveResult,
+    StoreMove,
+    helper_spec,
+    operator_entries,
+    run_move,
+    store_moves,
+)
+from tidemark.checkpoint.rewrite import PROVIDER_CLASS, SHUFFLE_PARTITIONS
+from tidemark.config.model import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from tidemark.errors import CheckpointError, UsageError
+from tidemark.evolve.verify import StateComparison, compare_state
+from tidemark.storage import open_storage, parse_location
+from tidemark.storage.journal import Step, finish_pending, journaled
+
+log = logging.getLogger(__name__)
+ARCHIVE_DIR = ".tidemark-archive"
+CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+ENCODING_KEY = "spark.sql.streaming.stateStore.encodingFormat"
+PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER}
+
+
+@dataclass(frozen=True)
+class StoreReport:
+    """One store of one operator: its rows on each old partition and the keys each new partition gets."""
+
+    operator_id: int
+    operator: str
+    store: str
+    column_families: tuple[str, ...]
+    rows_by_old_partition: tuple[int, ...]
+    keys_by_new_partition: tuple[int, ...]
+    approx_bytes: int  # key and value bytes as Spark encodes them
+    disk_bytes: int  # the store's files at every version the old checkpoint keeps
+
+
+@dataclass(frozen=True)
+class RepartitionReport:
+    """What a repartition did (or, as a dry run, would do)."""
+
+    checkpoint: str
+    batch: int  # the latest committed batch; the state written is its version (batch + 1)
+    old_partitions: int
+    new_partitions: int
+    provider: str
+    new_provider: str
+    stores: tuple[StoreReport, ...]
+    applied: bool
+    new_checkpoint: str  # where the query continues: the checkpoint itself, or --to
+    archive: str | None  # where the old checkpoint is (or will be) kept; None with --to (left in place)
+    new_disk_bytes: int | None = None
+    verification: StateComparison | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def state_version(self) -> int:
+        """The state version written, which the next batch loads."""
+        return self.batch + 1
+
+
+def _archive_names(checkpoint: Path, now: datetime) -> tuple[Path, Path]:
+    folder = checkpoint.parent / ARCHIVE_DIR
+    stamp = f"{now:%Y%m%dT%H%M%S%fZ}"
+    return folder / f"{checkpoint.name}-before-repartition-{stamp}", folder / f"{checkpoint.name}-repartition-{stamp}"
+
+
+def _refuse_unsupported(checkpoint: Checkpoint, batch: int, conf: dict[str, str], moves: list[StoreMove]) -> None:
+    commit = checkpoint.commit(batch)
+    if commit.log_version >= 2 or commit.state_unique_ids or conf.get(FORMAT_VERSION_KEY, "1") != "1":
+        msg = (
+            f"{checkpoint.uri} uses checkpoint format v2 (state files named by unique ids), which repartition does "
+            "not rewrite yet: repartition is for format v1 checkpoints"
+        )
+        raise UsageError(msg)
+    if conf.get(ENCODING_KEY, "unsaferow") != "unsaferow":
+        msg = f"{checkpoint.uri} encodes state as {conf[ENCODING_KEY]}; repartition rewrites unsaferow state only"
+        raise UsageError(msg)
+    for move in moves:
+        if move.column_families and move.operator_name.lower().startswith("symmetrichashjoin"):
+            msg = (
+                f"{move.label} keeps join state in column families (join state format 3): "
+                "repartition supports join state format 2 (four stores) only"
+            )
+            raise UsageError(msg)
+
+
+def _check_loadable(checkpoint: Checkpoint, version: int, partitions: int) -> None:
+    """Every store folder can load the version."""
+    for (op, partition, store), scan in checkpoint.stores().items():
+        if partition >= partitions:
+            msg = (
+                f"operator {op} has a folder for partition {partition} but the checkpoint records {partitions} "
+                "partitions: it is inconsistent; inspect it with 'tidemark checkpoint inspect'"
+            )
+            raise CheckpointError(msg)
+        if not scan.can_load(version):
+            msg = (
+                f"operator {op} partition {partition} store {store} cannot load state version {version} (files are "
+                "missing): run 'tidemark checkpoint inspect' and repair it before repartitioning"
+            )
+            raise CheckpointError(msg)
+
+
+def _store_disk_bytes(checkpoint: Checkpoint, move: StoreMove) -> int:
+    return sum(
+        scan.bytes
+        for (op, _partition, store), scan in checkpoint.stores().items()
+        if op == move.operator_id and store == move.store
+    )
+
+
+def _report(move: StoreMove, result: MoveResult, disk: int, old_partitions: int) -> StoreReport:
+    by_partition = {p.partition: p.rows for p in result.read}
+    return StoreReport(
+        operator_id=move.operator_id,
+        operator=move.operator_name,
+        store=move.store,
+        column_families=result.families,
+        rows_by_old_partition=tuple(by_partition.get(i, 0) for i in range(old_partitions)),
+        keys_by_new_partition=result.new_rows,
+        approx_bytes=sum(p.bytes for p in result.read),
+        disk_bytes=disk,
+    )
+
+
+def _misplaced(move: StoreMove, result: MoveResult, old_partitions: int) -> None:
+    if result.misplaced:
+        sample = next(p.misplaced_sample for p in result.read if p.misplaced)
+        msg = (
+            f"{move.label}: {result.misplaced} row(s) are not where Spark's hash of the grouping key puts them with "
+            f"{old_partitions} partitions ({sample}); tidemark does not know this operator's partition key, "
+            "so it will not move its state"
+        )
+        raise CheckpointError(msg)
+
+
+def repartition_checkpoint(
+    path: str,
+    partitions: int,
+    *,
+    apply: bool = False,
+    to: str | None = None,
+    state_store: str | None = None,
+    now: datetime | None = None,
+) -> RepartitionReport:
+    """Dry run (default) or apply a repartition of the checkpoint at path to `partitions` partitions."""
+    from tidemark.state.reader import open_state_source, state_session
+
+    if partitions < 1:
+        msg = f"--partitions must be at least 1 (got {partitions})"
+        raise UsageError(msg)
+    location = parse_location(path)
+    if not location.is_local:
+        msg = (
+            f"repartition rewrites local checkpoints only; copy {path} to a local folder, repartition it "
+            "there with --to, and copy the result back"
+        )
+        raise UsageError(msg)
+    checkpoint = Checkpoint.open(path)
+    checkpoint.require()
+    ensure_unlocked(checkpoint.uri, checkpoint.store)
+    root = Path(location.key)
+    when = now or datetime.now(tz=UTC)
+    archive, staging = _archive_names(root, when)
+    if apply and to is None:
+        finish_pending(str(archive.parent))  # a repartition that crashed between its two renames finishes first
+
+    batch = checkpoint.latest_committed_batch()
+    conf = checkpoint.offset(batch).conf
+    entries = operator_entries(checkpoint)
+    moves = store_moves(checkpoint, entries)
+    _refuse_unsupported(checkpoint, batch, conf, moves)
+    recorded = conf.get(SHUFFLE_PARTITIONS)
+    old_partitions = int(recorded) if recorded and recorded.isdigit() else None
+    for move in moves:
+        if move.partitions is not None and old_partitions is not None and move.partitions != old_partitions:
+            msg = (
+                f"{move.label} records {move.partitions} partitions but the offset log records {old_partitions}: "
+                "the checkpoint is inconsistent"
+            )
+            raise CheckpointError(msg)
+        old_partitions = old_partitions or move.partitions
+    if old_partitions is None:
+        msg = f"{checkpoint.uri} records no shuffle partition count in offsets/{batch}: it is not a Spark 3+ checkpoint"
+        raise CheckpointError(msg)
+    provider = conf.get(PROVIDER_CLASS, HDFS_PROVIDER)
+    new_provider = PROVIDERS[state_store] if state_store else provider
+    if state_store is not None and state_store not in PROVIDERS:
+        msg = f"--state-store must be one of {', '.join(PROVIDERS)}"
+        raise UsageError(msg)
+    if partitions == old_partitions and new_provider == provider:
+        msg = f"{checkpoint.uri} already has {partitions} shuffle partitions: nothing to do"
+        raise UsageError(msg)
+    if new_provider == HDFS_PROVIDER and any(m.column_families for m in moves):
+        msg = "transformWithState keeps its state in RocksDB column families: it cannot move to the HDFS store"
+        raise UsageError(msg)
+    version = batch + 1
+    _check_loadable(checkpoint, version, old_partitions)
+
+    target = Path(to).resolve() if to is not None else staging
+    if to is not None:
+        if target == root or root in target.parents:
+            msg = f"--to {to} must be outside the checkpoint {root}"
+            raise UsageError(msg)
+        if target.exists() and any(target.iterdir()):
+            msg = f"--to {to} exists and is not empty: give a new folder"
+            raise UsageError(msg)
+    read_conf = {**conf, FORMAT_VERSION_KEY: "1"}
+    write_conf = {**read_conf, PROVIDER_CLASS: new_provider, CHANGELOG_KEY: "false"}
+    notes: list[str] = []
+    if not moves:
+        notes.append("the query keeps no state: only the recorded partition count changes")
+
+    reports: list[StoreReport] = []
+    verification: StateComparison | None = None
+    new_disk: int | None = None
+    with state_session(root) as (spark, source):
+        new_root = str(target / STATE) if apply else None
+        try:
+            for move in moves:
+                spec = helper_spec(
+                    move,
+                    old_state_root=str(Path(source.root) / STATE),
+                    new_state_root=new_root,
+                    version=version,
+                    old_partitions=old_partitions,
+                    new_partitions=partitions,
+                    read_conf=read_conf,
+                    write_conf=write_conf,
+                )
+                result = run_move(spark, spec)
+                _misplaced(move, result, old_partitions)
+                reports.append(_report(move, result, _store_disk_bytes(checkpoint, move), old_partitions))
+            if apply:
+                target.mkdir(parents=True, exist_ok=True)
+                updates = {SHUFFLE_PARTITIONS: str(partitions), PROVIDER_CLASS: new_provider}
+                clone_without_state(checkpoint, open_storage(str(target)), updates, partitions)
+                if moves:
+                    verification = compare_state(spark, source, open_state_source(target), batch)
+                    _verified(verification, partitions, moves)
+        except BaseException:
+            if apply and target.exists() and (to is None or target.resolve() != root):
+                shutil.rmtree(target, ignore_errors=True)  # only what this run wrote
+            raise
+    if apply:
+        new_disk = sum(scan.bytes for scan in Checkpoint.open(str(target)).stores().values())
+        if to is None:
+            _swap(root, archive, staging, partitions)
+    return RepartitionReport(
+        checkpoint=checkpoint.uri,
+        batch=batch,
+        old_partitions=old_partitions,
+        new_partitions=partitions,
+        provider=provider,
+        new_provider=new_provider,
+        stores=tuple(reports),
+        applied=apply,
+        new_checkpoint=str(target) if to is not None else checkpoint.uri,
+        archive=None if to is not None else str(archive),
+        new_disk_bytes=new_disk,
+        verification=verification,
+        notes=tuple(notes),
+    )
+
+
+def _verified(comparison: StateComparison, partitions: int, moves: list[StoreMove]) -> None:
+    for target in comparison.targets:
+        if not target.same:
+            msg = (
+                f"the rewritten state differs from the original for operator {target.operator_id} {target.target}: "
+                f"{target.rows_before} rows before, {target.rows_after} after, {target.only_before} only before, "
+                f"{target.only_after} only after; nothing was changed"
+            )
+            raise CheckpointError(msg)
+    for op in {m.operator_id for m in moves}:
+        reported = comparison.partitions_after.get(op)
+        if reported != partitions:
+            msg = f"Spark's state-metadata reports {reported} partitions for operator {op}, not {partitions}"
+            raise CheckpointError(msg)
+
+
+def _swap(root: Path, archive: Path, staging: Path, partitions: int) -> None:
+    """Archive the old checkpoint and move the new one into its place (journaled: a rerun finishes it)."""
+    repoint_schema_paths(open_storage(str(staging)), partitions, open_storage(str(root)))
+    parent = parse_location(str(root.parent))
+    rel = archive.parent.name
+    steps = [
+        Step(("parent", root.name), ("parent", f"{rel}/{archive.name}")),
+        Step(("parent", f"{rel}/{staging.name}"), ("parent", root.name)),
+    ]
+    journaled(str(archive.parent), {"parent": parent.uri}, steps, "repartition", {"archive": str(archive)})
+    log.info("archived %s as %s", root, archive)

@@ -1,0 +1,208 @@
+"""`state repartition` proof: a window, a session and a transformWithState pipeline run on part of the data with
+3 partitions, get repartitioned (to 8, and to 2 on the other state store), run on the rest with the new count,
+and equal the pandas oracle.
+Spark's reader sees the same (key, value) rows before and after, and state-metadata reports the new count."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import pandas as pd
+import pytest
+
+from tests.helpers import read_sink, write_config
+from tests.integration.test_pipeline_kinds import session_oracle
+from tests.oracles import assert_matches_oracle, window_oracle
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.cli.main import main
+from tidemark.config import TidemarkConfig, load_config
+from tidemark.evolve.repartition import RepartitionReport, repartition_checkpoint
+from tidemark.pipeline.generate import generate_events
+from tidemark.pipeline.run import start_query
+from tidemark.session import runtime_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "stateful"
+HDFS = "hdfs"
+
+
+def run_available(spark: SparkSession, config: TidemarkConfig) -> None:
+    """Run the configured pipeline until the files present are processed."""
+    with runtime_conf(spark, config.spark_conf()):
+        query = start_query(spark, config, available_now=True)
+        query.awaitTermination(600)
+        assert query.exception() is None
+
+
+def arrive(files: list[Path], landing: Path, first_mtime: int) -> None:
+    """Copy files into the landing folder, their modification times in this order (the file source's order)."""
+    landing.mkdir(exist_ok=True)
+    for index, file in enumerate(files):
+        target = landing / file.name
+        shutil.copy(file, target)
+        os.utime(target, (first_mtime + index, first_mtime + index))
+
+
+def batches_of(checkpoint: str) -> list[list[Path]]:
+    """The files each batch read, from the file source's log (no-data batches as empty lists)."""
+    handle = Checkpoint.open(checkpoint)
+    files = handle.source_files_by_batch()
+    return [[Path(urlparse(f).path) for f in files.get(b, [])] for b in range(handle.latest_committed_batch() + 1)]
+
+
+def assert_verified(report: RepartitionReport, partitions: int, spark: SparkSession) -> None:
+    """The rewrite read back with Spark's statestore reader equals the original, and state-metadata agrees."""
+    assert report.applied and report.verification is not None
+    assert report.verification.targets and report.verification.same
+    assert all(t.rows_before == t.rows_after > 0 for t in report.verification.targets)
+    assert sum(sum(s.rows_by_old_partition) for s in report.stores) > 0
+    assert all(len(s.keys_by_new_partition) == partitions for s in report.stores)
+    metadata = spark.read.format("state-metadata").load(report.new_checkpoint).collect()
+    assert metadata and {int(r["numPartitions"]) for r in metadata} == {partitions}
+
+
+def test_window_continues_with_8_partitions_after_repartition(spark: SparkSession, tmp_path: Path) -> None:
+    data = generate_events(tmp_path / "all", events=1200, keys=9, files=4, seed=5)
+    arrive(list(data.files[:2]), tmp_path / "landing", 1_700_000_000)
+    settings = {"shuffle_partitions": 3}
+    store = {"state_store": HDFS}
+    config = load_config(write_config(tmp_path, spark=settings, checkpoint=store))
+    run_available(spark, config)
+
+    assert main(["state", "repartition", config.checkpoint.location, "--partitions", "8"]) == 0  # dry run
+    assert Checkpoint.open(config.checkpoint.location).offset(0).conf["spark.sql.shuffle.partitions"] == "3"
+    report = repartition_checkpoint(config.checkpoint.location, 8, apply=True)
+    assert_verified(report, 8, spark)
+    assert report.archive is not None and Path(report.archive).is_dir()  # the old checkpoint, kept
+    assert Checkpoint.open(report.archive).offset(0).conf["spark.sql.shuffle.partitions"] == "3"
+
+    arrive(list(data.files[2:]), tmp_path / "landing", 1_700_000_100)
+    config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 8}, checkpoint=store))
+    run_available(spark, config)
+
+    latest = Checkpoint.open(config.checkpoint.location).latest_committed_batch()
+    assert Checkpoint.open(config.checkpoint.location).offset(latest).conf["spark.sql.shuffle.partitions"] == "8"
+    expected = window_oracle(batches_of(config.checkpoint.location), timedelta(minutes=15), timedelta(minutes=10))
+    assert len(expected) > 30
+    assert_matches_oracle(read_sink(tmp_path / "output"), expected)
+
+
+def test_sessions_continue_on_2_partitions_and_another_store(spark: SparkSession, tmp_path: Path) -> None:
+    data = generate_events(tmp_path / "all", events=500, keys=10, files=4, seed=21)
+    arrive(list(data.files[:2]), tmp_path / "landing", 1_700_000_000)
+    session = {"kind": "session", "gap": "20 minutes", "window": None, "extra": None}
+    config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 3}, aggregation=session))
+    run_available(spark, config)
+
+    # Fewer partitions, and from the RocksDB store to the HDFS-backed one (session state uses prefix-scan keys).
+    report = repartition_checkpoint(config.checkpoint.location, 2, apply=True, state_store=HDFS)
+    assert_verified(report, 2, spark)
+    assert "HDFSBacked" in report.new_provider and "RocksDB" in report.provider
+
+    arrive(list(data.files[2:]), tmp_path / "landing", 1_700_000_100)
+    settings = {"spark": {"shuffle_partitions": 2}, "checkpoint": {"state_store": HDFS}}
+    config = load_config(write_config(tmp_path, aggregation=session, **settings))
+    run_available(spark, config)
+
+    expected = session_oracle(list(data.files), timedelta(minutes=20), timedelta(minutes=10))
+    actual = pd.read_parquet(tmp_path / "output")
+    for column in ("sessionStart", "sessionEnd"):
+        actual[column] = pd.to_datetime(actual[column], utc=True)
+    actual = actual.sort_values(["user", "sessionStart"]).reset_index(drop=True)
+    assert len(expected) > 15
+    assert not actual.duplicated(["user", "sessionStart"]).any()
+    assert list(actual["user"]) == list(expected["user"])
+    assert (actual["sessionStart"] == expected["sessionStart"]).all()
+    assert (actual["sessionEnd"] == expected["sessionEnd"]).all()
+    assert (actual["count"] == expected["count"]).all()
+
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+USERS = [f"u{i}" for i in range(6)]
+# (user, minutes after T0) per file. Every user's events lie within the 10-minute idle timeout of each other, so
+# each user has one run, counted in state and in a timer until the "tick" user moves the watermark past it.
+TIMER_FILES: list[list[tuple[str, int]]] = [
+    [(u, m) for m in (0, 2, 4) for u in USERS],
+    [*((u, 9) for u in USERS), ("tick", 12)],
+    [*((u, 15) for u in USERS[:3]), ("tick", 20)],
+    [("tick", 60)],
+    [("tick", 66)],
+]
+
+
+@pytest.fixture
+def processors() -> Iterator[None]:
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(FIXTURES))
+
+
+def _write_timer_files(folder: Path) -> list[Path]:
+    folder.mkdir()
+    paths = []
+    for index, rows in enumerate(TIMER_FILES):
+        path = folder / f"part-{index:03d}.json"
+        lines = [json.dumps({"event_id": i, "user": u, "ts": (T0 + timedelta(minutes=m)).isoformat(), "value": 1.0})
+                 for i, (u, m) in enumerate(rows)]  # fmt: skip
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def test_transform_with_state_keeps_counts_and_timers_across_repartition(
+    spark: SparkSession, tmp_path: Path, processors: None
+) -> None:
+    files = _write_timer_files(tmp_path / "all")
+    arrive(files[:2], tmp_path / "landing", 1_700_000_000)
+    custom: dict[str, Any] = {
+        "kind": "custom",
+        "processor": "stateful_processors:CountUntilIdle",
+        "window": None,
+        "extra": None,
+    }
+    watermark = {"column": "ts", "watermark": "5 minutes"}
+    sink = {"partition_by": []}
+    config = load_config(
+        write_config(tmp_path, spark={"shuffle_partitions": 3}, aggregation=custom, event_time=watermark, sink=sink)
+    )
+    run_available(spark, config)
+    assert pd.read_parquet(tmp_path / "output").empty  # nobody has been idle long enough yet
+
+    moved = tmp_path / "checkpoint-8"
+    report = repartition_checkpoint(config.checkpoint.location, 8, apply=True, to=str(moved))
+    assert_verified(report, 8, spark)
+    assert report.archive is None and report.new_checkpoint == str(moved)
+    labels = {t.target for t in report.verification.targets} if report.verification else set()
+    assert labels == {"state", "$timers"}  # the value state and the event-time timers, both moved
+
+    arrive(files[2:], tmp_path / "landing", 1_700_000_100)
+    config = load_config(
+        write_config(
+            tmp_path,
+            spark={"shuffle_partitions": 8},
+            aggregation=custom,
+            event_time=watermark,
+            sink=sink,
+            checkpoint={"location": str(moved)},
+        )
+    )
+    run_available(spark, config)
+
+    events = pd.DataFrame([(u, m) for rows in TIMER_FILES for u, m in rows], columns=["user", "minute"])
+    expected = events[events["user"] != "tick"].groupby("user").size().sort_index()
+    actual = pd.read_parquet(tmp_path / "output").sort_values("user").set_index("user")["events"]
+    assert list(actual.index) == USERS  # every user emitted once, by a timer set before the repartition
+    assert list(actual) == list(expected)

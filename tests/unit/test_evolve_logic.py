@@ -1,0 +1,224 @@
+"""Repartition and check logic that needs no JVM: log rewrites, schema files, the copy, refusals, settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.checkpoint import synthetic
+from tests.helpers import write_config
+from tidemark.checkpoint.clone import clone_without_state, is_store_data, repoint_schema_paths
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.lock import LOCK_FILE, LockInfo
+from tidemark.checkpoint.partitioning import MoveResult, partition_key
+from tidemark.checkpoint.rewrite import OperatorFile, rewrite_offset_conf, rewrite_operator_metadata
+from tidemark.checkpoint.schema import parse_schema_file, type_signature
+from tidemark.cli.main import main
+from tidemark.config import load_config
+from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
+from tidemark.evolve.check import _check_settings, _Findings
+from tidemark.evolve.rehearse import _forget_last_commit
+from tidemark.evolve.repartition import repartition_checkpoint
+from tidemark.storage import open_storage
+
+SPARK35 = Path(__file__).resolve().parents[1] / "fixtures" / "spark35"
+PARTITIONS = "spark.sql.shuffle.partitions"
+TWS_METADATA = "v2\n" + json.dumps(
+    {
+        "operatorInfo": {"operatorId": 0, "operatorName": "transformWithStateInPandasExec"},
+        "stateStoreInfo": [
+            {
+                "storeName": "default",
+                "numColsPrefixKey": 0,
+                "numPartitions": 3,
+                "stateSchemaFilePaths": ["file:/old/place/state/0/_stateSchema/default/0_abc"],
+            }
+        ],
+        "operatorPropertiesJson": json.dumps(
+            {"timeMode": "EventTime", "stateVariables": [{"stateName": "seen", "stateVariableType": "ListState"}]}
+        ),
+    }
+)
+
+
+def _conf_checkpoint(root: Path, conf: dict[str, str], batches: int = 3, partitions: int = 2) -> Path:
+    synthetic.simple(root, batches=batches, partitions=partitions)
+    for b in range(batches):
+        path = root / "offsets" / str(b)
+        path.write_text(rewrite_offset_conf(path.read_text(), conf))
+    return root
+
+
+def test_offset_rewrite_changes_only_the_recorded_conf() -> None:
+    text = 'v1\n{"batchWatermarkMs":5,"conf":{"spark.sql.shuffle.partitions":"3","a":"b"}}\n{"logOffset":4}\n-'
+    new = rewrite_offset_conf(text, {PARTITIONS: "8"})
+    lines = new.splitlines()
+    assert lines[0] == "v1" and lines[2:] == ['{"logOffset":4}', "-"]
+    meta = json.loads(lines[1])
+    assert meta == {"batchWatermarkMs": 5, "conf": {PARTITIONS: "8", "a": "b"}}
+    with pytest.raises(ValueError, match="offset log"):
+        rewrite_offset_conf("garbage", {})
+
+
+def test_operator_metadata_rewrite_sets_partitions_and_moves_schema_paths() -> None:
+    new = rewrite_operator_metadata(TWS_METADATA, 8, "file:/new/ckpt/state/0/_stateSchema")
+    parsed = OperatorFile.parse(new)
+    assert parsed.version == 2 and parsed.name == "transformWithStateInPandasExec"
+    assert parsed.stores[0].partitions == 8
+    assert parsed.stores[0].schema_paths == ("file:/new/ckpt/state/0/_stateSchema/default/0_abc",)
+    assert parsed.properties["timeMode"] == "EventTime"
+    v1 = 'v1\n{"operatorInfo":{"operatorId":1,"operatorName":"dedupe"},"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":4}]}'  # noqa: E501
+    assert OperatorFile.parse(rewrite_operator_metadata(v1, 2)).stores[0].partitions == 2
+
+
+@pytest.mark.parametrize(
+    ("operator", "store", "expected"),
+    [
+        ("stateStoreSave", "default", {"kind": "all"}),
+        ("dedupe", "default", {"kind": "all"}),
+        ("sessionWindowStateStoreSaveExec", "default", {"kind": "drop_last", "n": 1}),
+        ("symmetricHashJoin", "left-keyWithIndexToValue", {"kind": "drop_last", "n": 1}),
+        ("symmetricHashJoin", "right-keyToNumValues", {"kind": "all"}),
+        ("transformWithStateInPandasExec", "default", {"kind": "transform_with_state"}),
+    ],
+)
+def test_partition_key_of_each_operator(operator: str, store: str, expected: dict[str, object]) -> None:
+    assert partition_key(operator, store) == expected
+
+
+def test_helper_result_parses_and_counts_misplaced_rows() -> None:
+    result = MoveResult.from_json(
+        json.dumps(
+            {
+                "operatorId": 0,
+                "storeName": "default",
+                "families": ["default"],
+                "read": [
+                    {
+                        "partition": 1,
+                        "misplaced": 2,
+                        "misplacedSample": "x",
+                        "families": [{"name": "default", "rows": 5, "bytes": 50}],
+                    },
+                    {"partition": 0, "misplaced": 0, "families": [{"name": "default", "rows": 3, "bytes": 30}]},
+                ],
+                "newPartitionRows": [4, 4],
+            }
+        )
+    )
+    assert [p.partition for p in result.read] == [0, 1]
+    assert [p.rows for p in result.read] == [3, 5] and result.read[1].bytes == 50
+    assert result.misplaced == 2 and result.new_rows == (4, 4)
+
+
+def _utf(text: str) -> bytes:
+    data = text.encode("utf-8")
+    return struct.pack(">H", len(data)) + data
+
+
+def _chunks(text: str) -> bytes:
+    return struct.pack(">i", 1) + _utf(text)
+
+
+KEY = {"type": "struct", "fields": [{"name": "user", "type": "string", "nullable": True, "metadata": {}}]}
+VALUE = {"type": "struct", "fields": [{"name": "n", "type": "long", "nullable": True, "metadata": {}}]}
+
+
+def test_schema_files_v2_and_v3_parse() -> None:
+    v2 = _utf("v2") + _chunks(json.dumps(KEY)) + _chunks(json.dumps(VALUE))
+    [family] = parse_schema_file(v2)
+    assert (
+        family.name == "default" and type_signature(family.key) == "string" and type_signature(family.value) == "long"
+    )
+    encoder = {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"}
+    v3 = _utf("v3") + struct.pack(">i", 1) + _utf("count") + struct.pack(">h", 0) + _chunks(json.dumps(KEY))
+    v3 += struct.pack(">h", 0) + _chunks(json.dumps(VALUE)) + _chunks(json.dumps(encoder)) + _chunks("{    }")
+    [family] = parse_schema_file(v3)
+    assert family.name == "count" and family.encoder == encoder and family.value[0].name == "n"
+    with pytest.raises(ValueError, match="version"):
+        parse_schema_file(_utf("v9"))
+
+
+def test_clone_copies_all_but_store_data_and_rewrites_counts(tmp_path: Path) -> None:
+    source = _conf_checkpoint(tmp_path / "ckpt", {PARTITIONS: "2"})
+    (source / LOCK_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (source / LOCK_FILE).write_text("{}")
+    target = tmp_path / "copy"
+    result = clone_without_state(Checkpoint.open(str(source)), open_storage(str(target)), {PARTITIONS: "8"}, 8)
+    copy = Checkpoint.open(str(target))
+    assert copy.offset(2).conf[PARTITIONS] == "8" and copy.commit_batches() == [0, 1, 2]
+    assert not (target / "offsets" / ".2.crc").exists() and (target / "commits" / ".2.crc").exists()
+    assert (target / "state" / "0" / "0" / "_metadata" / "schema").exists()  # partition 0 keeps the schema
+    assert not list((target / "state").rglob("*.delta")) and not (target / LOCK_FILE).exists()
+    meta = OperatorFile.parse((target / "state" / "0" / "_metadata" / "metadata").read_text())
+    assert meta.stores[0].partitions == 8
+    assert "offsets/0" in result.rewritten and "state/0/_metadata/metadata" in result.rewritten
+    assert is_store_data("state/0/1/_metadata/schema") and not is_store_data("state/0/0/left-x/_metadata/schema")
+
+
+def test_schema_paths_follow_the_checkpoint_to_its_final_place(tmp_path: Path) -> None:
+    staging = tmp_path / "staging"
+    (staging / "state" / "0" / "_metadata" / "v2").mkdir(parents=True)
+    (staging / "state" / "0" / "_metadata" / "v2" / "0").write_text(TWS_METADATA)
+    final = tmp_path / "final"
+    assert repoint_schema_paths(open_storage(str(staging)), 8, open_storage(str(final))) == ["state/0/_metadata/v2/0"]
+    parsed = OperatorFile.parse((staging / "state" / "0" / "_metadata" / "v2" / "0").read_text())
+    assert parsed.stores[0].schema_paths == (f"file:{final}/state/0/_stateSchema/default/0_abc",)
+
+
+def test_repartition_refuses_a_live_query(tmp_path: Path) -> None:
+    root = _conf_checkpoint(tmp_path / "ckpt", {PARTITIONS: "2"})
+    now = datetime.now(tz=UTC)
+    lock = LockInfo(os.getpid(), socket.gethostname(), "run-1", now, now, 10.0)
+    (root / LOCK_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (root / LOCK_FILE).write_text(lock.to_json())
+    with pytest.raises(CheckpointLocked, match="stop that run first"):
+        repartition_checkpoint(str(root), 4)
+
+
+def test_repartition_refuses_what_it_cannot_rewrite(tmp_path: Path) -> None:
+    same = _conf_checkpoint(tmp_path / "same", {PARTITIONS: "2"})
+    with pytest.raises(UsageError, match="already has 2 shuffle partitions"):
+        repartition_checkpoint(str(same), 2)
+    v2 = _conf_checkpoint(tmp_path / "v2", {PARTITIONS: "2"})
+    synthetic.commits(v2, range(3), unique_ids={2: {0: [["a"], ["b"]]}})
+    with pytest.raises(UsageError, match="format v2"):
+        repartition_checkpoint(str(v2), 4)
+    with pytest.raises(CheckpointError, match="no state metadata"):
+        repartition_checkpoint(str(SPARK35 / "hdfs_window"), 4)
+    with pytest.raises(UsageError, match="local checkpoints only"):
+        repartition_checkpoint("s3a://bucket/ckpt", 4)
+    with pytest.raises(UsageError, match="at least 1"):
+        repartition_checkpoint(str(same), 0)
+    assert main(["state", "repartition", str(same), "--partitions", "2"]) == 2
+
+
+def test_settings_spark_keeps_from_the_checkpoint(tmp_path: Path) -> None:
+    provider = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    root = _conf_checkpoint(
+        tmp_path / "checkpoint", {PARTITIONS: "3", "spark.sql.streaming.stateStore.providerClass": provider}
+    )
+    (tmp_path / "landing").mkdir()
+    config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 8}))  # RocksDB by default
+    found = _Findings(frozenset())
+    _check_settings(Checkpoint.open(str(root)), 2, config, found)
+    problems = {p.code: p for p in found.problems}
+    assert set(problems) == {"SHUFFLE_PARTITIONS", "STATE_STORE_PROVIDER"}
+    assert f"tidemark state repartition {root} --partitions 8 --apply" in problems["SHUFFLE_PARTITIONS"].fix
+    assert "--state-store rocksdb" in problems["STATE_STORE_PROVIDER"].fix
+    assert "checkpoint format v1" in found.compared
+
+
+def test_rehearsal_copy_forgets_the_last_commit_and_its_state(tmp_path: Path) -> None:
+    root = synthetic.simple(tmp_path / "ckpt", batches=4, partitions=1)
+    _forget_last_commit(root, 3)
+    assert Checkpoint.open(str(root)).commit_batches() == [0, 1, 2]
+    left = sorted(p.name for p in (root / "state" / "0" / "0").iterdir() if p.is_file())
+    assert "4.delta" not in left and ".4.delta.crc" not in left and "4.delta.crc" not in left
+    assert "3.delta" in left  # the state the re-run batch loads
