@@ -163,8 +163,11 @@ def test_prometheus_scrapes_a_running_tidemark_run_and_spark(stack: Stack, tmp_p
             op["numRowsTotal"] for op in last["stateOperators"]
         )
         assert api.value(f"{spark_prefix}_inputRate_total_Value") == pytest.approx(last["inputRowsPerSecond"])
-        heap = api.value(f'metrics_executor_JVMHeapMemory_bytes{{application_name="tidemark-{pipeline}"}}')
-        assert heap is not None and heap > 0
+        # Executor memory figures are peaks that Spark updates on each executor heartbeat (every 10 s): they read
+        # 0 until the first one has been scraped, so wait for it rather than catch the first scrape.
+        heap_query = f'metrics_executor_JVMHeapMemory_bytes{{application_name="tidemark-{pipeline}"}}'
+        heap = wait_for(lambda: (api.value(heap_query) or 0) > 0 and api.value(heap_query), 60, "the executor heap")
+        assert heap > 0
 
         # the same figures through the Pushgateway (honor_labels keeps job="tidemark")
         pushed = f'pipeline="{pipeline}", run_id="{run_id}", job="tidemark"'
