@@ -265,6 +265,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per key count")
     parser.add_argument("--setups", default=f"{BASELINE},rocksdb+changelog,{TIDEMARK_DEFAULT}", help="setups")
     parser.add_argument("--driver-memory", default="3g", help="the JVM heap (fixed when it starts)")
+    parser.add_argument("--partitions", type=int, default=2, help="shuffle partitions = state store instances")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed per run")
     parser.add_argument("--json", type=Path, default=None, help="also write raw results here")
     parser.add_argument("--log", type=Path, default=None, help="also write every batch as a tidemark progress log")
@@ -272,7 +273,7 @@ def main() -> None:
 
     setups = args.setups.split(",")
     print("tidemark's state store settings:", json.dumps(tidemark_state_conf()), file=sys.stderr, flush=True)
-    spark = session(driver_memory=args.driver_memory)
+    spark = session(shuffle_partitions=args.partitions, driver_memory=args.driver_memory)
     jvm = Jvm(spark)
     work = Path(tempfile.mkdtemp(prefix="tidemark-bench-state-"))
     results: list[dict[str, Any]] = []

@@ -76,3 +76,27 @@ def test_runs_of_different_sizes_are_not_compared(tmp_path: Path) -> None:
 def test_a_single_store_log_gives_no_comparison() -> None:
     advice = advise_checkpoint_log(FIXTURES / "rocksdb_changelog.jsonl", overrides=ConfOverrides(cores=2))
     assert advice.store_comparisons == ()
+
+
+def _rerun(lines: list[dict[str, Any]], run: str, factor: float) -> list[dict[str, Any]]:
+    """The same run under another run id, every batch factor x as long."""
+    copied = json.loads(json.dumps(lines))
+    for line in copied:
+        line["run_id"] = run
+        if line["type"] == "progress":
+            line["progress"]["runId"] = run
+            line["progress"]["batchDuration"] = int(line["progress"]["batchDuration"] * factor)
+    return copied
+
+
+def test_rounds_of_a_setup_compare_by_their_median(tmp_path: Path) -> None:
+    hdfs, rocksdb = _lines("hdfs.jsonl"), _lines("rocksdb_changelog.jsonl")
+    runs = [_rerun(hdfs, f"h{i}", f) for i, f in enumerate((1.0, 0.5, 3.0))]
+    runs += [_rerun(rocksdb, f"r{i}", f) for i, f in enumerate((2.0, 4.0, 1.0))]
+    advice = advise_checkpoint_log(_write(tmp_path / "rounds.jsonl", *runs), overrides=ConfOverrides(cores=2))
+    (comparison,) = advice.store_comparisons
+    assert comparison.hdfs.runs == ("h0", "h1", "h2") and comparison.rocksdb.runs == ("r0", "r1", "r2")
+    assert comparison.hdfs.median_batch_ms == _median_batch(_rerun(hdfs, "x", 1.0))
+    assert comparison.rocksdb.median_batch_ms == _median_batch(_rerun(rocksdb, "x", 2.0))
+    assert comparison.rocksdb.fastest_run_ms == _median_batch(_rerun(rocksdb, "x", 1.0))
+    assert comparison.ratio == comparison.rocksdb.median_batch_ms / comparison.hdfs.median_batch_ms

@@ -193,7 +193,11 @@ def plan_catch_up(
         return plan(False, f"{why} allows no more than the steady-state {steady} files per batch", steady)
     batches = math.ceil(n / fitting)
     balanced = math.ceil(n / batches)  # every window of `balanced` files lies inside one of `fitting` files
-    return plan(True, f"catching up {n} files in {batches} batches of up to {balanced}", balanced)
+    return plan(True, f"catching up {n} files in {_batches(batches)} of up to {balanced}", balanced)
+
+
+def _batches(count: int) -> str:
+    return f"{count} batch" if count == 1 else f"{count} batches"
 
 
 def expansion_for(source_format: SourceFormat) -> float:

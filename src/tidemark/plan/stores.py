@@ -1,9 +1,10 @@
 """RocksDB against the HDFS-backed store at the same state size, from measured runs of both in a progress log.
 
 A progress log holds runs (one run id each). Runs of the two providers whose state holds about the same number
-of rows are compared on their median batch time: where RocksDB is slower, `plan checkpoint` says so with the
-numbers. `benchmarks/state_store.py --log FILE` writes such a log for a range of key counts; two runs of a
-pipeline on the same data, one per `[checkpoint] state_store`, do as well.
+of rows are compared on their median batch time (several runs of one setup, e.g. a benchmark's rounds: the
+median over the runs): where RocksDB is slower, `plan checkpoint` says so with the numbers.
+`benchmarks/state_store.py --log FILE` writes such a log for a range of key counts; two runs of a pipeline on
+the same data, one per `[checkpoint] state_store`, do as well.
 """
 
 from __future__ import annotations
@@ -38,12 +39,28 @@ class StoreRun:
 
 
 @dataclass(frozen=True)
+class StoreGroup:
+    """Runs of one setup (same provider and query name) at about one state size: medians over the runs."""
+
+    store: StateStoreKind
+    name: str | None
+    runs: tuple[str, ...]  # run ids
+    state_rows: int
+    median_batch_ms: float  # median over the runs of each run's median batch
+    fastest_run_ms: float
+    slowest_run_ms: float
+    median_updates_ms: float
+    median_commit_ms: float
+    peak_state_memory_bytes: int
+
+
+@dataclass(frozen=True)
 class StoreComparison:
-    """A RocksDB run against the HDFS-backed run of the closest state size."""
+    """A RocksDB setup against the HDFS-backed runs at the same state size."""
 
     state_rows: int
-    rocksdb: StoreRun
-    hdfs: StoreRun
+    rocksdb: StoreGroup
+    hdfs: StoreGroup
     ratio: float  # RocksDB's median batch time over the HDFS-backed store's
 
 
@@ -89,33 +106,69 @@ def _same_size(a: int, b: int) -> bool:
     return max(a, b) <= SAME_SIZE * min(a, b)
 
 
+def _group(runs: Sequence[StoreRun]) -> StoreGroup:
+    medians = [r.median_batch_ms for r in runs]
+    return StoreGroup(
+        store=runs[0].store,
+        name=runs[0].name,
+        runs=tuple(r.run_id for r in runs),
+        state_rows=int(statistics.median(r.state_rows for r in runs)),
+        median_batch_ms=statistics.median(medians),
+        fastest_run_ms=min(medians),
+        slowest_run_ms=max(medians),
+        median_updates_ms=statistics.median(r.median_updates_ms for r in runs),
+        median_commit_ms=statistics.median(r.median_commit_ms for r in runs),
+        peak_state_memory_bytes=max(r.peak_state_memory_bytes for r in runs),
+    )
+
+
+def _size_classes(runs: Sequence[StoreRun]) -> list[list[StoreRun]]:
+    """Runs sorted by state size, cut where a size is more than SAME_SIZE times the first of its class."""
+    classes: list[list[StoreRun]] = []
+    for run in sorted((r for r in runs if r.state_rows > 0), key=lambda r: r.state_rows):
+        if classes and _same_size(classes[-1][0].state_rows, run.state_rows):
+            classes[-1].append(run)
+        else:
+            classes.append([run])
+    return classes
+
+
 def compare_stores(runs: Sequence[StoreRun]) -> list[StoreComparison]:
-    """Pair every RocksDB run with the HDFS-backed run of the closest state size (within SAME_SIZE)."""
-    hdfs = [r for r in runs if r.store is StateStoreKind.HDFS and r.state_rows > 0]
+    """Per state size: every RocksDB setup (runs of one query name) against all HDFS-backed runs of that size."""
     pairs: list[StoreComparison] = []
-    for rocksdb in (r for r in runs if r.store is StateStoreKind.ROCKSDB and r.state_rows > 0):
-        close = [h for h in hdfs if _same_size(h.state_rows, rocksdb.state_rows)]
-        if close:
-            best = min(close, key=lambda h: abs(h.state_rows - rocksdb.state_rows))
-            ratio = rocksdb.median_batch_ms / best.median_batch_ms if best.median_batch_ms else 0.0
-            pairs.append(StoreComparison(rocksdb.state_rows, rocksdb, best, ratio))
-    return sorted(pairs, key=lambda c: (c.state_rows, c.rocksdb.run_id))
+    for size_class in _size_classes(runs):
+        hdfs = [r for r in size_class if r.store is StateStoreKind.HDFS]
+        if not hdfs:
+            continue
+        baseline = _group(hdfs)
+        setups: dict[str | None, list[StoreRun]] = {}
+        for run in size_class:
+            if run.store is StateStoreKind.ROCKSDB:
+                setups.setdefault(run.name, []).append(run)
+        for group in (_group(r) for r in setups.values()):
+            ratio = group.median_batch_ms / baseline.median_batch_ms if baseline.median_batch_ms else 0.0
+            pairs.append(StoreComparison(group.state_rows, group, baseline, ratio))
+    return pairs
 
 
-def _label(run: StoreRun) -> str:
-    return f"{run.name} ({run.run_id})" if run.name else run.run_id
+def _label(group: StoreGroup) -> str:
+    runs = f"{len(group.runs)} run{'s' if len(group.runs) > 1 else ''}"
+    spread = (
+        f", {group.fastest_run_ms:,.0f}-{group.slowest_run_ms:,.0f} ms" if len(group.runs) > 1 else f" {group.runs[0]}"
+    )
+    return f"{group.name or group.store.value}: {runs}{spread}"
 
 
 def store_findings(comparisons: Sequence[StoreComparison]) -> list[Finding]:
-    """ROCKSDB_SLOWER_THAN_HDFS where RocksDB lost, with the numbers; one ROCKSDB_NOT_SLOWER line otherwise."""
+    """ROCKSDB_SLOWER_THAN_HDFS where a RocksDB setup lost, with the numbers; ROCKSDB_NOT_SLOWER otherwise."""
     findings: list[Finding] = []
     for c in comparisons:
         figures = (
             f"at {c.state_rows:,} state rows RocksDB's median batch took {c.rocksdb.median_batch_ms:,.0f} ms, "
             f"{c.ratio:.2f}x the HDFS-backed store's {c.hdfs.median_batch_ms:,.0f} ms (state updates "
             f"{c.rocksdb.median_updates_ms:,.0f} vs {c.hdfs.median_updates_ms:,.0f} ms, commits "
-            f"{c.rocksdb.median_commit_ms:,.0f} vs {c.hdfs.median_commit_ms:,.0f} ms summed over tasks; runs "
-            f"{_label(c.rocksdb)} and {_label(c.hdfs)})"
+            f"{c.rocksdb.median_commit_ms:,.0f} vs {c.hdfs.median_commit_ms:,.0f} ms summed over tasks; "
+            f"{_label(c.rocksdb)}; {_label(c.hdfs)})"
         )
         if c.ratio > 1.0:
             findings.append(
