@@ -16,15 +16,18 @@ Run by hand:
   .venv/bin/python benchmarks/state_repartition.py build --dir /tmp/trb --keys 1000000
   .venv/bin/python benchmarks/state_repartition.py repartition --dir /tmp/trb
   .venv/bin/python benchmarks/state_repartition.py replay --dir /tmp/trb
-(the numbers in BENCHMARKS.md come from 5 interleaved rounds of the last two after a warm-up).
+(BENCHMARKS.md: 5 rounds of the last two, alternating which goes first, each a fresh process; each prints its
+phases, its wall time and the peak resident set of its largest process, the JVM, sampled from /proc every 0.2 s).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -127,18 +130,55 @@ def replay(folder: Path) -> None:
     shutil.rmtree(checkpoint.parent, ignore_errors=True)
 
 
+class PeakMemory:
+    """Samples the resident set of this process and its children (the JVM) every 0.2 s, from their /proc entries."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        while not self._stop.wait(0.2):
+            stack = [os.getpid()]
+            while stack:
+                pid = stack.pop()
+                try:
+                    with open(f"/proc/{pid}/statm", encoding="ascii") as handle:
+                        self.peak = max(self.peak, int(handle.read().split()[1]) * page)
+                    for task in os.listdir(f"/proc/{pid}/task"):
+                        with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
+                            stack.extend(int(child) for child in handle.read().split())
+                except OSError:
+                    continue  # ended meanwhile
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["build", "repartition", "replay"])
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--keys", type=int, default=1_000_000)
     args = parser.parse_args()
-    if args.command == "build":
-        build(args.dir, args.keys)
-    elif args.command == "repartition":
-        repartition(args.dir)
-    else:
-        replay(args.dir)
+    started = time.perf_counter()
+    with PeakMemory() as memory:
+        if args.command == "build":
+            build(args.dir, args.keys)
+        elif args.command == "repartition":
+            repartition(args.dir)
+        else:
+            replay(args.dir)
+    # Whole process: JVM start, the work, and the largest single process's peak resident set (the JVM's).
+    wall = time.perf_counter() - started
+    print(json.dumps({"command": args.command, "wall_s": round(wall, 1), "peak_mib": round(memory.peak / 2**20)}))
 
 
 if __name__ == "__main__":

@@ -104,7 +104,12 @@ def _exact(old: DataFrame, new: DataFrame) -> Any:
 
 
 def compare_target(
-    spark: SparkSession, before: StateSource, after: StateSource, target: ReadTarget, batch: int
+    spark: SparkSession,
+    before: StateSource,
+    after: StateSource,
+    target: ReadTarget,
+    batch: int,
+    after_batch: int | None = None,
 ) -> TargetComparison:
     """Rows of one target at one batch in both checkpoints, and those on one side only (duplicates counted).
 
@@ -113,7 +118,7 @@ def compare_target(
     every row), to say how many are on one side only.
     """
     old = read_state(spark, before, target, batch)
-    new = read_state(spark, after, target, batch)
+    new = read_state(spark, after, target, batch if after_batch is None else after_batch)
     sums = run_action(lambda: _checksums(spark, old, new), after, target, batch)
     empty = (0, 0, 0)
     if sums.get("before", empty) == sums.get("after", empty):
