@@ -1,6 +1,11 @@
-"""Overhead of RunMonitor on batch time: the same windowed aggregation with and without it, in one run.
+"""Overhead of RunMonitor: the same windowed aggregation with and without it, end-to-end wall time, one process.
 
-Run by hand: .venv/bin/python benchmarks/monitor_overhead.py [--files 10] [--rows 20000] [--rounds 2]
+Run by hand: .venv/bin/python benchmarks/monitor_overhead.py [--files 30] [--rows 2000] [--rounds 7]
+
+Each round runs both variants (ABBA order) over the same files, one file per micro-batch, small enough that a
+batch takes well under 300 ms, so per-batch costs show. Measured per run: wall time from query start until the
+query ended AND the monitor flushed and stopped (the listener's own thread and the log writer included), and
+Spark's batchDuration. Reported: per-round ratio monitored/plain of wall time, median and spread.
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ def write_inputs(folder: Path, files: int, rows: int) -> None:
         os.utime(path, (1_700_000_000 + f, 1_700_000_000 + f))
 
 
-def run_once(spark: Any, source: Path, root: Path, monitored: bool, label: str) -> list[int]:
-    """One available-now run over every file; returns Spark's batchDuration of each batch with input."""
+def run_once(spark: Any, source: Path, root: Path, monitored: bool, label: str) -> tuple[float, list[int]]:
+    """One available-now run over every file: (wall seconds, Spark's batchDuration of each batch with input)."""
     from pyspark.sql import functions as F
 
     from tidemark.config import parse_config
@@ -54,6 +59,7 @@ def run_once(spark: Any, source: Path, root: Path, monitored: bool, label: str) 
     )
     frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
     counts = frame.withWatermark("ts", "30 seconds").groupBy(F.window("ts", "1 minute"), "user").count()
+    began = time.perf_counter()
     monitor = RunMonitor(spark, config, label) if monitored else None
     if monitor is not None:
         monitor.start()
@@ -73,8 +79,9 @@ def run_once(spark: Any, source: Path, root: Path, monitored: bool, label: str) 
     finally:
         if monitor is not None:
             monitor.stop()
-    # Batch 0 carries planning and JIT warm-up in both variants; it is left out of the comparison.
-    return [p["batchDuration"] for p in progress if p["numInputRows"] > 0 and p["batchId"] > 0]
+    wall = time.perf_counter() - began
+    # Batch 0 carries planning and JIT warm-up in both variants; it is left out of the batch-time comparison.
+    return wall, [p["batchDuration"] for p in progress if p["numInputRows"] > 0 and p["batchId"] > 0]
 
 
 def micro_costs(root: Path, sample: dict[str, Any]) -> dict[str, float]:
@@ -106,11 +113,11 @@ def micro_costs(root: Path, sample: dict[str, Any]) -> dict[str, float]:
 
 
 def main() -> None:
-    """Alternate plain and monitored runs over the same files; print the ratio of mean batch times."""
+    """Alternate plain and monitored runs over the same files; print per-round wall-time ratios and batch times."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--files", type=int, default=10)
-    parser.add_argument("--rows", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--files", type=int, default=30)
+    parser.add_argument("--rows", type=int, default=2_000)
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
 
     from tidemark.session import build_session
@@ -120,28 +127,34 @@ def main() -> None:
     source = root / "in"
     write_inputs(source, args.files, args.rows)
     run_once(spark, source, root, monitored=False, label="warmup")
-    plain: list[int] = []
-    monitored: list[int] = []
+    run_once(spark, source, root, monitored=True, label="warmup-mon")
+    walls: dict[bool, list[float]] = {False: [], True: []}
+    batches: dict[bool, list[int]] = {False: [], True: []}
     for r in range(args.rounds):
         # ABBA order so drift of the (shared, busy) machine hits both variants alike.
         order = [False, True] if r % 2 == 0 else [True, False]
         for flag in order:
-            durations = run_once(spark, source, root, flag, f"{'mon' if flag else 'plain'}{r}")
-            (monitored if flag else plain).extend(durations)
-            print(f"round {r} {'monitored' if flag else 'plain    '}: {statistics.mean(durations):8.1f} ms/batch")
+            wall, durations = run_once(spark, source, root, flag, f"{'mon' if flag else 'plain'}{r}")
+            walls[flag].append(wall)
+            batches[flag].extend(durations)
+            name = "monitored" if flag else "plain    "
+            print(f"round {r} {name}: {wall:7.2f} s, {statistics.median(durations):6.0f} ms/batch")
     sample_log = next((root / "monitor").glob("*.jsonl"))
     sample = next(json.loads(line)["progress"] for line in sample_log.read_text().splitlines() if '"progress"' in line)
     costs = micro_costs(root, sample)
-    mean_plain, mean_mon = statistics.mean(plain), statistics.mean(monitored)
-    print(f"batches: {len(plain)} plain, {len(monitored)} monitored ({args.rows} rows per batch)")
-    print(f"mean batch time: plain {mean_plain:.1f} ms, monitored {mean_mon:.1f} ms")
-    print(
-        f"median batch time: plain {statistics.median(plain):.1f} ms, monitored {statistics.median(monitored):.1f} ms"
-    )
-    print(f"ratio monitored/plain (mean): {mean_mon / mean_plain:.4f}")
-    print(f"ratio monitored/plain (median): {statistics.median(monitored) / statistics.median(plain):.4f}")
-    for key, value in costs.items():
-        print(f"{key}: {value:.3f} ms per batch ({value / mean_plain:.4%} of a mean batch)")
+    ratios = [m / p for p, m in zip(walls[False], walls[True], strict=True)]
+    result = {
+        "rounds": args.rounds,
+        "batches_per_run": args.files,
+        "median_batch_ms": {"plain": statistics.median(batches[False]), "monitored": statistics.median(batches[True])},
+        "wall_s_median": {"plain": statistics.median(walls[False]), "monitored": statistics.median(walls[True])},
+        "wall_ratio_per_round": [round(x, 4) for x in ratios],
+        "wall_ratio_median": round(statistics.median(ratios), 4),
+        "wall_ratio_min": round(min(ratios), 4),
+        "wall_ratio_max": round(max(ratios), 4),
+        "micro_costs_ms": {k: round(v, 3) for k, v in costs.items()},
+    }
+    print(json.dumps(result, indent=1))
     spark.stop()
 
 

@@ -1,43 +1,135 @@
-"""Benchmark: HDFS-backed vs RocksDB vs RocksDB + changelog checkpointing on one stateful workload.
+"""Benchmark: tidemark's state store defaults against the HDFS-backed store (and the other RocksDB setups).
 
 Workload: a streaming aggregation (count and sum per key) over the `rate-micro-batch` source, which gives
-exactly `keys` rows per batch; row i has key i % keys, so every batch updates every key once. Each setup runs
-the same number of batches in the same Spark session (local[2]), one after the other; reported per setup:
-median batch duration, median state commit time, the state operator's memory, and the checkpoint size on disk,
-each also as a ratio to the HDFS-backed baseline. Batch 0 (which creates every key) is reported separately.
-A short warm-up run of every setup comes first and is not reported.
+exactly `keys` rows per batch; row i has key i % keys, so every batch updates every key once. Per key count, the
+setups run in interleaved rounds (order reversed every other round) in one Spark session (local[2]); per run:
+the median steady batch duration (batch 0 creates the keys and is reported apart), the JVM's CPU per batch
+(split into task threads, GC, RocksDB's background threads, the rest), the state operator's commit and update
+times and RocksDB's custom metrics, the state memory, the JVM heap after a full GC at the end of the run and
+the JVM's resident memory, and the checkpoint size. Ratios are to the HDFS-backed store in the same round.
 
-Run by hand:  .venv/bin/python benchmarks/state_store.py --keys 10000,100000,1000000 --batches 6
+`tidemark` is whatever `[checkpoint]` defaults tidemark gives a window pipeline today (read from the code);
+`rocksdb+changelog` is the default before issue 17. With --log FILE every batch's progress is also written as a
+tidemark progress log, so `tidemark plan checkpoint FILE` compares the stores from it.
+
+Run by hand:  .venv/bin/python benchmarks/state_store.py --keys 10000,100000,1000000 --rounds 5
+A larger size in its own process (heap for the HDFS-backed store):
+              .venv/bin/python benchmarks/state_store.py --keys 10000000 --rounds 1 --batches 4 --driver-memory 12g
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import glob
 import json
+import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(ROOT))
 
-from _stream_bench import SETUPS, Summary, apply_conf, folder_stats, markdown_table, restore_conf, run_batches, session
+from tests.helpers import BASE_CONFIG  # noqa: E402
 
-TIDEMARK_DEFAULT = "rocksdb+changelog"
+from _stream_bench import SETUPS, apply_conf, folder_stats, markdown_table, restore_conf, session  # noqa: E402
+from tidemark.config import parse_config  # noqa: E402
+
+TIDEMARK_DEFAULT = "tidemark"
+BASELINE = "hdfs"
+_TICK = os.sysconf("SC_CLK_TCK")
+_THREAD_GROUPS = (
+    ("Executor task", "tasks"),
+    ("GC Thread", "gc"),
+    ("G1 ", "gc"),
+    ("VM Thread", "gc"),
+    ("rocksdb", "rocksdb-background"),
+    ("C2 Compiler", "jit"),
+    ("C1 Compiler", "jit"),
+)
+
+
+def tidemark_state_conf() -> dict[str, str]:
+    """The state store settings tidemark gives a window pipeline with its default [checkpoint] table."""
+    config = parse_config({k: dict(v) for k, v in BASE_CONFIG.items()}, base=Path(tempfile.gettempdir()))
+    return {k: v for k, v in config.spark_conf().items() if k.startswith("spark.sql.streaming.stateStore.")}
+
+
+def all_setups() -> dict[str, dict[str, str]]:
+    """Every setup this benchmark knows: the shared ones plus tidemark's current defaults."""
+    return {**SETUPS, TIDEMARK_DEFAULT: tidemark_state_conf()}
+
+
+class Jvm:
+    """CPU, memory and heap of the session's JVM (local mode: driver and executor are one process)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.jvm = spark.sparkContext._jvm
+        self.pid = int(self.jvm.java.lang.ProcessHandle.current().pid())
+
+    def threads_cpu(self) -> collections.Counter[str]:
+        """CPU seconds so far by thread group."""
+        groups: collections.Counter[str] = collections.Counter()
+        for stat in glob.glob(f"/proc/{self.pid}/task/*/stat"):
+            try:
+                raw = Path(stat).read_text()
+            except OSError:
+                continue
+            name = raw[raw.index("(") + 1 : raw.rindex(")")]
+            fields = raw.rsplit(")", 1)[1].split()
+            seconds = (int(fields[11]) + int(fields[12])) / _TICK
+            group = next((g for prefix, g in _THREAD_GROUPS if name.startswith(prefix)), "other")
+            groups[group] += seconds
+        return groups
+
+    def rss_mb(self) -> float:
+        """Resident memory of the JVM (heap, native memory of RocksDB, everything)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def heap_after_gc_mb(self) -> float:
+        """Used heap after a full collection: what the JVM really holds."""
+        runtime = self.jvm.java.lang.Runtime.getRuntime()
+        self.jvm.java.lang.System.gc()
+        return float(runtime.totalMemory() - runtime.freeMemory()) / 1024**2
 
 
 def _state_metric(progress: dict[str, Any], name: str) -> float:
     return float(sum(op.get(name, 0) for op in progress.get("stateOperators", [])))
 
 
-def measure(spark: Any, setup: str, keys: int, batches: int, work: Path, timeout: float) -> dict[str, Any]:
+def _custom(progress: dict[str, Any], name: str) -> float:
+    return float(sum(op.get("customMetrics", {}).get(name, 0) for op in progress.get("stateOperators", [])))
+
+
+def _write_log(log: Path | None, setup: str, progress: list[dict[str, Any]]) -> None:
+    if log is None:
+        return
+    with log.open("a", encoding="utf-8") as handle:
+        for p in progress:
+            line = {"type": "progress", "time": datetime.now(UTC).isoformat(), "run_id": p["runId"], "progress": p}
+            line["setup"] = setup
+            handle.write(json.dumps(line) + "\n")
+
+
+def measure(
+    spark: Any, jvm: Jvm, setup: str, keys: int, batches: int, work: Path, timeout: float, log: Path | None = None
+) -> dict[str, Any]:
     """Run one setup for `batches` batches of `keys` rows; return its measurements."""
     from pyspark.sql import functions as F
 
-    checkpoint = work / f"{setup}-{keys}"
-    previous = apply_conf(spark, SETUPS[setup])
+    checkpoint = work / f"{setup}-{keys}-{time.time_ns()}"
+    previous = apply_conf(spark, all_setups()[setup])
+    marks: dict[int, tuple[float, collections.Counter[str]]] = {}
     try:
         stream = (
             spark.readStream.format("rate-micro-batch")
@@ -56,26 +148,52 @@ def measure(spark: Any, setup: str, keys: int, batches: int, work: Path, timeout
             .queryName(f"bench_{setup.replace('+', '_')}_{keys}")
             .start()
         )
-        progress = run_batches(query, batches, timeout)
+        deadline = time.monotonic() + timeout
+        while len([b for b in marks if b < batches]) < batches:
+            if time.monotonic() > deadline:
+                msg = f"{setup} at {keys} keys: {len(marks)} of {batches} batches within {timeout:.0f}s"
+                raise RuntimeError(msg)
+            if query.exception() is not None:
+                raise RuntimeError(str(query.exception()))
+            last = query.lastProgress
+            if last is not None and last["batchId"] not in marks:
+                marks[last["batchId"]] = (jvm.rss_mb(), jvm.threads_cpu())
+            time.sleep(0.02)
+        heap = jvm.heap_after_gc_mb()  # state still loaded: the query runs until stopped
+        query.stop()
         wall = time.perf_counter() - started
+        progress = {p["batchId"]: p for p in (json.loads(q.json) for q in query.recentProgress)}
     finally:
         restore_conf(spark, previous)
-    steady = progress[1:]
-    files, size = folder_stats(checkpoint / "state")
-    last = progress[-1]
-    rows_total = _state_metric(last, "numRowsTotal")
-    if rows_total != keys:
-        msg = f"{setup}: state holds {rows_total:.0f} rows after {batches} batches, expected {keys}"
+    ordered = [progress[b] for b in range(batches)]
+    _write_log(log, setup, ordered)
+    rows_total = _state_metric(ordered[-1], "numRowsTotal")
+    rows_updated = _state_metric(ordered[-1], "numRowsUpdated")
+    if rows_updated != keys or rows_total not in (0, keys):  # 0: the store does not count (trackTotalNumberOfRows)
+        msg = f"{setup}: last batch updated {rows_updated:.0f} of {keys} keys, state holds {rows_total:.0f} rows"
         raise RuntimeError(msg)
+    steady = ordered[1:]
+    first, end = 1, batches - 1
+    cpu = {g: (marks[end][1][g] - marks[first][1].get(g, 0)) * 1000 / (end - first) for g in marks[end][1]}
+    files, size = folder_stats(checkpoint / "state")
+    shutil.rmtree(checkpoint, ignore_errors=True)
     return {
         "setup": setup,
         "keys": keys,
         "batches": batches,
         "wall_s": wall,
-        "first_batch_ms": float(progress[0]["batchDuration"]),
-        "batch_ms": Summary.of([float(p["batchDuration"]) for p in steady]).median,
-        "commit_ms": Summary.of([_state_metric(p, "commitTimeMs") for p in steady]).median,
-        "memory_bytes": _state_metric(last, "memoryUsedBytes"),
+        "first_batch_ms": float(ordered[0]["batchDuration"]),
+        "batch_ms": statistics.median(float(p["batchDuration"]) for p in steady),
+        "cpu_ms": sum(cpu.values()),
+        "cpu_by_threads_ms": {g: round(v) for g, v in sorted(cpu.items(), key=lambda kv: -kv[1]) if v >= 1},
+        "updates_ms": statistics.median(_state_metric(p, "allUpdatesTimeMs") for p in steady),
+        "commit_ms": statistics.median(_state_metric(p, "commitTimeMs") for p in steady),
+        "rocksdb_get_ms": statistics.median(_custom(p, "rocksdbGetLatency") for p in steady),
+        "rocksdb_put_ms": statistics.median(_custom(p, "rocksdbPutLatency") for p in steady),
+        "rocksdb_gets": statistics.median(_custom(p, "rocksdbGetCount") for p in steady),
+        "memory_bytes": _state_metric(ordered[-1], "memoryUsedBytes"),
+        "heap_after_gc_mb": heap,
+        "rss_mb": [round(marks[b][0]) for b in range(batches)],
         "state_files": files,
         "state_bytes": size,
     }
@@ -85,63 +203,96 @@ def _ratio(value: float, base: float) -> str:
     return f"{value / base:.2f}x" if base else "-"
 
 
+def _spread(values: list[float], digits: int = 0) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+
+
 def render(results: list[dict[str, Any]]) -> str:
-    """Markdown tables: absolute numbers and ratios to the HDFS-backed baseline, per key count."""
+    """Markdown per key count: medians over rounds with [min-max], ratios to HDFS per round."""
     parts: list[str] = []
     for keys in sorted({r["keys"] for r in results}):
         group = [r for r in results if r["keys"] == keys]
-        base = next(r for r in group if r["setup"] == "hdfs")
-        rows = [
-            [
-                r["setup"] + (" (tidemark default)" if r["setup"] == TIDEMARK_DEFAULT else ""),
-                f"{r['first_batch_ms']:.0f}",
-                f"{r['batch_ms']:.0f} ({_ratio(r['batch_ms'], base['batch_ms'])})",
-                f"{r['commit_ms']:.0f} ({_ratio(r['commit_ms'], base['commit_ms'])})",
-                f"{r['memory_bytes'] / 1024**2:.1f} ({_ratio(r['memory_bytes'], base['memory_bytes'])})",
-                f"{r['state_bytes'] / 1024**2:.1f} MB / {r['state_files']} files",
-            ]
-            for r in group
+        setups = list(dict.fromkeys(r["setup"] for r in group))
+        by_setup = {s: [r for r in group if r["setup"] == s] for s in setups}
+        base = by_setup.get(BASELINE, [])
+        rows = []
+        for setup in setups:
+            runs = by_setup[setup]
+            batch_ratio = [r["batch_ms"] / b["batch_ms"] for r, b in zip(runs, base, strict=False) if b["batch_ms"]]
+            cpu_ratio = [r["cpu_ms"] / b["cpu_ms"] for r, b in zip(runs, base, strict=False) if b["cpu_ms"]]
+            last = runs[-1]
+            threads = ", ".join(f"{g} {v}" for g, v in list(last["cpu_by_threads_ms"].items())[:4])
+            rows.append(
+                [
+                    setup + (" (tidemark default)" if setup == TIDEMARK_DEFAULT else ""),
+                    _spread([r["batch_ms"] for r in runs]),
+                    _spread(batch_ratio, 2) + "x" if batch_ratio else "-",
+                    _spread([r["cpu_ms"] for r in runs]) + f" ({threads})",
+                    _spread(cpu_ratio, 2) + "x" if cpu_ratio else "-",
+                    _spread([r["updates_ms"] for r in runs]) + " / " + _spread([r["commit_ms"] for r in runs]),
+                    f"{last['memory_bytes'] / 1024**2:.0f}",
+                    _spread([r["heap_after_gc_mb"] for r in runs]),
+                    f"{max(max(r['rss_mb']) for r in runs):.0f}",
+                    f"{last['state_bytes'] / 1024**2:.1f} MB / {last['state_files']}",
+                ]
+            )
+        header = [
+            "setup",
+            "batch ms",
+            "batch / hdfs",
+            "JVM CPU ms per batch (last run by threads)",
+            "CPU / hdfs",
+            "updates / commit ms",
+            "state memory MB",
+            "heap after GC MB",
+            "peak RSS MB",
+            "state on disk / files",
         ]
-        header = ["setup", "batch 0 ms", "batch ms (median)", "commit ms (median)", "state memory MB", "state on disk"]
-        parts.append(f"### {keys:,} keys, {group[0]['batches']} batches\n\n" + markdown_table(header, rows))
-        best = min(group, key=lambda r: r["batch_ms"])
-        verdict = (
-            "the tidemark default has the shortest batches"
-            if best["setup"] == TIDEMARK_DEFAULT
-            else f"**{best['setup']} has shorter batches than the tidemark default here**"
+        rounds = max(len(v) for v in by_setup.values())
+        parts.append(
+            f"### {keys:,} keys, {group[0]['batches']} batches, {rounds} round(s)\n\n" + markdown_table(header, rows)
         )
-        parts.append(f"Verdict at {keys:,} keys: {verdict}.")
     return "\n\n".join(parts)
 
 
 def main() -> None:
-    """Parse arguments, run every setup for every key count, print markdown and write JSON."""
+    """Parse arguments, run every setup for every key count in interleaved rounds, print markdown, write JSON."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", default="10000,100000,1000000", help="comma-separated key counts")
     parser.add_argument("--batches", type=int, default=6, help="batches per run (batch 0 creates the keys)")
-    parser.add_argument("--setups", default=",".join(SETUPS), help="comma-separated setups")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds allowed per run")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per key count")
+    parser.add_argument("--setups", default=f"{BASELINE},rocksdb+changelog,{TIDEMARK_DEFAULT}", help="setups")
+    parser.add_argument("--driver-memory", default="3g", help="the JVM heap (fixed when it starts)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed per run")
     parser.add_argument("--json", type=Path, default=None, help="also write raw results here")
+    parser.add_argument("--log", type=Path, default=None, help="also write every batch as a tidemark progress log")
     args = parser.parse_args()
 
-    spark = session()
+    setups = args.setups.split(",")
+    print("tidemark's state store settings:", json.dumps(tidemark_state_conf()), file=sys.stderr, flush=True)
+    spark = session(driver_memory=args.driver_memory)
+    jvm = Jvm(spark)
     work = Path(tempfile.mkdtemp(prefix="tidemark-bench-state-"))
     results: list[dict[str, Any]] = []
     try:
         # Warm the JVM (JIT, class loading) with every setup so the first measured setup is not penalised.
-        for setup in args.setups.split(","):
-            measure(spark, setup, 1000, 3, work / "warmup", args.timeout)
+        for setup in setups:
+            measure(spark, jvm, setup, 1000, 3, work / "warmup", args.timeout)
         for keys in [int(k) for k in args.keys.split(",")]:
-            for setup in args.setups.split(","):
-                result = measure(spark, setup, keys, args.batches, work, args.timeout)
-                print(json.dumps(result), file=sys.stderr, flush=True)
-                results.append(result)
+            for round_number in range(args.rounds):
+                for setup in setups if round_number % 2 == 0 else list(reversed(setups)):
+                    result = measure(spark, jvm, setup, keys, args.batches, work, args.timeout, args.log)
+                    result["round"] = round_number
+                    print(json.dumps(result), file=sys.stderr, flush=True)
+                    results.append(result)
     finally:
         # Stop first: state store maintenance threads may still write into the folder.
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
     print(render(results))
 
 

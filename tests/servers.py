@@ -163,7 +163,7 @@ class MotoS3:
             "s3",
             endpoint_url=self.endpoint,
             aws_access_key_id="testing",
-            aws_secret_access_key="testing",  # noqa: S106 - moto's dummy key
+            aws_secret_access_key="testing",
             region_name="us-east-1",
         )
         client.create_bucket(Bucket=name)

@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 
 # Settings that only take effect when the JVM starts; on a reused session they are left alone.
 _STATIC_PREFIXES = ("spark.driver.", "spark.executor.", "spark.master", "spark.ui.", "spark.jars", "spark.app.")
+# Read when a stateful query starts: every pipeline query gets them from run_pipeline (and gives them back), so a
+# reused session (tests, notebooks, recovery) is not left with one pipeline's state store tuning for the next.
+_QUERY_START_PREFIXES = ("spark.sql.streaming.stateStore.",)
 
 
 def check_java() -> str:
@@ -63,7 +66,7 @@ def build_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         for key, value in settings.items():
-            if not key.startswith(_STATIC_PREFIXES):
+            if not key.startswith(_STATIC_PREFIXES + _QUERY_START_PREFIXES):
                 active.conf.set(key, value)
         return active
     builder = SparkSession.builder.master(master).appName(app_name)

@@ -15,6 +15,9 @@ import pytest
 from tests.streaming_queries import CASES, HDFS, ROCKSDB, run_query, windowed, write_input
 from tidemark.checkpoint.inspect import inspect_checkpoint
 from tidemark.checkpoint.prune import prune_checkpoint
+from tidemark.checkpoint.scan import scan_checkpoint
+from tidemark.session import runtime_conf
+from tidemark.storage.local import LocalFS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -161,6 +164,50 @@ def test_prune_then_restart_gives_the_same_output(
     for folder in (plain, pruned):
         got = _read_output(folder / "out")
         assert len(got) == len(expected)
+        assert got["k"].tolist() == expected["k"].tolist()
+        assert got["s"].astype("int64").tolist() == expected["s"].astype("int64").tolist()
+        assert (got["start"] == expected["start"]).all()
+
+
+def _in_order(source: Path) -> None:
+    """Distinct modification times in minute order: the file source takes files oldest first, one a batch."""
+    for index, path in enumerate(sorted(source.glob("m*.json"))):
+        os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+
+
+@pytest.mark.parametrize("version", ["1", "2"], ids=["changelog", "changelog-v2"])
+def test_prune_on_tidemarks_defaults_keeps_the_changelog_chain(
+    spark: SparkSession, tmp_path: Path, version: str
+) -> None:
+    """Issue 15.4: RocksDB + changelog (tidemark's default), checkpoint format v1 and v2, a snapshot every
+    2 versions: prune keeps, per store, a snapshot plus every changelog after it, and a restart matches."""
+    conf = (ROCKSDB, "true", version, "true")
+    source = tmp_path / "in"
+    write_input(source, range(6))
+    _in_order(source)
+    plain, pruned = tmp_path / "plain", tmp_path / "pruned"
+    with runtime_conf(spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):
+        run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
+    shutil.copytree(plain, pruned)
+    result = prune_checkpoint(str(pruned / "ck"), keep=2, apply=True)
+    assert result.by_kind["changelog"].files > 0  # changelogs before the kept snapshot go
+    after = scan_checkpoint(LocalFS(str(pruned / "ck")))
+    newest = max(after.commit_batches) + 1
+    for op in after.operators.values():
+        for store in op.stores.values():
+            base = store.newest_snapshot(at_most=newest)
+            assert base is not None, "every store keeps a snapshot"
+            assert store.can_load(newest) and store.can_load(newest - 1)
+    assert inspect_checkpoint(str(pruned / "ck")).findings == []
+
+    write_input(source, range(6, 8))
+    _in_order(source)
+    with runtime_conf(spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):
+        run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
+        run_query(spark, source, windowed, pruned / "ck", pruned / "out", conf)
+    expected = _expected(source)
+    for folder in (plain, pruned):
+        got = _read_output(folder / "out")
         assert got["k"].tolist() == expected["k"].tolist()
         assert got["s"].astype("int64").tolist() == expected["s"].astype("int64").tolist()
         assert (got["start"] == expected["start"]).all()

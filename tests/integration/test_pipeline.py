@@ -11,7 +11,7 @@ from tests.helpers import read_sink, write_config
 from tests.oracles import assert_matches_oracle, count_malformed, window_oracle
 from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
-from tidemark.pipeline.quarantine import batch_file, read_quarantine, write_marker
+from tidemark.pipeline.quarantine import batch_name, read_quarantine, write_marker
 from tidemark.pipeline.run import StopReason, run_pipeline
 
 pytestmark = pytest.mark.integration
@@ -61,8 +61,8 @@ def test_malformed_lines_land_in_quarantine(spark: object, tmp_path: Path) -> No
 
     # A driver that died after batch 1 committed but before its records were written: the next
     # start re-reads that batch's files from the source log and writes them.
-    batch_file(str(tmp_path / "quarantine"), 1).unlink()
-    batch_file(str(tmp_path / "quarantine"), 3).unlink()
+    (tmp_path / "quarantine" / batch_name(1)).unlink()
+    (tmp_path / "quarantine" / batch_name(3)).unlink()
     write_marker(str(tmp_path / "quarantine"), 0)
     again = run_pipeline(config)
     assert again.input_rows == 0

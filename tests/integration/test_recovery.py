@@ -25,8 +25,10 @@ from tests.oracles import window_oracle
 from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
-from tidemark.pipeline.run import run_pipeline
+from tidemark.recovery.audit import audit_sink
+from tidemark.recovery.failover import run_with_failover as run_pipeline
 from tidemark.recovery.marker import read_marker
+from tidemark.storage import parse_location
 
 pytestmark = pytest.mark.integration
 
@@ -78,14 +80,16 @@ def test_checkpoint_deleted_mid_stream_recovers_automatically(spark: Any, tmp_pa
 
     run_pipeline(config)  # on_missing = "recover": archive, replay from the resume point, repair the log
 
-    marker = read_marker(tmp_path / "checkpoint")
+    marker = read_marker(parse_location(str(tmp_path / "checkpoint")))
     assert marker is not None and marker.injected
     # Windows before the resume point were not touched; the ones at or after it were rewritten.
     kept = {p for p in first_run if p.exists()}
     assert kept and all(p.stat().st_mtime_ns == first_run[p] for p in kept)
-    archived = list((tmp_path / ".tidemark-archive").glob("*/sink-metadata/0"))
+    archived = list((tmp_path / ".tidemark-archive").glob("*/sink-metadata/_spark_metadata/0"))
     assert len(archived) == 1
     _assert_matches_oracle(spark, sink, _expected(files))
+    audit = audit_sink(config)  # issue 16.3: exactly once after a recovery, batch by batch
+    assert audit.ok, audit.violations
 
 
 def test_corrupt_newest_state_file_rolls_back_to_batch(spark: Any, tmp_path: Path) -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import Azurite, MotoS3
 from tidemark.errors import StorageError
 from tidemark.storage import open_storage, parse_location
 from tidemark.storage.base import walk_folders
-from tests.servers import Azurite, MotoS3
 
 FILES = {
     "offsets/0": b"v1\n{}",
@@ -151,3 +151,28 @@ def test_local_store_refuses_paths_outside_its_root(tmp_path: Path):
     with pytest.raises(StorageError):
         store.read_bytes("../../etc/passwd")
     assert parse_location(str(tmp_path)).is_local
+
+
+def test_bad_locations_on_the_command_line_are_one_line_and_exit_1(
+    azure_env: Azurite, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    from tidemark.cli.main import main
+
+    cases = [
+        ("ftp://host/ck", "abfss"),  # an unknown scheme names the supported ones
+        (azure_env.uri("nosuchcontainer", "ck"), "does not exist"),
+    ]
+    for uri, fragment in cases:
+        for argv in (["checkpoint", "inspect", uri], ["checkpoint", "prune", uri, "--keep", "1"], ["analyze", uri]):
+            code = main(argv)
+            captured = capsys.readouterr()
+            lines = [line for line in captured.err.splitlines() if line.strip()]
+            assert code == 1, (argv, captured.err)
+            assert len(lines) == 1 and fragment in lines[0], (argv, captured.err)
+            assert "Traceback" not in captured.err
+    for name in list(__import__("os").environ):
+        if name.startswith("AZURE_"):
+            monkeypatch.delenv(name)
+    assert main(["checkpoint", "inspect", "abfss://data@nosuchaccount.dfs.core.windows.net/ck"]) == 1
+    err = capsys.readouterr().err
+    assert "AZURE_STORAGE_CONNECTION_STRING" in err and len(err.strip().splitlines()) == 1

@@ -20,7 +20,7 @@ def test_part_files_are_read_in_natural_name_order(tmp_path: Path) -> None:
     for part in (10, 2, 1, 0):
         (tmp_path / f"run-a.{part}.jsonl").write_text(line("run-a", part))
     (tmp_path / "run-a.3.jsonl.tmp").write_text("not a log")
-    assert [p.name for p in log_files(tmp_path)] == [f"run-a.{n}.jsonl" for n in (0, 1, 2, 10)]
+    assert [Path(p).name for p in log_files(tmp_path)] == [f"run-a.{n}.jsonl" for n in (0, 1, 2, 10)]
     assert [e.data["n"] for e in iter_log(tmp_path)] == [0, 1, 2, 10]
 
 

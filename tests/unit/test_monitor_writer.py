@@ -22,7 +22,7 @@ def test_lines_have_type_utc_time_and_run_id(tmp_path: Path) -> None:
     writer.write("warning", message="hello")
     writer.close()
     writer.close()
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
     assert lines[0] == {"type": "progress", "time": "2026-01-02T03:04:05.678Z", "run_id": "run-1", "progress": progress}
     assert lines[1]["type"] == "warning" and lines[1]["time"].endswith("Z")
     assert [p.batch_id for p in read_progress(path)] == [3]
@@ -68,7 +68,7 @@ def test_lines_survive_a_killed_process_and_a_torn_tail_is_skipped(tmp_path: Pat
         "w.open()\n"
         "for i in range(5):\n"
         "    w.write('warning', i=i)\n"
-        'os.write(w._fd, b\'{"type": "progress", "tim\')\n'  # a crash in the middle of a line
+        'os.write(w._sink._fd, b\'{"type": "progress", "tim\')\n'  # a crash in the middle of a line
         "os._exit(9)\n"  # no flush, no close, no atexit: like a killed driver
     )
     done = subprocess.run([sys.executable, "-c", script], check=False)

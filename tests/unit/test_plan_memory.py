@@ -167,3 +167,20 @@ def test_hdfs_state_beyond_the_usable_heap_warns_of_out_of_memory() -> None:
     assert not any("OutOfMemoryError" in n for n in plan_memory(conf, MemoryLoad(state_bytes=724 * MB)).notes)
     over = plan_memory(conf, MemoryLoad(state_bytes=724 * MB + 1))
     assert any("OutOfMemoryError" in n for n in over.notes)
+
+
+def _seed_utilization(heap_gib: int) -> float:
+    # The seed's own arithmetic: per executor, (heap - 300 MB) x 0.6 of unified memory, all of it available
+    # to execution without cache; the load is the cluster's, spread over 4 executors.
+    unified = (heap_gib * 1024 - 300) * MB * 0.6
+    return (5.34 * GB + 3.8 * GB) / 4 / unified
+
+
+@pytest.mark.parametrize(("heap_gib", "verdict"), [(4, Verdict.OVER), (8, Verdict.OK)])
+def test_seed_figures_four_executors_with_5_34_gb_state_and_3_8_gb_sort(heap_gib: int, verdict: Verdict) -> None:
+    conf = MemoryConf(executor_memory_bytes=heap_gib * GB, executors=4)
+    plan = plan_memory(conf, MemoryLoad(state_bytes=int(5.34 * GB), sort_bytes=int(3.8 * GB)))
+    assert plan.cluster.utilization == pytest.approx(_seed_utilization(heap_gib), rel=1e-6)
+    assert plan.verdict is verdict
+    # about 100 % at 4g (not OK), about 50 % at 8g (OK)
+    assert plan.cluster.utilization == pytest.approx({4: 1.0, 8: 0.5}[heap_gib], abs=0.05)

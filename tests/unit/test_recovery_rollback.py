@@ -10,11 +10,13 @@ import pytest
 
 from tests.helpers import write_config
 from tidemark.checkpoint.layout import FileKind
+from tidemark.checkpoint.scan import KIND_BITS, StoreScan
+from tidemark.checkpoint.sink import read_log
 from tidemark.cli.main import main
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.errors import CheckpointError, UsageError
-from tidemark.recovery.rollback import loadable, plan_rollback, roll_back
-from tidemark.recovery.sink import read_log
+from tidemark.recovery.rollback import plan_rollback, roll_back
+from tidemark.storage.local import LocalFS
 
 
 def _touch(path: Path, text: str = "x") -> Path:
@@ -51,12 +53,16 @@ def pipeline(tmp_path: Path) -> tuple[Path, TidemarkConfig]:
     return tmp_path, load_config(config_path)
 
 
+def _store(chain: dict[int, FileKind]) -> StoreScan:
+    return StoreScan(0, "default", versions={v: KIND_BITS[k] for v, k in chain.items()})
+
+
 def test_loadable_needs_a_snapshot_and_every_change_after_it() -> None:
-    chain = {1: {FileKind.CHANGELOG}, 2: {FileKind.ZIP}, 4: {FileKind.CHANGELOG}}
-    assert loadable(chain, 2)
-    assert loadable(chain, 1)
-    assert not loadable(chain, 4)  # version 3 is missing
-    assert loadable({3: {FileKind.SNAPSHOT}, 4: {FileKind.DELTA}}, 4)
+    chain = _store({1: FileKind.CHANGELOG, 2: FileKind.ZIP, 4: FileKind.CHANGELOG})
+    assert chain.can_load(2)
+    assert chain.can_load(1)
+    assert not chain.can_load(4)  # version 3 is missing
+    assert _store({3: FileKind.SNAPSHOT, 4: FileKind.DELTA}).can_load(4)
 
 
 def test_rollback_moves_later_batches_state_and_sink_files(pipeline: tuple[Path, TidemarkConfig]) -> None:
@@ -78,7 +84,7 @@ def test_rollback_moves_later_batches_state_and_sink_files(pipeline: tuple[Path,
     result = roll_back(config, 1, apply=True)
     assert result.applied
     assert sorted(p.name for p in (root / "checkpoint" / "commits").iterdir() if p.name.isdigit()) == ["0", "1"]
-    assert read_log(root / "output").latest_batch == 1
+    assert read_log(LocalFS(str(root / "output"))).latest_batch == 1
     assert len(result.plan.moves) == len(plan.moves)
     for move in result.plan.moves:
         assert Path(move.target).exists() and not Path(move.source).exists()
@@ -111,3 +117,11 @@ def test_cli_dry_run_json_and_bad_batch(
     assert (root / "checkpoint" / "commits" / "3").exists()
     assert main(["recover", config_path, "--to-batch", "7"]) == 2
     assert "not committed" in capsys.readouterr().err
+
+
+def test_rollback_refuses_when_spark_could_not_restart_from_there(pipeline: tuple[Path, TidemarkConfig]) -> None:
+    root, config = pipeline
+    (root / "checkpoint" / "offsets" / "0").unlink()  # pruned: Spark restarts after 1 from offsets 0 and 1
+    with pytest.raises(UsageError, match="offsets/0 is gone"):
+        plan_rollback(config, 1)
+    assert plan_rollback(config, 2).undone_batches == (3,)

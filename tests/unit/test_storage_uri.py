@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemark.errors import StorageError, UsageError
+from tidemark.errors import StorageError
 from tidemark.storage.base import FileEntry, folders_from_flat, join
 from tidemark.storage.credentials import azure_access, s3_options
 from tidemark.storage.local import LocalFS
@@ -56,14 +56,14 @@ def test_local_paths_and_file_uris_are_absolute_os_paths(tmp_path: Path):
     ],
 )
 def test_bad_uris_are_one_line_usage_errors(uri: str, fragment: str):
-    with pytest.raises(UsageError, match=fragment) as caught:
+    with pytest.raises(StorageError, match=fragment) as caught:
         parse_location(uri)
     assert "\n" not in str(caught.value)
     assert "secret" not in str(caught.value) and "sig=abc" not in str(caught.value)
 
 
 def test_a_relative_path_cannot_leave_its_root():
-    with pytest.raises(UsageError):
+    with pytest.raises(StorageError):
         parse_location("s3a://b/ck").join("../other")
 
 
@@ -82,7 +82,7 @@ def test_azure_connection_string_endpoint_wins_and_secrets_stay_out_of_repr():
 def test_azure_credentials_for_another_account_are_refused():
     location = parse_location("abfss://data@prod.dfs.core.windows.net/ck")
     env = {"AZURE_STORAGE_CONNECTION_STRING": "AccountName=dev;AccountKey=K;BlobEndpoint=http://127.0.0.1:1/dev"}
-    with pytest.raises(StorageError, match="account 'dev' but .* names account 'prod'"):
+    with pytest.raises(StorageError, match=r"account 'dev' but .* names account 'prod'"):
         azure_access(location, env)
 
 

@@ -206,7 +206,7 @@ class Checkpoint:
     # --- sources -------------------------------------------------------------------------------------
 
     def source_files_by_batch(self, source: int = 0) -> dict[int, list[str]]:
-        """The files each batch read, from a file source's log (plain and .compact entries)."""
+        """Every source log entry's files by SOURCE log id (not the query's batch id: see source_files_of)."""
         folder = f"{SOURCES}/{source}"
         files: dict[int, list[str]] = defaultdict(list)
         listing = self.store.list_dir(folder)
@@ -226,6 +226,94 @@ class Checkpoint:
                 if path not in files[batch]:
                     files[batch].append(path)
         return files
+
+    def source_files_of(self, batches: list[int], source: int = 0) -> dict[int, list[str]]:
+        """The files each given query batch read from a file source.
+
+        A query batch and the source's own log are numbered apart (no-data batches add no source entry, and a
+        restart can leave a source entry no batch used): batch N read the source entries after the `logOffset`
+        its predecessor's offsets recorded, up to its own. Only those entries are read: each one's own log
+        file, the compact file only where Spark has dropped it.
+        """
+        ranges: dict[int, tuple[int, int]] = {}
+        for batch in batches:
+            end = self._log_offset(batch, source)
+            if end is None:
+                continue
+            start = self._log_offset(batch - 1, source) if batch > 0 else -1
+            if start is None:
+                log.warning(
+                    "offsets/%d is gone: taking batch %d to have read source entry %d only", batch - 1, batch, end
+                )
+                start = end - 1
+            ranges[batch] = (start, end)
+        ids = sorted({i for first, last in ranges.values() for i in range(first + 1, last + 1)})
+        entries = self._source_log_files(ids, source)
+        return {
+            b: [f for i in range(first + 1, last + 1) for f in entries.get(i, [])]
+            for b, (first, last) in ranges.items()
+        }
+
+    def _log_offset(self, batch: int, source: int) -> int | None:
+        entry = self.find_offset(batch)
+        if entry is None or len(entry.source_offsets) <= source:
+            return None
+        value = entry.source_offsets[source]
+        if isinstance(value, dict) and isinstance(value.get("logOffset"), int):
+            return int(value["logOffset"])
+        return None
+
+    def _source_log_files(self, ids: list[int], source: int) -> dict[int, list[str]]:
+        """Source log id -> files: each id's own log file, the compact file only where it is gone."""
+        folder = f"{SOURCES}/{source}"
+        listing = self.store.list_dir(folder)
+        names = {parsed[0]: name for name, _ in (listing.files if listing else []) if (parsed := sink_log_batch(name))}
+        found: dict[int, list[str]] = {}
+        compacts = sorted(b for b, name in names.items() if name.endswith(".compact"))
+        for batch in ids:
+            name = names.get(batch)
+            if name is None or name.endswith(".compact"):
+                continue
+            found[batch] = self._source_entries(f"{folder}/{name}", {batch}).get(batch, [])
+        rest = set(ids) - set(found)
+        for compact in compacts:
+            covered = {b for b in rest if b <= compact}
+            if covered:
+                entries = self._source_entries(f"{folder}/{names[compact]}", covered)
+                for batch in covered:
+                    found[batch] = entries.get(batch, [])
+                rest -= covered
+        return found
+
+    def _source_entries(self, rel: str, batches: set[int]) -> dict[int, list[str]]:
+        files: dict[int, list[str]] = defaultdict(list)
+        text = self.read_text(rel, limit=2**40) or ""
+        for number, line in enumerate(text.splitlines()[1:], start=2):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                path, batch = str(record["path"]), int(record["batchId"])
+            except (ValueError, KeyError, TypeError) as exc:
+                msg = f"{self.store.uri(rel)} line {number} is not a file source entry: corrupt"
+                raise CheckpointError(msg) from exc
+            if batch in batches and path not in files[batch]:
+                files[batch].append(path)
+        return files
+
+    def source_initial_offsets(self, source: int = 0) -> Any | None:
+        """The offsets a source started from (sources/<n>/0, as Kafka writes it), or None."""
+        try:
+            text = self.read_text(f"{SOURCES}/{source}/0")
+        except CheckpointError:
+            return None
+        lines = (text or "").splitlines()
+        if len(lines) < 2:
+            return None
+        try:
+            return json.loads(lines[1])
+        except json.JSONDecodeError:
+            return None
 
     # --- tidemark's own folder -----------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import json
 import zipfile
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, BinaryIO
 
 OFFSETS = "offsets"
 COMMITS = "commits"
@@ -65,6 +65,17 @@ def classify(name: str) -> tuple[FileKind, int | None, str | None]:
     return kind, int(number), unique_id
 
 
+def store_ids(rel: str) -> tuple[int, int, str] | None:
+    """(operator, partition, store) of a store folder state/<op>/<partition>[/<store>], else None."""
+    parts = rel.split("/")
+    if len(parts) < 3 or parts[0] != STATE or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    rest = parts[3:]
+    if len(rest) > 1 or (rest and rest[0] in NON_STORE_FOLDERS):
+        return None
+    return int(parts[1]), int(parts[2]), rest[0] if rest else "default"
+
+
 def crc_companions(name: str) -> tuple[str, ...]:
     """Names of the checksum files Hadoop and Spark may write next to a file."""
     return (f".{name}.crc", f"{name}.crc", f".{name}.crc.crc")
@@ -84,9 +95,18 @@ def sink_log_batch(name: str) -> tuple[int, bool] | None:
     return None
 
 
-def zip_references(data: bytes) -> set[str]:
-    """The SST and log file names a RocksDB snapshot zip lists in its metadata (shared files it needs)."""
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+MAX_ZIP_METADATA_BYTES = 64 * 1024**2
+
+
+def zip_references(data: bytes | BinaryIO) -> set[str]:
+    """The SST and log file names a RocksDB snapshot zip lists in its metadata (shared files it needs).
+
+    Takes the bytes or a seekable file (only the central directory and the metadata entry are read).
+    """
+    with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data) as archive:
+        if archive.getinfo("metadata").file_size > MAX_ZIP_METADATA_BYTES:
+            msg = "its metadata entry is too large to be RocksDB's"
+            raise ValueError(msg)
         text = archive.read("metadata").decode()
     lines = [line for line in text.splitlines() if line.strip()]
     meta: dict[str, Any] = json.loads(lines[1] if lines[0].startswith("v") else lines[0])

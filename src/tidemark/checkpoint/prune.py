@@ -11,7 +11,6 @@ from typing import Any
 from tidemark.checkpoint.handle import Checkpoint
 from tidemark.checkpoint.layout import (
     COMMITS,
-    NON_STORE_FOLDERS,
     OFFSETS,
     SNAPSHOT_KINDS,
     STATE,
@@ -21,6 +20,7 @@ from tidemark.checkpoint.layout import (
     classify,
     crc_companions,
     log_batch,
+    store_ids,
     zip_references,
 )
 from tidemark.checkpoint.lock import ensure_unlocked
@@ -120,8 +120,9 @@ def _prune_shared_files(
     referenced: set[str] = set()
     for name in kept_zips:
         try:
-            referenced |= zip_references(fs.read_bytes(join(listing.rel, name)) or b"")
-        except (zipfile.BadZipFile, KeyError, ValueError, IndexError, UnicodeDecodeError) as exc:
+            with fs.open_read(join(listing.rel, name)) as handle:
+                referenced |= zip_references(handle)
+        except (zipfile.BadZipFile, KeyError, ValueError, IndexError, UnicodeDecodeError, OSError) as exc:
             plan.notes.append(f"{where}: kept its SST files ({name} is unreadable: {exc})")
             return
     for sub in subfolders:
@@ -163,17 +164,6 @@ def _prune_store(
     _prune_shared_files(plan, fs, listing, shared, kept_zips, where)
 
 
-def _store_ids(rel: str) -> tuple[int, int, str] | None:
-    """(operator, partition, store) of a store folder state/<op>/<partition>[/<store>], else None."""
-    parts = rel.split("/")
-    if len(parts) < 3 or parts[0] != STATE or not parts[1].isdigit() or not parts[2].isdigit():
-        return None
-    rest = parts[3:]
-    if len(rest) > 1 or (rest and rest[0] in NON_STORE_FOLDERS):
-        return None
-    return int(parts[1]), int(parts[2]), rest[0] if rest else "default"
-
-
 def _state_removals(plan: _Plan, checkpoint: Checkpoint, bounds: tuple[int, int]) -> None:
     """Plan each store's removals once its listing and its SSTs/ and logs/ listings have all arrived.
 
@@ -189,7 +179,7 @@ def _state_removals(plan: _Plan, checkpoint: Checkpoint, bounds: tuple[int, int]
         return all(join(rel, d) in shared for d in SHARED_FOLDERS if d in waiting[rel].dirs)
 
     def prune(rel: str) -> None:
-        ids = _store_ids(rel)
+        ids = store_ids(rel)
         assert ids is not None
         listing = waiting.pop(rel)
         _prune_store(plan, fs, listing, shared, ids, bounds, commits)
@@ -204,7 +194,7 @@ def _state_removals(plan: _Plan, checkpoint: Checkpoint, bounds: tuple[int, int]
             if owner in waiting and ready(owner):
                 prune(owner)
             continue
-        if _store_ids(listing.rel) is None:
+        if store_ids(listing.rel) is None:
             continue
         waiting[listing.rel] = listing
         if ready(listing.rel):

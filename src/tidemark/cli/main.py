@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "report": "monitor",
     "plan": "plan",
     "recover": "recover",
+    "audit": "audit",
     "cluster": "cluster",
     "metrics": "metrics",
     "check": "evolve",

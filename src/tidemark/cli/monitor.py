@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 LogArg = Annotated[
-    Path, typer.Argument(help="A progress log file (<run_id>.jsonl) or a [monitor] dir holding several.")
+    str,
+    typer.Argument(help="A progress log file (<run_id>.jsonl) or a [monitor] dir holding several; path or URI."),
 ]
 LeakOpt = Annotated[
     int, typer.Option("--leak-batches", min=2, help="Flag state that grew without eviction in this many batches.")

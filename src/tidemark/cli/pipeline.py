@@ -42,14 +42,14 @@ def run(
     from tidemark.config import load_config
     from tidemark.durations import parse_duration
     from tidemark.monitor.publish import endpoint_lines
-    from tidemark.pipeline.run import run_pipeline
+    from tidemark.recovery.failover import run_with_failover
 
     settings = load_config(config)
     deadline = parse_duration(max_duration) if max_duration else None
     err.print(f"[bold]tidemark[/bold] running [cyan]{settings.pipeline.name}[/cyan] on {settings.spark.master}")
     for line in endpoint_lines(settings.monitor):
         err.print(escape(line))
-    result = run_pipeline(
+    result = run_with_failover(
         settings,
         available_now=available_now or None,
         max_duration=deadline,

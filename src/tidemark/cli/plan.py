@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from tidemark.config.model import StateStoreKind
     from tidemark.plan.advice import CheckpointAdvice
+    from tidemark.plan.forecast import Forecast
     from tidemark.plan.memory import MemoryPlan, Usage
 
 plan_app = typer.Typer(help="Size executors and pick the state store from measured runs.", no_args_is_help=True)
@@ -75,11 +76,22 @@ def memory(
         str | None,
         typer.Option("--from-rest", help="Spark UI address or saved /executors JSON: peak execution and cache."),
     ] = None,
+    from_checkpoint: Annotated[
+        Path | None,
+        typer.Option("--from-checkpoint", help="Read state rows and key/value sizes from the query's checkpoint."),
+    ] = None,
+    container_memory: Annotated[
+        str | None,
+        typer.Option("--container-memory", help="Container limit per executor (default heap + overhead)."),
+    ] = None,
+    growth_window: Annotated[
+        int, typer.Option("--growth-window", min=2, help="Batches the growth trend is read over.")
+    ] = 50,
     scale: Annotated[float | None, typer.Option("--scale", help="Project for K x the event rate.")] = None,
     target: Annotated[float, typer.Option("--target", help="Utilization the recommendation stays under.")] = 0.8,
     as_json: JsonOpt = False,
 ) -> None:
-    """Lay out executor memory, compare it with the load, and size the executor."""
+    """Lay out executor memory, compare it with the load, size the executor, and forecast the break."""
     from tidemark.plan.load import ConfOverrides, LoadFlags
     from tidemark.plan.planner import MemoryRequest, plan_memory_request
 
@@ -100,6 +112,9 @@ def memory(
         from_rest=from_rest,
         scale=scale,
         target=target,
+        from_checkpoint=from_checkpoint,
+        container_memory=container_memory,
+        growth_window=growth_window,
     )
     result = plan_memory_request(request)
     if as_json:
@@ -195,6 +210,40 @@ def _render_memory(plan: MemoryPlan) -> None:
         out.print(f"at {plan.projection.scale:g}x the event rate: spark.executor.memory={proj.executor_memory}")
     for note in plan.notes:
         out.print(f"[yellow]note:[/yellow] {escape(note)}")
+    if plan.forecast is not None:
+        _render_forecast(plan.forecast)
+
+
+def _render_forecast(forecast: Forecast) -> None:
+    from rich.table import Table
+
+    point = forecast.break_point
+    table = Table(title=f"Break point: one executor's {point.limit.value}, {point.state_store.value} state")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    keys_at_break = point.keys_at_break
+    rows: list[tuple[str, str]] = [
+        (f"{point.limit.value} limit", _mib(point.limit_bytes)),
+        ("state rows now (per executor)", f"{point.workload.keys:,.0f}"),
+        ("row size: key + value", f"{point.shape.key_bytes:,.0f} + {point.shape.value_bytes:,.0f} B"),
+        ("bytes per key at the peak of a batch", f"{point.per_key_bytes:,.0f} B"),
+        ("needed now", f"{_mib(point.peak_bytes_now)} ({point.used_share_now:.0%})"),
+        ("keys at the break (per executor)", f"{keys_at_break:,.0f}" if keys_at_break is not None else "none"),
+        ("growth", f"{forecast.growth.keys_per_batch:,.0f} keys per batch"),
+    ]
+    if forecast.growth.seconds_per_batch is not None:
+        rows.append(("batch interval", f"{forecast.growth.seconds_per_batch:,.1f} s"))
+    for name, value in rows:
+        table.add_row(name, value)
+    out.print(table)
+    out.print(f"row sizes from {escape(forecast.shape_from)}; growth from {escape(forecast.series_from)}")
+    if not point.fits or forecast.outlook.batches_left == 0:
+        colour = "bold red"
+    elif forecast.outlook.batches_left is None:
+        colour = "green"
+    else:
+        colour = "yellow"
+    out.print(f"[{colour}]forecast:[/{colour}] {escape(forecast.outlook.summary)}")
 
 
 def _render_checkpoint(advice: CheckpointAdvice) -> None:

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
+from tidemark.config.rocksdb import DEFAULT_BOUNDED_MEMORY_MB, rocksdb_conf
 from tidemark.durations import human, parse_duration
 from tidemark.errors import UsageError
 
@@ -212,21 +213,21 @@ class CheckpointConfig(_Table):
     changelog: bool = True
     min_batches_to_retain: int = Field(default=20, ge=2)
     format_version: int = Field(default=1, ge=1, le=2)
-    bounded_memory_mb: int | None = Field(default=None, ge=16)
+    bounded_memory_mb: int | None = Field(default=DEFAULT_BOUNDED_MEMORY_MB, ge=16)
+    # RocksDB counts the rows in state with one read per write (numRowsTotal); None: only for kind "custom".
+    track_state_rows: bool | None = None
     on_missing: str = Field(default="fail", pattern=r"^(fail|recover)$")
     max_lookback: Duration = timedelta(days=1)
 
-    def to_spark_conf(self) -> dict[str, str]:
-        """The Spark settings this table stands for."""
+    def to_spark_conf(self, track_state_rows: bool = True) -> dict[str, str]:
+        """The Spark settings this table stands for (track_state_rows when the table leaves it open)."""
         conf = {"spark.sql.streaming.minBatchesToRetain": str(self.min_batches_to_retain)}
         if self.state_store is StateStoreKind.ROCKSDB:
             conf["spark.sql.streaming.stateStore.providerClass"] = ROCKSDB_PROVIDER
-            conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = str(self.changelog).lower()
+            track = self.track_state_rows if self.track_state_rows is not None else track_state_rows
+            conf.update(rocksdb_conf(self.changelog, self.bounded_memory_mb, track))
             if self.format_version == 2:
                 conf["spark.sql.streaming.stateStore.checkpointFormatVersion"] = "2"
-            if self.bounded_memory_mb is not None:
-                conf["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] = "true"
-                conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] = str(self.bounded_memory_mb)
         else:
             conf["spark.sql.streaming.stateStore.providerClass"] = HDFS_PROVIDER
         return conf
@@ -247,6 +248,15 @@ class TriggerConfig(_Table):
     max_duration: Duration | None = None
     # How long a graceful stop waits for a gap between batches before interrupting the batch in flight.
     stop_timeout: Duration | None = None
+    # Adaptive catch-up (file sources): size backlog batches to take about this long (docs/catchup.md).
+    target_batch_duration: Duration | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> TriggerConfig:
+        if self.target_batch_duration is not None and self.target_batch_duration.total_seconds() <= 0:
+            msg = 'trigger.target_batch_duration must be positive, e.g. "2 minutes"'
+            raise ValueError(msg)
+        return self
 
     @property
     def effective_stop_timeout(self) -> timedelta:
@@ -336,7 +346,8 @@ class TidemarkConfig(_Table):
             "spark.sql.shuffle.partitions": str(self.spark.shuffle_partitions),
             "spark.sql.session.timeZone": "UTC",
         }
-        conf.update(self.checkpoint.to_spark_conf())
+        # Per-key logic can leak state: its leak guard needs the rows in state (numRowsTotal) counted.
+        conf.update(self.checkpoint.to_spark_conf(track_state_rows=self.aggregation.kind is AggregationKind.CUSTOM))
         if self.spark.driver_memory:
             conf["spark.driver.memory"] = self.spark.driver_memory
         if self.spark.executor_memory:

@@ -104,7 +104,7 @@ def expected_state(spark: SparkSession, config: TidemarkConfig) -> ExpectedState
 
 
 def _custom(spark: SparkSession, config: TidemarkConfig, base: dict[str, object]) -> ExpectedState:
-    from tidemark.pipeline.sources import parse_ddl
+    from tidemark.schema import parse_ddl
     from tidemark.stateful.api import TimeMode
     from tidemark.stateful.loader import load_processor
 

@@ -58,7 +58,10 @@ class LogEvent:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LogEvent:
         """Build from one parsed log line."""
-        time = parse_spark_time(str(data.get("time", ""))) or datetime.fromtimestamp(0, tz=UTC)
+        try:
+            time = parse_spark_time(str(data.get("time", ""))) or datetime.fromtimestamp(0, tz=UTC)
+        except ValueError:  # a damaged or foreign line: its time is unknown, never a crash
+            time = datetime.fromtimestamp(0, tz=UTC)
         run_id = data.get("run_id")
         return cls(type=str(data.get("type", "")), time=time, run_id=str(run_id) if run_id else None, data=data)
 

@@ -1,4 +1,8 @@
-"""The run's own listener: writes quarantined records per batch and keeps the run's counters."""
+"""The run's own listener: keeps the run's counters and the malformed-row count of each batch.
+
+It never runs Spark jobs (it is on Spark's listener thread): the run's main loop writes each committed
+batch's malformed records (pipeline/reconcile.py) from the counts kept here.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemark.monitor.events import EventKind
-from tidemark.pipeline.quarantine import rows_of, write_batch, write_marker
+from tidemark.pipeline.quarantine import OBSERVATION, rows_of
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +29,14 @@ class RunCounters:
     last_batch: int | None = None
     input_rows: int = 0
     quarantined: int = 0
+    # batch -> malformed rows the stream counted (-1: the event carried no count), until they are written
+    malformed: dict[int, int] = field(default_factory=dict)
     last_progress: dict[str, Any] | None = None
     hook_errors: list[str] = field(default_factory=list)
 
 
 def make_handler(
     query_name: str,
-    quarantine_dir: str | None,
     hooks: list[ProgressHook],
 ) -> tuple[Callable[[EventKind, dict[str, Any]], None], RunCounters, threading.Lock]:
     """The run's handler of listener-bus events (their JSON) for one named query."""
@@ -45,11 +50,11 @@ def make_handler(
         if progress.get("name") != query_name:
             return
         batch_id = int(progress["batchId"])
-        count, rows = rows_of(progress.get("observedMetrics"))
-        if quarantine_dir is not None:
-            write_batch(quarantine_dir, batch_id, rows)
-            write_marker(quarantine_dir, batch_id)
+        observed = progress.get("observedMetrics") or {}
+        count, _sample = rows_of(observed)
         with lock:
+            # No count is not a count of 0: that batch is re-read rather than taken for clean.
+            counters.malformed[batch_id] = count if OBSERVATION in observed else -1
             counters.batches += 1
             counters.first_batch = batch_id if counters.first_batch is None else counters.first_batch
             counters.last_batch = batch_id

@@ -1,15 +1,25 @@
-"""Malformed records: found in the same scan (observe), written per batch with raw line, file and batch id."""
+"""Malformed records: counted in the stream's own scan (observe), written per batch by the executors.
+
+The stream's observation carries only a count and one sample record, so the driver and the progress
+log stay small however many rows are malformed. Once a batch has committed, its malformed records are
+written from the input the checkpoint says that batch read (the files of a file source, the offset
+range of a Kafka source): up to DRIVER_LIMIT records as one JSON-lines file through tidemark's own
+storage layer, more by Spark's executors as a folder of JSON part files. Either is rewritten whole if
+a crash interrupts it, so each batch is quarantined exactly once; the marker `_last_batch` says up to
+which batch that is done.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tidemark.config import TidemarkConfig
 from tidemark.errors import ConfigError
-from tidemark.storage import open_storage
+from tidemark.storage import Storage, open_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -88,7 +98,8 @@ def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
     observed = checks.frame.observe(
         OBSERVATION,
         F.count(F.when(checks.bad, 1)).alias("count"),
-        F.collect_list(F.when(checks.bad, checks.record)).alias("rows"),
+        # One sample, never the rows: a batch of millions of malformed rows must not reach the driver.
+        F.max(F.when(checks.bad, checks.record)).alias("sample"),
     )
     good = observed.where(~checks.bad).select(
         *[F.col("_event_time").alias(c) if c == config.event_time.column else F.col(c) for c in stream.columns]
@@ -97,11 +108,22 @@ def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
     return ValidatedStream(watermarked, stream.columns)
 
 
-def malformed_rows(stream: RawStream, config: TidemarkConfig) -> list[dict[str, Any]]:
-    """The quarantine records of a batch read (reconciliation after a crash)."""
+def malformed_frame(stream: RawStream, config: TidemarkConfig, batch_id: int) -> DataFrame:
+    """The quarantine records of a batch re-read from its input, in the written layout."""
+    from pyspark.sql import functions as F
+
     checks = _checks(stream, config)
-    rows = checks.frame.where(checks.bad).select(checks.record.alias("r")).collect()
-    return [row["r"].asDict(recursive=True) for row in rows]
+    return (
+        checks.frame.where(checks.bad)
+        .select(checks.record.alias("r"))
+        .select(
+            F.lit(batch_id).cast("long").alias("batch_id"),
+            F.col("r.source").alias("source"),
+            F.col("r.reason").alias("reason"),
+            F.col("r.raw").alias("raw"),
+            F.date_format(F.current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("quarantined_at"),
+        )
+    )
 
 
 def _interval(config: TidemarkConfig) -> str:
@@ -125,19 +147,42 @@ def batch_name(batch_id: int) -> str:
 
 
 def rows_of(observed: dict[str, Any] | None) -> tuple[int, list[dict[str, Any]]]:
-    """The count and rows of the quarantine observation in one progress event's observedMetrics."""
+    """The count and the sample record(s) of the quarantine observation in one progress event's observedMetrics."""
     if not observed:
         return 0, []
     value = observed.get(OBSERVATION)
     if value is None:
         return 0, []
     data = value if isinstance(value, dict) else value.asDict(recursive=True)
-    rows = [r if isinstance(r, dict) else r.asDict(recursive=True) for r in data.get("rows") or []]
+    sample = data.get("sample")
+    rows = [sample if isinstance(sample, dict) else sample.asDict(recursive=True)] if sample else []
     return int(data.get("count") or 0), rows
 
 
+# Up to this many records a batch's quarantine is collected to the driver and written as one file through
+# tidemark's storage layer (any URI); beyond it Spark's executors write it (a folder of part files).
+DRIVER_LIMIT = 10_000
+DONE_FILE = "_SUCCESS"
+
+
+def write_malformed(frame: DataFrame, quarantine_dir: str, batch_id: int) -> QuarantinedBatch:
+    """Write one batch's records (idempotent: a rerun replaces what a crash left half written)."""
+    rows = frame.limit(DRIVER_LIMIT + 1).collect()
+    store = open_storage(quarantine_dir)
+    folder = batch_name(batch_id).removesuffix(".jsonl")
+    if len(rows) <= DRIVER_LIMIT:
+        for entry in list(store.list_files(folder)):  # a bigger write of the same batch before a crash
+            store.delete(entry.rel)
+        return write_batch(quarantine_dir, batch_id, [r.asDict(recursive=True) for r in rows])
+    if store.exists(batch_name(batch_id)):
+        store.delete(batch_name(batch_id))
+    frame.write.mode("overwrite").json(store.uri(folder))
+    count = sum(1 for _ in _folder_lines(store, folder))
+    return QuarantinedBatch(batch_id, count, store.uri(folder))
+
+
 def write_batch(quarantine_dir: str, batch_id: int, rows: list[dict[str, Any]]) -> QuarantinedBatch:
-    """Write a batch's malformed records atomically (rewriting the same batch is idempotent)."""
+    """Write a batch's malformed records atomically as one file (rewriting the same batch is idempotent)."""
     if not rows:
         return QuarantinedBatch(batch_id, 0, None)
     store = open_storage(quarantine_dir)
@@ -149,7 +194,7 @@ def write_batch(quarantine_dir: str, batch_id: int, rows: list[dict[str, Any]]) 
             "source": row.get("source"),
             "reason": row.get("reason"),
             "raw": row.get("raw"),
-            "quarantined_at": now,
+            "quarantined_at": row.get("quarantined_at") or now,
         }
         lines.append(json.dumps(record) + "\n")
     name = batch_name(batch_id)
@@ -174,14 +219,36 @@ def write_marker(quarantine_dir: str, batch_id: int) -> None:
     open_storage(quarantine_dir).write_atomic(MARKER, str(batch_id).encode("utf-8"))
 
 
-def read_quarantine(quarantine_dir: str) -> list[dict[str, Any]]:
-    """Every quarantined record written so far, batch order."""
+def _folder_lines(store: Storage, folder: str) -> Iterator[bytes]:
+    """The lines of a batch folder Spark wrote, only once its job committed (a `_SUCCESS` file)."""
+    if not store.exists(f"{folder}/{DONE_FILE}"):
+        return
+    for entry in sorted(store.list_files(folder), key=lambda e: e.rel):
+        name = entry.rel.rsplit("/", 1)[-1]
+        if name.startswith(("_", ".")) or name.endswith(".crc"):
+            continue
+        with store.open_read(entry.rel) as handle:
+            for line in handle:
+                if line.strip():
+                    yield line
+
+
+def iter_quarantine(quarantine_dir: str) -> Iterator[dict[str, Any]]:
+    """Every quarantined record written so far, batch order (streamed: a batch can hold millions)."""
     store = open_storage(quarantine_dir)
     listing = store.list_dir("")
     if listing is None:
-        return []
-    records: list[dict[str, Any]] = []
-    for name in sorted(n for n, _ in listing.files if n.startswith("batch-") and n.endswith(".jsonl")):
-        text = (store.read_bytes(name) or b"").decode("utf-8")
-        records.extend(json.loads(line) for line in text.splitlines() if line)
-    return records
+        return
+    files = {n for n, _ in listing.files if n.startswith("batch-") and n.endswith(".jsonl")}
+    folders = {n for n in listing.dirs if n.startswith("batch-")}
+    for name in sorted(files | folders):
+        if name in folders:
+            yield from (json.loads(line) for line in _folder_lines(store, name))
+            continue
+        with store.open_read(name) as handle:
+            yield from (json.loads(line) for line in handle if line.strip())
+
+
+def read_quarantine(quarantine_dir: str) -> list[dict[str, Any]]:
+    """Every quarantined record written so far, batch order."""
+    return list(iter_quarantine(quarantine_dir))

@@ -1,48 +1,102 @@
-"""Quarantine reconciliation: re-extract malformed records a crash kept from being written.
+"""Writing each committed batch's malformed records, from the input that batch read.
 
-The run writes a batch's malformed records when its progress event arrives, after the batch
-committed. A driver that dies in between would lose them silently; at the next start, every
-committed batch past the quarantine marker is read again from the files the source log says it
-read, and its malformed records are written (idempotently: one file per batch).
+The run counts malformed rows in the stream's own scan; once a batch has committed, its records are
+written here from the files the source log says it read (a file source) or the offset range the offset
+log gives it (Kafka). The same function runs at every start for the committed batches past the
+quarantine marker, so a driver that died between a commit and the write loses nothing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidemark.checkpoint.handle import Checkpoint
-from tidemark.config import TidemarkConfig
-from tidemark.pipeline.quarantine import malformed_rows, read_marker, write_batch, write_marker
-from tidemark.pipeline.sources import read_files
+from tidemark.config import SourceFormat, TidemarkConfig
+from tidemark.pipeline.quarantine import malformed_frame, read_marker, write_malformed, write_marker
+from tidemark.pipeline.sources import read_files, read_kafka_range
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tidemark.pipeline.sources import RawStream
+
 log = logging.getLogger(__name__)
 
 
-def reconcile_quarantine(spark: SparkSession, config: TidemarkConfig) -> list[int]:
-    """Write the malformed records of committed batches the quarantine has not seen; return their ids."""
-    if not config.source.is_file:
-        return []
-    checkpoint = Checkpoint.open(config.checkpoint.location)
-    committed = checkpoint.commit_batches()
-    if not committed:
+def kafka_batch_offsets(checkpoint: Checkpoint, batch: int) -> tuple[str | None, str] | None:
+    """(start, end) offset JSON of one Kafka micro-batch: the batch before's end (batch 0: the query's
+    initial offsets in sources/0/0) and its own end; None when the offset log does not say."""
+    end = checkpoint.find_offset(batch)
+    if end is None or not end.source_offsets or not isinstance(end.source_offsets[0], dict):
+        return None
+    start: Any = None
+    if batch > 0:
+        before = checkpoint.find_offset(batch - 1)
+        start = before.source_offsets[0] if before is not None and before.source_offsets else None
+    else:
+        start = checkpoint.source_initial_offsets()
+    return (json.dumps(start) if isinstance(start, dict) else None), json.dumps(end.source_offsets[0])
+
+
+def _batch_input(
+    spark: SparkSession, config: TidemarkConfig, checkpoint: Checkpoint, batch: int, files: dict[int, list[str]]
+) -> RawStream | None:
+    if config.source.is_file:
+        chosen = files.get(batch)
+        return read_files(spark, config, chosen) if chosen else None
+    if config.source.format is SourceFormat.KAFKA:
+        offsets = kafka_batch_offsets(checkpoint, batch)
+        if offsets is None:
+            return None
+        return read_kafka_range(spark, config, offsets[0], offsets[1])
+    return None  # the rate source produces no malformed rows
+
+
+def quarantine_batches(
+    spark: SparkSession, config: TidemarkConfig, upto: int, counts: dict[int, int] | None = None
+) -> list[int]:
+    """Write the malformed records of committed batches past the marker, up to `upto`; return those re-read.
+
+    counts (from the stream's observation) lets batches with no malformed row skip the re-read.
+    """
+    if config.source.format is SourceFormat.RATE:
         return []
     done = read_marker(config.quarantine.path)
-    missing = [b for b in committed if done is None or b > done]
-    if not missing:
+    first = 0 if done is None else done + 1
+    if counts is not None and upto >= first and all(counts.get(b) == 0 for b in range(first, upto + 1)):
+        # The common case on clean data: every batch since the marker was counted clean by the stream itself
+        # (its progress event came after its commit), so there is nothing to read and nothing to list.
+        write_marker(config.quarantine.path, upto)
         return []
-    by_batch = checkpoint.source_files_by_batch()
-    repaired: list[int] = []
-    for batch in missing:
-        files = by_batch.get(batch)
-        if files:
-            rows = malformed_rows(read_files(spark, config, files), config)
-            write_batch(config.quarantine.path, batch, rows)
-            repaired.append(batch)
+    checkpoint = Checkpoint.open(config.checkpoint.location)
+    committed = [b for b in checkpoint.commit_batches() if (done is None or b > done) and b <= upto]
+    if not committed:
+        return []
+    todo = [b for b in committed if counts is None or counts.get(b, -1) != 0]
+    files = checkpoint.source_files_of(todo) if config.source.is_file and todo else {}
+    written: list[int] = []
+    for batch in todo:
+        stream = _batch_input(spark, config, checkpoint, batch, files)
+        if stream is None:
+            continue
+        result = write_malformed(malformed_frame(stream, config, batch), config.quarantine.path, batch)
+        if counts is not None and batch in counts and result.count != counts[batch]:
+            log.warning(
+                "batch %d: the stream counted %d malformed rows, the re-read found %d (did the input change?)",
+                batch,
+                counts[batch],
+                result.count,
+            )
+        written.append(batch)
     write_marker(config.quarantine.path, committed[-1])
+    return written
+
+
+def reconcile_quarantine(spark: SparkSession, config: TidemarkConfig) -> list[int]:
+    """At start: write the malformed records of every committed batch the quarantine has not seen."""
+    repaired = quarantine_batches(spark, config, upto=2**62)
     if repaired:
         log.warning("re-read %d committed batch(es) to write their malformed records: %s", len(repaired), repaired)
     return repaired

@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from types import FrameType
@@ -19,6 +19,7 @@ from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig
 from tidemark.errors import EnvironmentProblem, TidemarkError
 from tidemark.monitor.events import EventKind, json_listener
 from tidemark.pipeline.listener import ProgressHook, RunCounters, make_handler
+from tidemark.pipeline.phases import run_phases
 from tidemark.pipeline.quarantine import validate
 from tidemark.pipeline.sinks import writer_for
 from tidemark.pipeline.sources import check_source_path, read_stream
@@ -183,6 +184,22 @@ def _leak_hook(
     return hook
 
 
+def _ledger_hook(config: TidemarkConfig) -> ProgressHook:
+    """Record, after each committed batch, the sink files it added (evidence Spark's retention cannot erase)."""
+    from tidemark.checkpoint.ledger import record_batch
+    from tidemark.storage import open_storage
+
+    assert config.sink.path is not None
+    checkpoint = open_storage(config.checkpoint.location)
+    sink = open_storage(config.sink.path)
+
+    def hook(progress: dict[str, Any]) -> None:
+        rows = (progress.get("sink") or {}).get("numOutputRows")
+        record_batch(checkpoint, sink, int(progress["batchId"]), None if rows is None or rows < 0 else int(rows))
+
+    return hook
+
+
 def run_pipeline(
     config: TidemarkConfig,
     *,
@@ -227,9 +244,7 @@ def _run(
     from tidemark.checkpoint.lock import RunLock
     from tidemark.monitor.runmonitor import RunMonitor
     from tidemark.pipeline.reconcile import reconcile_quarantine
-    from tidemark.recovery.auto import prepare_failover
 
-    replay_from = replay_from or prepare_failover(config, session)
     reconcile_quarantine(session, config)
     monitor = RunMonitor(session, config, run_id)
     warnings: list[str] = []
@@ -238,7 +253,9 @@ def _run(
     # grows only while it ramps up. Leaks come from per-key logic that forgets to remove state.
     if config.aggregation.kind is AggregationKind.CUSTOM:
         hooks.append(_leak_hook(config, monitor, warnings, on_warning))
-    handle, counters, lock = make_handler(config.pipeline.name, config.quarantine.path, hooks)
+    if config.sink.format is SinkFormat.PARQUET and config.sink.path:
+        hooks.append(_ledger_hook(config))
+    handle, counters, lock = make_handler(config.pipeline.name, hooks)
 
     def fan_out(kind: EventKind, event: dict[str, Any]) -> None:
         handle(kind, event)
@@ -251,19 +268,29 @@ def _run(
         try:
             monitor.start(listen=False)
             with _stop_on_signals(stop, reasons):
-                query = start_query(session, config, once, replay_from)
-                monitor.attach(query)
                 deadline = started + deadline_after.total_seconds() if deadline_after else None
                 clean_stop = True
-                while query.isActive:
-                    if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                        if not stop.is_set():
-                            reasons.append(StopReason.MAX_DURATION)
-                        clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
+                failure = None
+                # One query, or catch-up queries sized from the backlog and then the steady one (pipeline/phases.py).
+                for phase in run_phases(config, once, lambda plan: monitor.record("catch-up", **asdict(plan))):
+                    query = start_query(session, phase.config, phase.available_now, replay_from)
+                    monitor.attach(query)
+                    while query.isActive:
+                        if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                            if not stop.is_set():
+                                reasons.append(StopReason.MAX_DURATION)
+                            clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
+                            break
+                        try:
+                            query.awaitTermination(1)
+                        except Exception:  # it failed: reported below, in one line, from query.exception()
+                            break
+                        _write_quarantine(session, config, counters, lock)
+                    failure = query.exception()
+                    _wait_for_listener(query, counters, lock)
+                    _write_quarantine(session, config, counters, lock)
+                    if failure is not None or reasons or stop.is_set():
                         break
-                    query.awaitTermination(1)
-                failure = query.exception()
-                _wait_for_listener(query, counters, lock)
         finally:
             monitor.stop(ended=(reasons[0] if reasons else StopReason.FINISHED if once else StopReason.REQUESTED).value)
             session.streams.removeListener(listener)
@@ -288,6 +315,26 @@ def _run(
             interrupted=not clean_stop,
             warnings=tuple(warnings),
         )
+
+
+def _write_quarantine(
+    session: SparkSession, config: TidemarkConfig, counters: RunCounters, lock: threading.Lock
+) -> None:
+    """Write the malformed records of the batches reported since the last call (the listener only counts)."""
+    from tidemark.pipeline.reconcile import quarantine_batches
+
+    with lock:
+        counts = dict(counters.malformed)
+    if not counts:
+        return
+    try:
+        quarantine_batches(session, config, upto=max(counts), counts=counts)
+    except Exception as exc:  # never the run's end: the next start re-reads what is not written
+        log.warning("writing the quarantine failed (the next start retries): %s", _first_line(str(exc)))
+        return
+    with lock:
+        for batch in counts:
+            counters.malformed.pop(batch, None)
 
 
 def _first_line(text: str) -> str:

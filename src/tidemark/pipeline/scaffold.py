@@ -51,6 +51,7 @@ min_batches_to_retain = 20
 mode = "processing-time"     # processing-time | available-now
 interval = "10 seconds"
 max_duration = "4h"          # graceful stop: the batch in flight commits, then exit 0
+# target_batch_duration = "2 minutes"   # catch up on a backlog in bigger batches (docs/catchup.md)
 
 [quarantine]
 path = "quarantine"          # malformed records, one JSON-lines file per batch

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.errors import ConfigError, EnvironmentProblem, SourceError
+from tidemark.schema import parse_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -26,21 +27,6 @@ class RawStream:
     columns: tuple[str, ...]  # the user's columns, in schema order
     raw_line: Column | None  # the raw input line where the source keeps it (malformed rows)
     origin: Column  # where a record came from: file path, or topic/partition/offset
-
-
-def parse_ddl(ddl: str) -> StructType:
-    """Parse a Spark DDL column list ('user STRING, ts TIMESTAMP'); ValueError says what is wrong."""
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    try:
-        parsed = _parse_datatype_string(ddl)
-    except Exception as exc:
-        msg = f"{ddl!r} is not a valid Spark DDL schema"
-        raise ValueError(msg) from exc
-    if not isinstance(parsed, StructType):
-        msg = f"{ddl!r} must list named columns"
-        raise ValueError(msg)
-    return parsed
 
 
 def parse_schema(ddl: str) -> StructType:
@@ -108,21 +94,33 @@ def _rate_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:
     return RawStream(frame, (key, event_column, "value"), None, F.lit("rate"))
 
 
-def _kafka_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:
+def kafka_options(config: TidemarkConfig, start: str | None = None, end: str | None = None) -> dict[str, str]:
+    """The options Spark's Kafka source gets: the stream's, or (start/end given) one batch's offset range."""
+    source = config.source
+    options = {
+        "kafka.bootstrap.servers": source.bootstrap_servers or "",
+        "subscribe": source.topic or "",
+        "startingOffsets": source.starting_offsets,
+    }
+    options.update({key: str(value) for key, value in source.options.items()})
+    if end is not None:
+        # A batch re-read: exactly the offsets the micro-batch read; a stream-only option would be rejected.
+        for key in ("startingTimestamp", "startingOffsetsByTimestamp", "maxOffsetsPerTrigger", "minOffsetsPerTrigger"):
+            options.pop(key, None)
+        options["startingOffsets"] = start or "earliest"
+        options["endingOffsets"] = end
+    return options
+
+
+def _kafka_frame(spark: SparkSession, config: TidemarkConfig, options: dict[str, str], batch: bool) -> RawStream:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    source = config.source
-    schema = parse_schema(source.schema_ddl or "")
+    schema = parse_schema(config.source.schema_ddl or "")
     with_corrupt = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
-    reader = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", source.bootstrap_servers or "")
-        .option("subscribe", source.topic or "")
-        .option("startingOffsets", source.starting_offsets)
-    )
-    for key, value in source.options.items():
-        reader = reader.option(key, str(value))
+    reader: Any = (spark.read if batch else spark.readStream).format("kafka")
+    for key, value in options.items():
+        reader = reader.option(key, value)
     try:
         raw = reader.load()
     except Exception as exc:
@@ -141,6 +139,15 @@ def _kafka_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:
     )
     raw_line = F.when(F.col(CORRUPT_COLUMN).isNotNull(), F.col("_line"))
     return RawStream(frame, tuple(schema.fieldNames()), raw_line, F.col(SOURCE_FILE_COLUMN))
+
+
+def _kafka_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:
+    return _kafka_frame(spark, config, kafka_options(config), batch=False)
+
+
+def read_kafka_range(spark: SparkSession, config: TidemarkConfig, start: str | None, end: str) -> RawStream:
+    """One micro-batch of a Kafka source read again as a batch (offset JSON as in the offset log)."""
+    return _kafka_frame(spark, config, kafka_options(config, start, end), batch=True)
 
 
 def read_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:

@@ -10,6 +10,7 @@ from tidemark.config.model import StateStoreKind
 from tidemark.findings import Finding, Severity
 from tidemark.monitor.progress import BatchProgress, StateOperatorProgress
 from tidemark.plan.memory import MemoryConf, MemoryLoad, layout_for, per_executor_usage
+from tidemark.plan.stores import StoreComparison, compare_stores, store_findings, store_runs
 
 # Above this share of batch time spent committing state, the commit is worth taking off the critical path.
 COMMIT_SHARE_HIGH = 0.25
@@ -35,6 +36,7 @@ class CheckpointAdvice:
     state_memory_share: float
     findings: tuple[Finding, ...]
     recommendation: str
+    store_comparisons: tuple[StoreComparison, ...] = ()  # RocksDB runs against HDFS-backed runs of the log
 
 
 def commit_wall_ms(op: StateOperatorProgress, task_slots: int | None) -> float:
@@ -146,7 +148,9 @@ def advise_checkpoint(
                 fix="use RocksDB (checkpoint.state_store = 'rocksdb'): state moves off the heap and to local disk",
             )
         )
-    if not findings:
+    comparisons = compare_stores(store_runs(progress))
+    findings.extend(store_findings(comparisons))
+    if not any(f.severity is Severity.WARNING for f in findings):
         findings.append(
             Finding(
                 code="CHECKPOINT_MODE_OK",
@@ -170,6 +174,7 @@ def advise_checkpoint(
         state_memory_share=state_share,
         findings=tuple(findings),
         recommendation=_summary(findings),
+        store_comparisons=tuple(comparisons),
     )
 
 

@@ -168,7 +168,12 @@ def detect_state_store(progress: Sequence[BatchProgress]) -> StateStoreKind | No
 
 def load_from_log(path: str | Path) -> LogLoad:
     """The peak state memory (memoryUsedBytes summed over operators) over every batch of a progress log."""
-    progress = [p for p in read_progress(path) if p.state_operators]
+    return load_from_progress(read_progress(path), path)
+
+
+def load_from_progress(batches: Sequence[BatchProgress], path: str | Path) -> LogLoad:
+    """load_from_log on progress already read (path only names it in messages)."""
+    progress = [p for p in batches if p.state_operators]
     if not progress:
         msg = f"{path} holds no progress of a stateful query: give the log of a run with state, or --state-bytes"
         raise UsageError(msg)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from tidemark.config.model import StateStoreKind
 from tidemark.errors import UsageError
 from tidemark.sizes import format_size
+
+if TYPE_CHECKING:
+    from tidemark.plan.forecast import Forecast
 
 MIB = 1024**2
 RESERVED_BYTES = 300 * MIB
@@ -164,6 +168,8 @@ class MemoryPlan:
     recommendation: Recommendation
     projection: Projection | None
     notes: tuple[str, ...]
+    # Where the executor runs out of memory as the measured state grows (given --from-log/--from-checkpoint).
+    forecast: Forecast | None = None
 
 
 def overhead_for(conf: MemoryConf, heap_bytes: int | None = None) -> int:

@@ -10,16 +10,20 @@ from tidemark.config.model import StateStoreKind, TidemarkConfig
 from tidemark.errors import UsageError
 from tidemark.monitor.log import read_progress
 from tidemark.plan.advice import CheckpointAdvice, advise_checkpoint, detect_changelog
+from tidemark.plan.forecast import forecast
 from tidemark.plan.load import (
     ConfOverrides,
     LoadFlags,
     detect_state_store,
-    load_from_log,
+    load_from_progress,
     load_from_rest,
     resolve_conf,
     resolve_load,
+    spark_memory,
 )
+from tidemark.plan.measured import MeasuredState, measured_from_checkpoint, measured_from_progress
 from tidemark.plan.memory import DEFAULT_TARGET_UTILIZATION, MemoryPlan, plan_memory
+from tidemark.plan.trend import DEFAULT_WINDOW
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,9 @@ class MemoryRequest:
     from_rest: str | None = None
     scale: float | None = None
     target: float = DEFAULT_TARGET_UTILIZATION
+    from_checkpoint: str | Path | None = None
+    container_memory: str | None = None
+    growth_window: int = DEFAULT_WINDOW
 
 
 def _config(path: str | Path | None) -> TidemarkConfig | None:
@@ -40,14 +47,30 @@ def _config(path: str | Path | None) -> TidemarkConfig | None:
 
 
 def plan_memory_request(request: MemoryRequest) -> MemoryPlan:
-    """Resolve the conf and the load, then plan; the store seen in the log wins over Spark's default."""
+    """Resolve the conf and the load, plan, and forecast the break from measured state when there is some.
+
+    The state store seen in the log or checkpoint wins over Spark's default (not over a config or a flag).
+    """
     config = _config(request.config)
     conf = resolve_conf(config, request.overrides)
-    log = load_from_log(request.from_log) if request.from_log is not None else None
+    log = None
+    measured: list[MeasuredState] = []
+    if request.from_log is not None:
+        # One read of the log for both: a week-long log is large.
+        progress = read_progress(request.from_log)
+        log = load_from_progress(progress, request.from_log)
+        measured.append(measured_from_progress(progress, str(request.from_log)))
+    if request.from_checkpoint is not None:
+        measured.append(measured_from_checkpoint(request.from_checkpoint))
     rest = load_from_rest(request.from_rest) if request.from_rest is not None else None
-    if config is None and request.overrides.state_store is None and log is not None and log.state_store is not None:
-        conf = replace(conf, state_store=log.state_store)
-    return plan_memory(conf, resolve_load(request.load, log, rest), request.scale, request.target)
+    seen = next((m.state_store for m in measured if m.state_store is not None), None)
+    if config is None and request.overrides.state_store is None and seen is not None:
+        conf = replace(conf, state_store=seen)
+    plan = plan_memory(conf, resolve_load(request.load, log, rest), request.scale, request.target)
+    if not measured:
+        return plan
+    container = spark_memory(request.container_memory) if request.container_memory is not None else None
+    return replace(plan, forecast=forecast(conf, measured, request.growth_window, container))
 
 
 def advise_checkpoint_log(

@@ -7,11 +7,19 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.checkpoint.sink import read_log
 from tidemark.config import TidemarkConfig
+from tidemark.errors import CheckpointError
 from tidemark.recovery.archive import finish_interrupted, perform, pipeline_locations
-from tidemark.recovery.marker import RecoveryMarker, finish_pending, write_marker
-from tidemark.recovery.plan import RecoveryPlan, ensure_not_running
+from tidemark.recovery.marker import (
+    ARCHIVED_MARKER,
+    RecoveryMarker,
+    finish_pending,
+    place_archived_marker,
+    read_marker,
+)
+from tidemark.recovery.plan import PLAN_FILE, RecoveryPlan, checkpoint_state, ensure_not_running
 from tidemark.recovery.replay import replay_config
-from tidemark.storage import open_storage
+from tidemark.storage import Location, open_storage, parse_location
+from tidemark.storage.journal import JournalResult
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,22 +54,45 @@ class RecoveryResult:
     verification: Verification | None
 
 
+def finish_interrupted_moves(config: TidemarkConfig) -> list[JournalResult]:
+    """Finish the journals a crashed recovery, rollback or sweep left; a finished recovery gets its marker."""
+    paths = pipeline_locations(config)
+
+    def after(result: JournalResult) -> None:
+        if result.purpose == "recovery" and "archive" in result.meta:
+            _place(paths.checkpoint, parse_location(result.meta["archive"]))
+
+    return finish_interrupted(paths, after)
+
+
+def _place(checkpoint: Location, archive: Location) -> None:
+    place_archived_marker(checkpoint, archive)
+
+
 def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
     """Move everything aside and leave a fresh checkpoint that carries the resume point.
 
-    The marker is written first into the archive plan's journal order: the moves are journaled, so a crash
-    part-way is finished by the next `recover --apply` or `run`, and the marker follows once they are done.
+    The marker and the plan go into the archive first; the moves are journaled and the marker is placed
+    in the fresh checkpoint before the journal goes, so a crash part-way is finished by the next
+    `recover --apply` or `run`, which then replays from the same resume point.
     """
     paths = pipeline_locations(config)
     ensure_not_running(paths.checkpoint)
     log = read_log(open_storage(paths.sink))
     entries = tuple(log.files[p] for p in plan.surviving_files if p in log.files)
     marker = RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False)
-    # Kept in the archive too: a crash after the checkpoint moved but before the marker was written
-    # leaves the resume point where the next run looks for it.
-    open_storage(plan.archive).write_atomic("recovery.json", marker.to_json().encode("utf-8"))
-    perform(list(plan.moves), paths, "recovery")
-    write_marker(paths.checkpoint, marker)
+    archive = parse_location(plan.archive)
+    kept = open_storage(archive)
+    kept.write_atomic(PLAN_FILE, plan.to_json().encode("utf-8"))
+    kept.write_atomic(ARCHIVED_MARKER, marker.to_json().encode("utf-8"))
+    perform(
+        list(plan.moves),
+        paths,
+        "recovery",
+        {"archive": plan.archive},
+        after=lambda _: _place(paths.checkpoint, archive),
+    )
+    place_archived_marker(paths.checkpoint, archive)
 
 
 def verify_sink(config: TidemarkConfig, spark: SparkSession | None) -> Verification:
@@ -88,9 +119,13 @@ def verify_sink(config: TidemarkConfig, spark: SparkSession | None) -> Verificat
 
 def apply_recovery(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSession) -> RecoveryResult:
     """Archive, replay (available-now) from the resume point, add the surviving files to the new log, verify."""
+    archive_and_mark(config, plan)
+    return _replay(config, plan, spark)
+
+
+def _replay(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSession) -> RecoveryResult:
     from tidemark.pipeline.run import run_pipeline
 
-    archive_and_mark(config, plan)
     paths = pipeline_locations(config)
     replay = run_pipeline(
         replay_config(config, plan.resume_from), available_now=True, spark=spark, replay_from=plan.resume_from
@@ -100,19 +135,42 @@ def apply_recovery(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSessi
     return RecoveryResult(plan, True, replay, injected, verification)
 
 
+def interrupted_recovery(config: TidemarkConfig) -> RecoveryPlan | None:
+    """The plan of a recovery whose moves are done but whose replay never committed a batch, or None."""
+    paths = pipeline_locations(config)
+    marker = read_marker(paths.checkpoint)
+    if marker is None or checkpoint_state(paths.checkpoint) == "present":
+        return None
+    data = open_storage(parse_location(marker.archive)).read_bytes(PLAN_FILE)
+    if data is None:
+        return None
+    try:
+        return RecoveryPlan.from_json(data.decode("utf-8"))
+    except (ValueError, KeyError, TypeError) as exc:
+        msg = f"the recovery plan {marker.archive}/{PLAN_FILE} is unreadable: fix or remove it"
+        raise CheckpointError(msg) from exc
+
+
 def recover_pipeline(
     config: TidemarkConfig, *, apply: bool = False, per_key: bool = False, spark: SparkSession | None = None
 ) -> RecoveryResult:
-    """Plan a recovery from the sink (and, with apply, carry it out); the one entry point of the CLI."""
+    """Plan a recovery from the sink (and, with apply, carry it out); the one entry point of the CLI.
+
+    With apply, an earlier recovery that a crash interrupted is finished first (its moves, then its
+    replay from the same resume point) instead of planning a new one from a half-moved sink.
+    """
     from tidemark.recovery.plan import plan_recovery
     from tidemark.recovery.replay import check_replayable, newest_landing_event
     from tidemark.session import session_for
 
     check_replayable(config)
-    paths = pipeline_locations(config)
     if apply:
-        finish_interrupted(paths)
+        finish_interrupted_moves(config)
     session = spark or session_for(config)
+    if apply:
+        resumed = interrupted_recovery(config)
+        if resumed is not None:
+            return _replay(config, resumed, session)
     plan = plan_recovery(config, newest_landing_event(session, config), per_key=per_key)
     if not apply:
         return RecoveryResult(plan, False, None, None, None)

@@ -1,24 +1,45 @@
-"""Automatic failover for `tidemark run`: [checkpoint] on_missing = "fail" | "recover"."""
+"""What `tidemark run` checks before it starts: a lost checkpoint next to a committed sink, and failed batches' files.
+
+A file in the sink is taken aside as "written by a failed batch" only on evidence that Spark's sink-log
+retention cannot erase: no committed batch lists it (the sink log, tidemark's own ledger, a recovery
+marker) AND it was written after the newest commit (file time against the commit file's time). A file
+an expired log entry no longer names is older than that commit and stays where it is.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.layout import COMMITS
+from tidemark.checkpoint.ledger import ledger_files
 from tidemark.checkpoint.lock import lock_is_live, read_lock
+from tidemark.checkpoint.sink import companions, data_files, entry_rel, read_log
 from tidemark.config import SinkFormat, TidemarkConfig
 from tidemark.errors import CheckpointError
-from tidemark.recovery.archive import Move, MoveKind, perform, pipeline_paths, plan_move
+from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
 from tidemark.recovery.marker import finish_pending, read_marker
 from tidemark.recovery.plan import checkpoint_state
-from tidemark.recovery.sink import companions, data_files, entry_path, read_log
+from tidemark.storage import Storage, open_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SweepCandidate:
+    """A sink data file no committed batch lists, and whether it was written after the newest commit."""
+
+    rel: str
+    mtime: float | None
+    after_last_commit: bool
 
 
 def prepare_failover(config: TidemarkConfig, spark: SparkSession | None) -> datetime | None:
@@ -28,10 +49,10 @@ def prepare_failover(config: TidemarkConfig, spark: SparkSession | None) -> date
     repaired if a crash left that pending). A checkpoint without offsets next to a sink that has a
     metadata log is the trap: a new query would skip its first batches as "already committed".
     """
-    if config.sink.format is not SinkFormat.PARQUET or not config.sink.path or "://" in config.sink.path:
+    if config.sink.format is not SinkFormat.PARQUET or not config.sink.path:
         return None
-    paths = pipeline_paths(config)
-    marker = read_marker(paths.checkpoint) if paths.checkpoint.exists() else None
+    paths = pipeline_locations(config)
+    marker = read_marker(paths.checkpoint)
     if marker is not None:
         if not marker.injected and finish_pending(paths.checkpoint, paths.sink) is not None:
             log.warning("added the files that survived the recovery to the sink log of %s", paths.sink)
@@ -40,7 +61,7 @@ def prepare_failover(config: TidemarkConfig, spark: SparkSession | None) -> date
     if checkpoint_state(paths.checkpoint) == "present":
         sweep_failed_batch_files(config)
         return None
-    if not read_log(paths.sink).exists:
+    if not read_log(open_storage(paths.sink)).exists:
         return None
     if config.checkpoint.on_missing == "fail":
         msg = (
@@ -52,32 +73,71 @@ def prepare_failover(config: TidemarkConfig, spark: SparkSession | None) -> date
     return _recover(config, spark)
 
 
-def sweep_failed_batch_files(config: TidemarkConfig, now: datetime | None = None) -> list[Move]:
-    """Move aside sink files no committed batch lists (a killed batch's output) before a restart re-runs it.
+def _floor(value: float) -> float:
+    # Object stores keep whole seconds: compare at that resolution so a later file never looks older.
+    return float(math.floor(value))
 
-    Spark readers skip them through the log, but plain Parquet readers would count those windows
-    twice once the batch is re-run. Skipped while a live run holds the checkpoint.
+
+def committed_files(paths: PipelineLocations, sink: Storage, checkpoint: Checkpoint) -> set[str]:
+    """Every sink file some committed batch is known to have written: sink log, ledger, recovery marker."""
+    known = set(read_log(sink).files) | set(ledger_files(checkpoint.store))
+    marker = read_marker(paths.checkpoint)
+    for line in marker.entries if marker else ():
+        rel = entry_rel(paths.sink, str(json.loads(line)["path"]))
+        if rel is not None:
+            known.add(rel)
+    return known
+
+
+def sweep_candidates(config: TidemarkConfig) -> list[SweepCandidate]:
+    """Sink data files no committed batch lists, each with whether it is newer than the newest commit."""
+    paths = pipeline_locations(config)
+    sink = open_storage(paths.sink)
+    checkpoint = Checkpoint.open(paths.checkpoint)
+    commits = checkpoint.commit_batches()
+    last = checkpoint.store.stat(f"{COMMITS}/{commits[-1]}") if commits else None
+    known = committed_files(paths, sink, checkpoint)
+    found = []
+    for file in data_files(sink):
+        if file.rel in known:
+            continue
+        # No commit at all: nothing was ever committed, so any output is a failed batch's.
+        after = (
+            last is None or last.mtime is None or (file.mtime is not None and _floor(file.mtime) >= _floor(last.mtime))
+        )
+        found.append(SweepCandidate(file.rel, file.mtime, after))
+    return found
+
+
+def sweep_failed_batch_files(config: TidemarkConfig, now: datetime | None = None) -> list[Move]:
+    """Move aside the files of a killed batch (written after the newest commit, listed nowhere) before a re-run.
+
+    Spark readers skip them through the log, but plain Parquet readers would count those windows twice once
+    the batch is re-run. Skipped while a live run holds the checkpoint, and when the sink has no log.
     """
-    paths = pipeline_paths(config)
-    if paths.checkpoint.exists():
-        info = read_lock(str(paths.checkpoint))
-        if info is not None and lock_is_live(info):
-            return []
-    sink_log = read_log(paths.sink)
-    if not sink_log.exists:
+    paths = pipeline_locations(config)
+    info = read_lock(paths.checkpoint.uri)
+    if info is not None and lock_is_live(info):
         return []
-    marker = read_marker(paths.checkpoint) if paths.checkpoint.exists() else None
-    listed = set(sink_log.files) | {entry_path(str(json.loads(e)["path"])) for e in (marker.entries if marker else ())}
+    sink = open_storage(paths.sink)
+    if not read_log(sink).exists:
+        return []
+    candidates = sweep_candidates(config)
+    kept = [c.rel for c in candidates if not c.after_last_commit]
+    if kept:
+        log.info("%d sink file(s) no log lists are older than the newest commit (expired entries): kept", len(kept))
+    failed = [c.rel for c in candidates if c.after_last_commit]
+    if not failed:
+        return []
+    present = {e.rel for e in sink.list_files()}
     archive = paths.archive_for(now)
     moves = [
-        plan_move(MoveKind.FAILED_BATCH_FILE, f, paths.sink, archive, "failed-batches")
-        for file in data_files(paths.sink)
-        if str(file) not in listed
-        for f in companions(file)
+        plan_move(MoveKind.FAILED_BATCH_FILE, paths.sink, rel, archive, "failed-batches")
+        for file in failed
+        for rel in companions(file, present)
     ]
-    if moves:
-        log.warning("moving %d file(s) of failed batches out of %s into %s", len(moves), paths.sink, archive)
-        perform(moves, [paths.sink])
+    log.warning("moving %d file(s) of failed batches out of %s into %s", len(moves), paths.sink, archive.uri)
+    perform(moves, paths, "sweep", {"archive": archive.uri})
     return moves
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -45,10 +47,41 @@ class RecoveryPlan:
     moves: tuple[Move, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    def to_json(self) -> str:
+        """The plan as JSON (kept in the archive, so an interrupted recovery can be resumed)."""
+        data = dataclasses.asdict(self)
+        for name, value in data.items():
+            if isinstance(value, datetime):
+                data[name] = value.isoformat()
+        return json.dumps(data, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> RecoveryPlan:
+        """Read a plan written by to_json."""
+        data = json.loads(text)
+        for name in _DATETIME_FIELDS:
+            if data.get(name) is not None:
+                data[name] = datetime.fromisoformat(data[name])
+        data["moves"] = tuple(Move(MoveKind(m["kind"]), m["source"], m["target"]) for m in data["moves"])
+        for name in ("surviving_files", "notes"):
+            data[name] = tuple(data[name])
+        return cls(**data)
+
     @property
     def clamped(self) -> bool:
         """True when max_lookback moved the resume point later (windows in between are not rewritten)."""
         return self.lost_windows > 0
+
+
+_DATETIME_FIELDS = (
+    "newest_committed_window",
+    "newest_event_time",
+    "resume_from",
+    "unclamped_resume_from",
+    "rewritten_from",
+    "rewritten_until",
+)
+PLAN_FILE = "plan.json"
 
 
 def floor_to_grid(when: datetime, step: timedelta) -> datetime:

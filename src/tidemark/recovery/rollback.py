@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
-import os
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
-from tidemark.checkpoint.layout import REPLAY_KINDS, SNAPSHOT_KINDS, FileKind, batch_ids, classify, sink_log_batch
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.layout import (
+    COMMITS,
+    OFFSETS,
+    SINK_LOG_DIR,
+    SOURCES,
+    STATE,
+    classify,
+    sink_log_batch,
+    store_ids,
+)
+from tidemark.checkpoint.ledger import ledger_files
+from tidemark.checkpoint.sink import companions, data_files, log_names, read_log
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError, UsageError
-from tidemark.recovery.archive import Move, MoveKind, PipelinePaths, perform, pipeline_paths, plan_move
+from tidemark.pipeline.quarantine import read_marker as read_quarantine_marker
+from tidemark.pipeline.quarantine import write_marker as write_quarantine_marker
+from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
 from tidemark.recovery.plan import ensure_not_running
-from tidemark.recovery.sink import SINK_LOG, companions, data_files, log_names, read_log
+from tidemark.storage import Location, open_storage
+from tidemark.storage.base import DirListing, join
 
 _QUARANTINE_PREFIX = "batch-"
 
@@ -33,102 +47,108 @@ class RollbackPlan:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def loadable(versions: dict[int, set[FileKind]], version: int) -> bool:
-    """True when a store can load `version`: a snapshot at or below it and every delta/changelog above that."""
-    current = version
-    while current > 0:
-        kinds = versions.get(current, set())
-        if kinds & SNAPSHOT_KINDS:
-            return True
-        if not kinds & REPLAY_KINDS:
-            return False
-        current -= 1
-    return True  # version 0 is the empty store
+def _checkpoint_moves(moves: list[Move], paths: PipelineLocations, archive: Location, rels: list[str]) -> None:
+    moves.extend(plan_move(MoveKind.CHECKPOINT_FILE, paths.checkpoint, rel, archive, "checkpoint") for rel in rels)
 
 
-def _store_dirs(state: Path) -> list[Path]:
-    found = []
-    for root, dirs, files in os.walk(state):
-        dirs[:] = [d for d in dirs if d not in ("SSTs", "logs", "_metadata", "_stateSchema")]
-        if any(classify(f)[1] is not None for f in files):
-            found.append(Path(root))
-    return sorted(found)
+def _move_with_companions(
+    moves: list[Move], paths: PipelineLocations, archive: Location, listing: DirListing, names: list[str]
+) -> None:
+    present = {name for name, _ in listing.files}
+    rels = [join(listing.rel, c) for name in sorted(names) for c in companions(name, present)]
+    _checkpoint_moves(moves, paths, archive, rels)
 
 
-def _state_moves(paths: PipelinePaths, archive: Path, version: int) -> list[Move]:
+def _state_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, version: int) -> list[Move]:
+    """Every state file of a version after `version`; refuse when a store cannot load `version` itself."""
     moves: list[Move] = []
-    state = paths.checkpoint / "state"
-    for store in _store_dirs(state):
-        versions: dict[int, set[FileKind]] = {}
-        later: list[Path] = []
-        for child in store.iterdir():
-            kind, number, _ = classify(child.name)
-            if number is None:
-                continue
-            versions.setdefault(number, set()).add(kind)
-            if number > version:
-                later.append(child)
-        if not loadable(versions, version):
-            rel = store.relative_to(paths.checkpoint)
-            msg = (
-                f"{rel} cannot load state version {version} (no snapshot with every delta/changelog after it): "
-                "pick a later batch, or run `tidemark recover` without --to-batch to rebuild from the sink"
-            )
-            raise CheckpointError(msg)
-        for file in sorted(later):
-            moves.extend(
-                plan_move(MoveKind.CHECKPOINT_FILE, f, paths.checkpoint, archive, "checkpoint")
-                for f in companions(file)
-            )
-    for v2 in sorted(state.glob("*/_metadata/v2/*")):
-        if v2.name.isdigit() and int(v2.name) > version - 1:
-            moves.extend(
-                plan_move(MoveKind.CHECKPOINT_FILE, f, paths.checkpoint, archive, "checkpoint") for f in companions(v2)
-            )
-    return moves
-
-
-def _log_moves(paths: PipelinePaths, archive: Path, to_batch: int) -> list[Move]:
-    moves: list[Move] = []
-    folders = [paths.checkpoint / "offsets", paths.checkpoint / "commits"]
-    sources = paths.checkpoint / "sources"
-    if sources.is_dir():
-        folders.extend(sorted(p for p in sources.iterdir() if p.is_dir()))
-    for folder in folders:
-        for child in sorted(folder.iterdir()) if folder.is_dir() else []:
-            parsed = sink_log_batch(child.name)
-            if parsed is not None and parsed[0] > to_batch:
-                moves.extend(
-                    plan_move(MoveKind.CHECKPOINT_FILE, f, paths.checkpoint, archive, "checkpoint")
-                    for f in companions(child)
+    stores = checkpoint.stores()
+    for listing in checkpoint.store.walk(STATE):
+        ids = store_ids(listing.rel)
+        if ids is not None:
+            store = stores.get(ids)
+            if store is not None and not store.can_load(version):
+                msg = (
+                    f"{listing.rel} cannot load state version {version} (no snapshot with every delta or changelog "
+                    "after it): pick a later batch, or run `tidemark recover` without --to-batch (rebuilt from sink)"
                 )
+                raise CheckpointError(msg)
+            present = {name for name, _ in listing.files}
+            later = sorted(n for n, _ in listing.files if (number := classify(n)[1]) is not None and number > version)
+            _checkpoint_moves(
+                moves, paths, archive, [join(listing.rel, c) for f in later for c in companions(f, present)]
+            )
+        elif listing.rel.endswith("/_metadata/v2"):
+            present = {name for name, _ in listing.files}
+            later = sorted(n for n, _ in listing.files if n.isdigit() and int(n) > version - 1)
+            _checkpoint_moves(
+                moves, paths, archive, [join(listing.rel, c) for f in later for c in companions(f, present)]
+            )
     return moves
 
 
-def _sink_moves(paths: PipelinePaths, archive: Path, to_batch: int) -> list[Move]:
-    names = log_names(paths.sink)
+def _log_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
+    moves: list[Move] = []
+    store = checkpoint.store
+    sources = store.list_dir(SOURCES)
+    folders = [OFFSETS, COMMITS, *(f"{SOURCES}/{d}" for d in sorted(sources.dirs if sources else []))]
+    for folder in folders:
+        listing = store.list_dir(folder)
+        if listing is None:
+            continue
+        present = {name for name, _ in listing.files}
+        later = [n for n in present if (parsed := sink_log_batch(n)) is not None and parsed[0] > to_batch]
+        _move_with_companions(moves, paths, archive, listing, later)
+    return moves
+
+
+def _sink_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
+    """The sink log files after to_batch and the data files of the batches after it.
+
+    A file belongs to a later batch when the ledger or the newest sink log says so; a file listed nowhere
+    moves only when it is newer than the commit of to_batch (an expired log entry names an older one).
+    """
+    sink = open_storage(paths.sink)
+    names = log_names(sink)
     if not names:
         return []
+    present = {e.rel for e in sink.list_files()}
     moves: list[Move] = []
     for batch, name in sorted(names.items()):
         if batch > to_batch:
-            file = paths.sink / SINK_LOG / name
-            moves.extend(plan_move(MoveKind.CHECKPOINT_FILE, f, paths.sink, archive, "sink") for f in companions(file))
-    kept = set(read_log(paths.sink, up_to=to_batch).files)
-    for file in data_files(paths.sink):
-        if str(file) not in kept:
-            moves.extend(plan_move(MoveKind.ROLLED_BACK_FILE, f, paths.sink, archive, "sink") for f in companions(file))
+            rels = companions(f"{SINK_LOG_DIR}/{name}", present)
+            moves.extend(plan_move(MoveKind.CHECKPOINT_FILE, paths.sink, rel, archive, "sink") for rel in rels)
+    kept = set(read_log(sink, up_to=to_batch).files)
+    by_ledger = ledger_files(checkpoint.store)
+    newest = set(read_log(sink).files)
+    commit = checkpoint.store.stat(f"{COMMITS}/{to_batch}")
+    cutoff = math.floor(commit.mtime) if commit is not None and commit.mtime is not None else None
+    for file in data_files(sink):
+        if file.rel in kept:
+            continue
+        writer = by_ledger.get(file.rel)
+        if writer is not None:
+            later = writer > to_batch
+        elif file.rel in newest:
+            later = True
+        else:
+            later = cutoff is None or (file.mtime is not None and math.floor(file.mtime) >= cutoff)
+        if later:
+            rels = companions(file.rel, present)
+            moves.extend(plan_move(MoveKind.ROLLED_BACK_FILE, paths.sink, rel, archive, "sink") for rel in rels)
     return moves
 
 
-def _quarantine_moves(paths: PipelinePaths, archive: Path, to_batch: int) -> list[Move]:
-    if not paths.quarantine.is_dir():
+def _quarantine_moves(paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
+    """The quarantine files (`batch-<id>.jsonl`) and folders (`batch-<id>/`, executor-written) after to_batch."""
+    listing = open_storage(paths.quarantine).list_dir("")
+    if listing is None:
         return []
     moves = []
-    for file in sorted(paths.quarantine.iterdir()):
-        stem = file.name.removeprefix(_QUARANTINE_PREFIX).split(".")[0]
-        if file.name.startswith(_QUARANTINE_PREFIX) and stem.isdigit() and int(stem) > to_batch:
-            moves.append(plan_move(MoveKind.QUARANTINE, file, paths.quarantine, archive, "quarantine"))
+    for name in sorted([n for n, _ in listing.files] + list(listing.dirs)):
+        stem = name.removeprefix(_QUARANTINE_PREFIX).split(".")[0]
+        if name.startswith(_QUARANTINE_PREFIX) and stem.isdigit() and int(stem) > to_batch:
+            moves.append(plan_move(MoveKind.QUARANTINE, paths.quarantine, name, archive, "quarantine"))
     return moves
 
 
@@ -137,30 +157,37 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
     if to_batch < 0:
         msg = "--to-batch must be a batch id (0 or more)"
         raise UsageError(msg)
-    paths = pipeline_paths(config)
-    if not paths.checkpoint.exists():
+    paths = pipeline_locations(config)
+    checkpoint = Checkpoint.open(paths.checkpoint)
+    if not checkpoint.exists():
         msg = f"checkpoint {paths.checkpoint} does not exist: run `tidemark recover` without --to-batch"
         raise CheckpointError(msg)
     ensure_not_running(paths.checkpoint)
-    commits = batch_ids(paths.checkpoint / "commits")
-    offsets = batch_ids(paths.checkpoint / "offsets")
+    commits = checkpoint.commit_batches()
+    offsets = checkpoint.offset_batches()
     if to_batch not in commits:
         shown = f"{commits[0]}..{commits[-1]}" if commits else "none"
         msg = f"batch {to_batch} is not committed in {paths.checkpoint} (committed batches: {shown}): pick one of those"
         raise UsageError(msg)
-    archive = paths.archive_for(now) / f"rollback-to-{to_batch}"
+    if to_batch > 0 and to_batch - 1 not in offsets:
+        msg = (
+            f"Spark restarts after batch {to_batch} from offsets {to_batch - 1} and {to_batch}, and "
+            f"offsets/{to_batch - 1} is gone from {paths.checkpoint} (pruned?): pick a later batch"
+        )
+        raise UsageError(msg)
+    archive = paths.archive_for(now).join(f"rollback-to-{to_batch}")
     moves = [
-        *_log_moves(paths, archive, to_batch),
-        *_state_moves(paths, archive, to_batch + 1),
-        *_sink_moves(paths, archive, to_batch),
+        *_log_moves(checkpoint, paths, archive, to_batch),
+        *_state_moves(checkpoint, paths, archive, to_batch + 1),
+        *_sink_moves(checkpoint, paths, archive, to_batch),
         *_quarantine_moves(paths, archive, to_batch),
     ]
     undone = sorted({*(b for b in offsets if b > to_batch), *(b for b in commits if b > to_batch)})
     notes = [] if undone else [f"batch {to_batch} is already the newest batch: nothing to roll back"]
     return RollbackPlan(
-        checkpoint=str(paths.checkpoint),
-        sink=str(paths.sink),
-        archive=str(archive),
+        checkpoint=paths.checkpoint.uri,
+        sink=paths.sink.uri,
+        archive=archive.uri,
         to_batch=to_batch,
         latest_planned=offsets[-1] if offsets else None,
         latest_committed=commits[-1] if commits else None,
@@ -181,9 +208,18 @@ class RollbackResult:
 
 def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> RollbackResult:
     """Plan a rollback to a committed batch and, with apply, move everything after it aside."""
+    if apply:
+        from tidemark.recovery.apply import finish_interrupted_moves
+
+        finish_interrupted_moves(config)
     plan = plan_rollback(config, to_batch)
     if apply:
-        paths = pipeline_paths(config)
+        paths = pipeline_locations(config)
         ensure_not_running(paths.checkpoint)
-        perform(list(plan.moves), [paths.checkpoint, paths.sink, paths.quarantine])
+        # First: the re-run batches must get their malformed records written again (a crash after this
+        # only makes the next start re-read batches whose records are already there, which is idempotent).
+        done = read_quarantine_marker(config.quarantine.path)
+        if done is not None and done > to_batch:
+            write_quarantine_marker(config.quarantine.path, to_batch)
+        perform(list(plan.moves), paths, "rollback", {"archive": plan.archive})
     return RollbackResult(plan, apply)

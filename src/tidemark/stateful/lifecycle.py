@@ -160,7 +160,7 @@ class LifecycleProcessor(StatefulProcessor):
 
 
 def _struct(ddl: str, what: str, processor: KeyedProcessor) -> StructType:
-    from tidemark.pipeline.sources import parse_ddl
+    from tidemark.schema import parse_ddl
 
     try:
         return parse_ddl(ddl)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Iterator
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, cast
 
 from tidemark.errors import StorageError
 from tidemark.storage.base import DirListing, FileEntry, Walker, folders_from_flat, join
@@ -134,8 +135,9 @@ class ObjectStore:
     def open_read(self, rel: str) -> BinaryIO:
         """The blob opened for streaming reads (FileNotFoundError when missing)."""
         with self._errors(f"read {self.uri(rel)}"):
-            handle: BinaryIO = self._fs.open(self._path(rel), "rb")
-        return handle
+            raw = self._fs.open(self._path(rel), "rb")
+        # fsspec's files do not take readline(size): a standard buffered reader over them does, like local files.
+        return cast(BinaryIO, io.BufferedReader(raw, buffer_size=1024 * 1024))
 
     def write_atomic(self, rel: str, data: bytes, *, exclusive: bool = False) -> bool:
         """One PUT: readers see the old object or the new one, never a part."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import unquote, urlparse
 
-from tidemark.errors import UsageError
+from tidemark.errors import StorageError
 
 
 class StoreKind(StrEnum):
@@ -76,7 +76,7 @@ class Location:
             return self
         if ".." in rel.split("/"):
             msg = f"refusing a path that leaves {self.uri}: {rel!r}"
-            raise UsageError(msg)
+            raise StorageError(msg)
         if self.is_local:
             key = os.path.join(self.key, *rel.split("/"))
             uri = key if not self.uri.startswith("file:") else f"file://{key}"
@@ -136,17 +136,17 @@ def _azure(uri: str, scheme: str, netloc: str, path: str) -> Location:
             f"{uri} is not an Azure storage URI: write {scheme}://<container>@<account>.dfs.core.windows.net/<path> "
             f"(or .blob.core.windows.net for wasbs)"
         )
-        raise UsageError(msg)
+        raise StorageError(msg)
     account = host.split(".", 1)[0]
     return Location(uri, StoreKind.AZURE, scheme, container, path, account)
 
 
 def parse_location(text: str) -> Location:
-    """Parse a path or URI; an unknown scheme is a UsageError naming the supported ones."""
+    """Parse a path or URI; an unknown scheme is a StorageError naming the supported ones."""
     raw = text.strip()
     if not raw:
         msg = "an empty path was given"
-        raise UsageError(msg)
+        raise StorageError(msg)
     parsed = urlparse(raw)
     scheme = parsed.scheme.lower()
     # A one-letter scheme is a Windows drive letter, not a URI.
@@ -156,7 +156,7 @@ def parse_location(text: str) -> Location:
     kind = _SCHEMES.get(scheme)
     if kind is None:
         msg = f"unsupported storage scheme {scheme!r} in {raw}: use {SUPPORTED}"
-        raise UsageError(msg)
+        raise StorageError(msg)
     if kind is StoreKind.LOCAL:
         key = os.path.abspath(unquote(parsed.path))
         return Location(f"file://{key}", kind, scheme, "", key)
@@ -164,12 +164,12 @@ def parse_location(text: str) -> Location:
     if parsed.query or parsed.fragment or ":" in userinfo:
         # Keys and tokens belong in the environment: a path is printed, logged and written into reports.
         msg = f"{scheme}:// paths must not carry keys or query strings: set credentials in the environment"
-        raise UsageError(msg)
+        raise StorageError(msg)
     path = parsed.path.strip("/")
     uri = raw.rstrip("/") if path else f"{scheme}://{parsed.netloc}"
     if not parsed.netloc:
         msg = f"{raw} names no container, bucket or namenode: use {SUPPORTED}"
-        raise UsageError(msg)
+        raise StorageError(msg)
     if kind is StoreKind.AZURE:
         return _azure(uri, scheme, parsed.netloc, path)
     return Location(uri, kind, scheme, parsed.netloc, path)

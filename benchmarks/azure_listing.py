@@ -1,0 +1,144 @@
+"""Benchmark: `checkpoint inspect` of a 100,000-blob checkpoint on Azurite vs a per-folder walk, same client.
+
+Run by hand: `.venv/bin/python benchmarks/azure_listing.py [--blobs N] [--rounds R] [--threads T]`.
+
+Starts Azurite (tools/azurite, in memory) on a free loopback port, uploads a synthetic checkpoint of N
+blobs (offsets/commits entries, 200 state partitions of delta files and their checksums) with T threads,
+then alternates, R rounds each:
+  A. tidemark's inspect (`inspect_checkpoint` on the wasbs:// URI: one flat paged listing + small folders),
+  B. a per-folder walk through the same azure-storage-blob client (one delimiter listing per folder, what a
+     hierarchical FileSystem listing does), collecting the same (name, size) pairs.
+List requests are counted from Azurite's own debug log (requests with comp=list). Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.servers import ACCOUNT, AZURITE_BIN, _stop, _wait_for_port, azurite_account_key, free_port
+
+OFFSET = b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{"logOffset":0}'
+COMMIT = b'v1\n{"nextBatchWatermarkMs":0}'
+
+
+def _content(name: str, size: int) -> bytes:
+    if name.startswith("offsets/"):
+        return OFFSET
+    if name.startswith("commits/"):
+        return COMMIT
+    if name == "metadata":
+        return b'{"id":"bench"}'
+    return b"x" * size
+
+
+def _names(blobs: int, partitions: int = 200) -> list[tuple[str, int]]:
+    per_version = 2  # <v>.delta and .<v>.delta.crc
+    versions = max(1, (blobs - 2) // (partitions * per_version + 2))
+    names: list[tuple[str, int]] = [("metadata", 20)]
+    for b in range(versions):
+        names += [(f"offsets/{b}", 90), (f"commits/{b}", 30)]
+    for p in range(partitions):
+        for v in range(1, versions + 1):
+            names += [(f"state/0/{p}/{v}.delta", 180), (f"state/0/{p}/.{v}.delta.crc", 12)]
+    return names[:blobs]
+
+
+def _walk(container: Any, prefix: str, found: list[tuple[str, int]]) -> None:
+    for item in container.walk_blobs(name_starts_with=prefix, delimiter="/"):
+        if hasattr(item, "size") and item.size is not None and not item.name.endswith("/"):
+            found.append((item.name, int(item.size)))
+        else:
+            _walk(container, item.name, found)
+
+
+def _requests(debug: Path) -> int:
+    text = debug.read_text(encoding="utf-8", errors="replace")
+    return text.count("comp=list")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--blobs", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=32)
+    args = parser.parse_args()
+    from azure.storage.blob import BlobServiceClient
+
+    from tidemark.checkpoint.inspect import inspect_checkpoint
+
+    folder = Path(tempfile.mkdtemp(prefix="azurite-bench-"))
+    debug = folder / "debug.log"
+    port = free_port()
+    import subprocess
+
+    command = [str(AZURITE_BIN), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--disableTelemetry"]
+    command += ["--inMemoryPersistence", "--skipApiVersionCheck", "--debug", str(debug)]
+    log = folder / "azurite.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_for_port(port, process, "azurite-blob", log)
+        endpoint = f"http://127.0.0.1:{port}/{ACCOUNT}"
+        key = azurite_account_key()
+        conn = f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={key};BlobEndpoint={endpoint};"
+        os.environ["AZURE_STORAGE_CONNECTION_STRING"] = conn
+        service = BlobServiceClient.from_connection_string(conn)
+        service.create_container("bench")
+        container = service.get_container_client("bench")
+        names = _names(args.blobs)
+        started = time.monotonic()
+
+        def put(item: tuple[str, int]) -> None:
+            container.upload_blob(f"ck/{item[0]}", _content(*item), overwrite=True)
+
+        with ThreadPoolExecutor(args.threads) as pool:
+            list(pool.map(put, names))
+        upload_s = time.monotonic() - started
+        uri = f"wasbs://bench@{ACCOUNT}.blob.core.windows.net/ck"
+        rows: dict[str, list[tuple[float, int]]] = {"inspect": [], "walk": []}
+        for _ in range(args.rounds):
+            before = _requests(debug)
+            t0 = time.monotonic()
+            report = inspect_checkpoint(uri)
+            rows["inspect"].append((time.monotonic() - t0, _requests(debug) - before))
+            assert report.files_total == len(names), (report.files_total, len(names))
+            before = _requests(debug)
+            t0 = time.monotonic()
+            found: list[tuple[str, int]] = []
+            _walk(container, "ck/", found)
+            rows["walk"].append((time.monotonic() - t0, _requests(debug) - before))
+            assert len(found) == len(names), (len(found), len(names))
+        result: dict[str, Any] = {"blobs": len(names), "rounds": args.rounds, "upload_s": round(upload_s, 1)}
+        for name, values in rows.items():
+            times = [t for t, _ in values]
+            result[name] = {
+                "median_s": round(statistics.median(times), 2),
+                "min_s": round(min(times), 2),
+                "max_s": round(max(times), 2),
+                "list_requests": values[0][1],
+            }
+        ratios = [w[0] / i[0] for i, w in zip(rows["inspect"], rows["walk"], strict=True)]
+        result["walk_over_inspect"] = {
+            "median": round(statistics.median(ratios), 2),
+            "min": round(min(ratios), 2),
+            "max": round(max(ratios), 2),
+        }
+        result["request_budget"] = len(names) // 5000 + 20
+        print(json.dumps(result, indent=1))
+    finally:
+        _stop(process)
+
+
+if __name__ == "__main__":
+    main()

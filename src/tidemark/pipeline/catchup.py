@@ -1,0 +1,201 @@
+"""Adaptive catch-up: how many backlog files one micro-batch should read (pure arithmetic, no Spark, no I/O).
+
+A run that starts behind (after downtime, or the first run over a landing folder) would read its backlog in
+steady-state batches of `[source] max_files_per_trigger`, each paying planning, a state commit and a sink commit.
+The plan sizes catch-up batches instead: as many bytes as the measured throughput processes in
+`[trigger] target_batch_duration`, never more than the memory ceiling the planner's model allows, then balanced
+so the backlog splits into equal batches. Spark's `maxFilesPerTrigger` gets the result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+from tidemark.config.model import SourceFormat
+from tidemark.plan.memory import DEFAULT_TARGET_UTILIZATION, MemoryConf, MemoryLoad, layout_for, per_executor_usage
+
+# Without a measured history: bytes per second one task slot reads, parses and aggregates. Measured
+# (benchmarks/throughput.py, JSON events, local[2]) at about 8 MB/s per slot in 1 s batches and 26 MB/s per slot
+# in one batch; half the small-batch figure keeps a first guess on the short side.
+DEFAULT_BYTES_PER_SECOND_PER_SLOT = 4 * 1024**2
+# How much memory a batch's rows take per byte of input, at most: text formats shrink when parsed, Parquet is
+# compressed and grows. Used only for the ceiling, so it errs high.
+EXPANSION = {SourceFormat.JSON: 1.0, SourceFormat.CSV: 1.0, SourceFormat.PARQUET: 3.0}
+# History points needed, and the spread of their sizes, before a fixed per-batch cost is fitted.
+_MIN_FIT_POINTS = 3
+_MIN_FIT_SPREAD = 1.5
+
+
+class Limit(StrEnum):
+    """What decided the size of a catch-up batch."""
+
+    DURATION = "target_batch_duration"
+    MEMORY = "memory"
+    BACKLOG = "backlog"
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """How long a batch takes: fixed_ms per batch plus bytes / bytes_per_second."""
+
+    bytes_per_second: float
+    fixed_ms: float
+    batches: int  # history batches it was fitted on; 0 for the default estimate
+    origin: str
+
+    def batch_ms(self, size_bytes: float) -> float:
+        """Expected duration of a batch of size_bytes."""
+        return self.fixed_ms + 1000 * size_bytes / self.bytes_per_second
+
+
+def default_throughput(task_slots: int) -> Throughput:
+    """The first guess, for a pipeline without history."""
+    rate = DEFAULT_BYTES_PER_SECOND_PER_SLOT * max(1, task_slots)
+    return Throughput(rate, 0.0, 0, f"default estimate ({task_slots} task slots x 4 MB/s)")
+
+
+def fit_throughput(samples: Sequence[tuple[int, float]]) -> Throughput | None:
+    """Fit duration_ms = fixed + bytes / rate on (bytes, duration_ms) of past batches; None without usable ones.
+
+    With batches of one size only the fixed cost cannot be told from the rate: all of the time is then put on
+    the bytes, which underestimates the rate and keeps catch-up batches on the short side of the target.
+    """
+    points = [(float(b), float(d)) for b, d in samples if b > 0 and d > 0]
+    if not points:
+        return None
+    sizes = [b for b, _ in points]
+    total_bytes, total_ms = sum(sizes), sum(d for _, d in points)
+    proportional = Throughput(1000 * total_bytes / total_ms, 0.0, len(points), f"progress log ({len(points)} batches)")
+    if len(points) < _MIN_FIT_POINTS or max(sizes) < _MIN_FIT_SPREAD * min(sizes):
+        return proportional
+    mean_b = total_bytes / len(points)
+    mean_d = total_ms / len(points)
+    var = sum((b - mean_b) ** 2 for b in sizes)
+    slope = sum((b - mean_b) * (d - mean_d) for b, d in points) / var  # ms per byte
+    fixed = mean_d - slope * mean_b
+    if slope <= 0 or fixed < 0:
+        return proportional
+    fixed = min(fixed, min(d for _, d in points))
+    return Throughput(1000 / slope, fixed, len(points), f"progress log ({len(points)} batches, fitted)")
+
+
+def memory_ceiling_bytes(
+    conf: MemoryConf,
+    state_bytes: int,
+    expansion: float,
+    target: float = DEFAULT_TARGET_UTILIZATION,
+) -> int:
+    """The most input one batch may read so that the planner's utilization stays at or under target.
+
+    The model takes a batch's working set (shuffle, aggregation buffers, new state) to be at most its whole
+    input, deserialized (input x expansion), spread over the executors like the planner's shuffle load; the
+    state the log measured counts on the heap for the HDFS-backed store, as in `tidemark plan memory`.
+    """
+    layout = layout_for(conf)
+    usage = per_executor_usage(conf, MemoryLoad(state_bytes=state_bytes), layout)
+    headroom = target * usage.execution_available_bytes - usage.required_bytes
+    return max(0, int(headroom * conf.executors / expansion))
+
+
+def files_within(sizes: Sequence[int], budget: float) -> int:
+    """The most consecutive files (in Spark's order) that stay within budget wherever the batch starts; >= 1."""
+    prefix = [0]
+    for size in sizes:
+        prefix.append(prefix[-1] + size)
+    n = len(sizes)
+
+    def fits(k: int) -> bool:
+        return all(prefix[i + k] - prefix[i] <= budget for i in range(n - k + 1))
+
+    low, high = 1, max(1, n)
+    while low < high:  # largest k that fits (fits is monotone in k: sizes are non-negative)
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+@dataclass(frozen=True)
+class CatchUpPlan:
+    """How one phase of a run reads the backlog: catch-up batches, or the steady-state size."""
+
+    active: bool
+    reason: str
+    backlog_files: int
+    backlog_bytes: int
+    steady_files_per_trigger: int | None  # [source] max_files_per_trigger (None: no limit)
+    files_per_trigger: int | None  # what this phase gives Spark's maxFilesPerTrigger
+    bytes_per_trigger: int  # the byte budget of one catch-up batch
+    expected_batches: int
+    expected_batch_ms: float
+    limited_by: Limit
+    target_batch_ms: float
+    throughput_bytes_per_second: float
+    fixed_batch_ms: float
+    throughput_origin: str
+    memory_ceiling_bytes: int
+
+
+def plan_catch_up(
+    sizes: Sequence[int],
+    steady: int | None,
+    target: timedelta,
+    throughput: Throughput,
+    ceiling_bytes: int,
+) -> CatchUpPlan:
+    """Size catch-up batches for the backlog `sizes` (file sizes in Spark's reading order)."""
+    target_ms = target.total_seconds() * 1000
+    by_time = max(0.0, throughput.bytes_per_second * (target_ms - throughput.fixed_ms) / 1000)
+    budget = min(by_time, float(ceiling_bytes))
+    n, total = len(sizes), sum(sizes)
+    fitting = files_within(sizes, budget) if n else 0
+    if n and fitting >= n:
+        limit = Limit.BACKLOG
+    else:
+        limit = Limit.MEMORY if ceiling_bytes < by_time else Limit.DURATION
+
+    def plan(active: bool, reason: str, files: int | None) -> CatchUpPlan:
+        per_batch = files if files is not None else (steady or n or 1)
+        batches = math.ceil(n / per_batch) if n else 0
+        biggest = max((sum(sizes[i : i + per_batch]) for i in range(0, n, per_batch)), default=0)
+        return CatchUpPlan(
+            active=active,
+            reason=reason,
+            backlog_files=n,
+            backlog_bytes=total,
+            steady_files_per_trigger=steady,
+            files_per_trigger=files,
+            bytes_per_trigger=int(budget),
+            expected_batches=batches,
+            expected_batch_ms=throughput.batch_ms(biggest) if n else 0.0,
+            limited_by=limit,
+            target_batch_ms=target_ms,
+            throughput_bytes_per_second=throughput.bytes_per_second,
+            fixed_batch_ms=throughput.fixed_ms,
+            throughput_origin=throughput.origin,
+            memory_ceiling_bytes=ceiling_bytes,
+        )
+
+    if n == 0:
+        return plan(False, "no backlog", steady)
+    if steady is not None and n <= steady:
+        return plan(False, f"the backlog of {n} files fits one steady-state batch", steady)
+    if steady is None and fitting >= n:
+        return plan(False, f"without max_files_per_trigger Spark reads the {n} backlog files in one batch", steady)
+    if steady is not None and fitting <= steady:
+        why = "the memory ceiling" if limit is Limit.MEMORY else "the target batch duration"
+        return plan(False, f"{why} allows no more than the steady-state {steady} files per batch", steady)
+    batches = math.ceil(n / fitting)
+    balanced = math.ceil(n / batches)  # every window of `balanced` files lies inside one of `fitting` files
+    return plan(True, f"catching up {n} files in {batches} batches of up to {balanced}", balanced)
+
+
+def expansion_for(source_format: SourceFormat) -> float:
+    """Memory per input byte of a format, at most (see EXPANSION)."""
+    return EXPANSION.get(source_format, 1.0)

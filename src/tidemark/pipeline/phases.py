@@ -1,0 +1,118 @@
+"""The phases of a run: catch-up queries sized from the backlog, then the steady-state query.
+
+Spark reads `maxFilesPerTrigger` once, when a query starts. So a run that is behind starts an available-now
+query with the catch-up size, which reads exactly the files present at its start and stops; a processing-time
+run then plans again (files may have arrived meanwhile) and finally starts its steady-state query with
+`[source] max_files_per_trigger`. The watermark, state and sink log carry over between the queries through the
+checkpoint, as they do across any restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from tidemark.config import TidemarkConfig
+from tidemark.errors import TidemarkError
+from tidemark.monitor.watchdog import default_stuck_after
+from tidemark.pipeline.backlog import (
+    batch_samples,
+    files_of_batches,
+    peak_state_bytes,
+    read_backlog,
+    recent_progress,
+    supports_backlog,
+)
+from tidemark.pipeline.catchup import (
+    CatchUpPlan,
+    default_throughput,
+    expansion_for,
+    fit_throughput,
+    memory_ceiling_bytes,
+    plan_catch_up,
+)
+from tidemark.plan.load import conf_from_config
+from tidemark.sizes import format_size
+
+log = logging.getLogger(__name__)
+
+# A backlog that refills faster than catch-up drains it still gets the steady-state query after this many.
+MAX_CATCH_UP_PHASES = 5
+
+
+@dataclass(frozen=True)
+class RunPhase:
+    """One streaming query of a run: its config (with the files per trigger it uses) and trigger."""
+
+    config: TidemarkConfig
+    available_now: bool
+    plan: CatchUpPlan | None  # the plan that chose it; None when catch-up is off
+
+
+def plan_for(config: TidemarkConfig) -> tuple[CatchUpPlan, frozenset[object]]:
+    """Measure the backlog and the throughput now; return the plan and the pending files' identities."""
+    assert config.trigger.target_batch_duration is not None
+    backlog = read_backlog(config)
+    history = recent_progress(config.monitor_dir, backlog.query_id)
+    conf = conf_from_config(config)
+    files = files_of_batches(config.checkpoint.location, [p.batch_id for p in history])
+    samples = batch_samples(history, files, backlog.sizes_by_key)
+    throughput = fit_throughput(samples) or default_throughput(conf.executors * conf.cores)
+    ceiling = memory_ceiling_bytes(conf, peak_state_bytes(history), expansion_for(config.source.format))
+    # A catch-up batch must not look stuck to the watchdog: at most half its limit.
+    stuck_after = default_stuck_after(config.trigger.interval, config.monitor.stuck_after)
+    target = min(config.trigger.target_batch_duration, stuck_after / 2)
+    sizes = [f.size for f in backlog.pending]
+    plan = plan_catch_up(sizes, config.source.max_files_per_trigger, target, throughput, ceiling)
+    return plan, frozenset(f.key for f in backlog.pending)
+
+
+def describe(plan: CatchUpPlan) -> str:
+    """One line for the run's log."""
+    rate = f"{format_size(plan.throughput_bytes_per_second)}/s from {plan.throughput_origin}"
+    if not plan.active:
+        return f"catch-up: off ({plan.reason}); {plan.backlog_files} files, {format_size(plan.backlog_bytes)} waiting"
+    return (
+        f"catch-up: {plan.reason} ({format_size(plan.backlog_bytes)}; limited by {plan.limited_by.value}, "
+        f"about {plan.expected_batch_ms / 1000:.0f} s per batch at {rate}; memory ceiling "
+        f"{format_size(plan.memory_ceiling_bytes)} per batch)"
+    )
+
+
+def with_files_per_trigger(config: TidemarkConfig, files: int | None) -> TidemarkConfig:
+    """The config with another `[source] max_files_per_trigger`."""
+    source = config.source.model_copy(update={"max_files_per_trigger": files})
+    return config.model_copy(update={"source": source})
+
+
+def run_phases(
+    config: TidemarkConfig, available_now: bool, on_plan: Callable[[CatchUpPlan], None] | None = None
+) -> Iterator[RunPhase]:
+    """The queries a run starts, one at a time; the caller stops asking when a query fails or the run must stop."""
+    if config.trigger.target_batch_duration is None or supports_backlog(config) is not None:
+        yield RunPhase(config, available_now, None)
+        return
+    previous: frozenset[object] | None = None
+    for _ in range(MAX_CATCH_UP_PHASES):
+        try:
+            plan, pending = plan_for(config)
+        except (TidemarkError, OSError) as exc:
+            log.warning("catch-up: cannot measure the backlog (%s); reading it at the steady-state size", exc)
+            break
+        # A catch-up query that took none of the files it was planned for (options tidemark does not model,
+        # such as pathGlobFilter or maxFileAge) must not be planned again.
+        stalled = previous is not None and previous <= pending
+        if on_plan is not None:
+            on_plan(plan)
+        log.info("%s", describe(plan))
+        if not plan.active or stalled:
+            if available_now:
+                yield RunPhase(config, True, plan)
+                return
+            break
+        previous = pending
+        yield RunPhase(with_files_per_trigger(config, plan.files_per_trigger), True, plan)
+        if available_now:
+            return
+    yield RunPhase(config, available_now, None)

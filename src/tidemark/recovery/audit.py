@@ -1,0 +1,261 @@
+"""`tidemark audit CONFIG`: an exactly-once ledger of the sink, and the violations a raw reader would suffer.
+
+For every committed batch: what it read (source files or Kafka offsets), the sink files it added (Spark's
+`_spark_metadata` and tidemark's own ledger, which retention cannot erase), the rows it wrote. Then:
+- no (key, window) appears twice in what a plain Parquet reader sees (every data file on storage);
+- no file belongs to two batches;
+- no committed batch lacks its sink log entry;
+- no sink file is outside every batch (a half-written batch, a copied file), and no listed file is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.checkpoint.ledger import LedgerEntry, batch_files, read_ledger
+from tidemark.checkpoint.sink import data_files, entry_rel, log_names, read_log
+from tidemark.config import AggregationKind, SourceFormat, TidemarkConfig
+from tidemark.errors import CheckpointError
+from tidemark.recovery.archive import pipeline_locations
+from tidemark.recovery.marker import read_marker
+from tidemark.storage import Storage, open_storage
+
+MAX_LISTED = 20  # files or keys named per violation; the count says how many there are
+
+
+class ViolationKind(StrEnum):
+    """What breaks exactly-once."""
+
+    DUPLICATE_KEY = "duplicate-key"  # a (key, window) twice for a plain Parquet reader
+    FILE_IN_TWO_BATCHES = "file-in-two-batches"
+    BATCH_WITHOUT_SINK_ENTRY = "batch-without-sink-entry"
+    FILE_OUTSIDE_EVERY_BATCH = "file-outside-every-batch"
+    LISTED_FILE_MISSING = "listed-file-missing"
+    ROWS_DIFFER = "rows-differ"  # the ledger's row count against the batch's files
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One way the sink is not exactly-once, with the batches and files involved."""
+
+    kind: ViolationKind
+    message: str
+    batches: tuple[int, ...] = ()
+    files: tuple[str, ...] = ()
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One committed batch, as the checkpoint, the sink log and the ledger tell it."""
+
+    batch: int
+    source: tuple[str, ...]  # files read, or the Kafka offsets the batch ended at
+    sink_files: tuple[str, ...]
+    rows: int | None  # rows written (ledger), None when not recorded
+    in_sink_log: bool
+    in_ledger: bool
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """The ledger of every committed batch and every violation found."""
+
+    checkpoint: str
+    sink: str
+    batches: tuple[BatchRecord, ...]
+    data_files: int
+    rows_on_storage: int
+    key_columns: tuple[str, ...]
+    violations: tuple[Violation, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing breaks exactly-once."""
+        return not self.violations
+
+
+def key_columns(config: TidemarkConfig) -> tuple[str, ...]:
+    """The columns that identify one result row: the key and the window or session bounds."""
+    key = tuple(config.aggregation.key)
+    if config.aggregation.kind is AggregationKind.WINDOW:
+        return (*key, "windowStart", "windowEnd")
+    if config.aggregation.kind is AggregationKind.SESSION:
+        return (*key, "sessionStart", "sessionEnd")
+    return ()
+
+
+def _duplicates(sink: Storage, columns: tuple[str, ...]) -> tuple[int, int, list[str]]:
+    """(rows, repeated rows, example keys) as a plain Parquet reader sees the sink (every data file, Hive paths)."""
+    import pyarrow.dataset as ds
+
+    filesystem, base = sink.arrow()
+    dataset = ds.dataset(base, format="parquet", partitioning="hive", filesystem=filesystem)
+    rows = dataset.count_rows()
+    if not columns or rows == 0:
+        return rows, 0, []
+    frame: Any = dataset.to_table(columns=list(columns)).to_pandas().astype(str)
+    repeated = frame[frame.duplicated(keep=False)].drop_duplicates()
+    examples = [", ".join(row) for row in repeated.head(MAX_LISTED).itertuples(index=False)]
+    return rows, int(frame.duplicated().sum()), examples
+
+
+def _source(config: TidemarkConfig, checkpoint: Checkpoint, batch: int, files: dict[int, list[str]]) -> tuple[str, ...]:
+    if config.source.is_file:
+        return tuple(files.get(batch, []))
+    if config.source.format is SourceFormat.KAFKA:
+        entry = checkpoint.find_offset(batch)
+        return tuple(json.dumps(o) for o in (entry.source_offsets if entry else []))
+    return ()
+
+
+def audit_sink(config: TidemarkConfig) -> AuditResult:
+    """Build the per-batch ledger and check exactly-once; raise only when the checkpoint cannot be read."""
+    paths = pipeline_locations(config)
+    checkpoint = Checkpoint.open(paths.checkpoint)
+    checkpoint.require()
+    sink = open_storage(paths.sink)
+    commits = checkpoint.commit_batches()
+    names = log_names(sink)
+    log = read_log(sink)
+    ledger: dict[int, LedgerEntry] = read_ledger(checkpoint.store)
+    files_by_batch = checkpoint.source_files_of(commits) if config.source.is_file else {}
+    present = {e.rel: e for e in data_files(sink)}
+    violations: list[Violation] = []
+    notes: list[str] = []
+    owners: dict[str, set[int]] = defaultdict(set)
+    records: list[BatchRecord] = []
+    latest_log = max(names) if names else None
+    for batch in commits:
+        recorded = ledger.get(batch)
+        from_log = batch_files(sink, batch) if batch in names else None
+        added = set(from_log or []) | {rel for rel, _ in (recorded.files if recorded else ())}
+        for rel in added:
+            owners[rel].add(batch)
+        covered = latest_log is not None and batch <= latest_log
+        records.append(
+            BatchRecord(
+                batch=batch,
+                source=_source(config, checkpoint, batch, files_by_batch),
+                sink_files=tuple(sorted(added)),
+                rows=recorded.rows if recorded else None,
+                in_sink_log=covered,
+                in_ledger=recorded is not None,
+            )
+        )
+        if recorded is not None and recorded.rows is not None and from_log is not None:
+            on_disk = _rows(sink, [f for f in from_log if f in present])
+            if on_disk is not None and on_disk != recorded.rows and all(f in present for f in from_log):
+                violations.append(
+                    Violation(
+                        ViolationKind.ROWS_DIFFER,
+                        f"batch {batch} wrote {recorded.rows} rows (progress) but its files hold {on_disk}",
+                        (batch,),
+                        tuple(sorted(from_log))[:MAX_LISTED],
+                        len(from_log),
+                    )
+                )
+    missing_entries = [r.batch for r in records if not r.in_sink_log]
+    if missing_entries:
+        violations.append(
+            Violation(
+                ViolationKind.BATCH_WITHOUT_SINK_ENTRY,
+                f"{len(missing_entries)} committed batch(es) have no entry in {sink.uri('_spark_metadata')}: "
+                "Spark readers will not see their output",
+                tuple(missing_entries[:MAX_LISTED]),
+                count=len(missing_entries),
+            )
+        )
+    shared = {rel: b for rel, b in owners.items() if len(b) > 1}
+    if shared:
+        violations.append(
+            Violation(
+                ViolationKind.FILE_IN_TWO_BATCHES,
+                f"{len(shared)} file(s) are claimed by more than one batch",
+                tuple(sorted({b for bs in shared.values() for b in bs}))[:MAX_LISTED],
+                tuple(sorted(shared))[:MAX_LISTED],
+                len(shared),
+            )
+        )
+    known = set(log.files) | set(owners) | _marker_files(paths)
+    outside = sorted(rel for rel in present if rel not in known)
+    if outside:
+        violations.append(
+            Violation(
+                ViolationKind.FILE_OUTSIDE_EVERY_BATCH,
+                f"{len(outside)} data file(s) belong to no committed batch (a half-written batch, or a copy): "
+                "plain Parquet readers count them; `tidemark run` moves a killed batch's files aside at start",
+                files=tuple(outside[:MAX_LISTED]),
+                count=len(outside),
+            )
+        )
+    gone = sorted(rel for rel in log.files if rel not in present)
+    if gone:
+        violations.append(
+            Violation(
+                ViolationKind.LISTED_FILE_MISSING,
+                f"{len(gone)} file(s) the sink log lists are gone from storage: Spark readers fail on them",
+                files=tuple(gone[:MAX_LISTED]),
+                count=len(gone),
+            )
+        )
+    columns = key_columns(config)
+    rows, duplicated, examples = _duplicates(sink, columns) if present else (0, 0, [])
+    if duplicated:
+        violations.append(
+            Violation(
+                ViolationKind.DUPLICATE_KEY,
+                f"{duplicated} row(s) repeat a ({', '.join(columns)}) a plain Parquet reader already sees",
+                files=tuple(examples),
+                count=duplicated,
+            )
+        )
+    if not columns:
+        notes.append("custom per-key output has no (key, window) identity: the duplicate check is skipped")
+    without_ledger = [r.batch for r in records if not r.in_ledger]
+    if without_ledger:
+        notes.append(
+            f"{len(without_ledger)} committed batch(es) have no ledger record (written before tidemark kept one, or a "
+            "crash between commit and record): their files are known from the sink log only"
+        )
+    if log.outside:
+        notes.append(f"{len(log.outside)} sink log entries name files outside {sink.uri()} (a moved or copied sink)")
+    return AuditResult(
+        checkpoint=paths.checkpoint.uri,
+        sink=paths.sink.uri,
+        batches=tuple(records),
+        data_files=len(present),
+        rows_on_storage=rows,
+        key_columns=columns,
+        violations=tuple(violations),
+        notes=tuple(notes),
+    )
+
+
+def _rows(sink: Storage, files: list[str]) -> int | None:
+    if not files:
+        return 0
+    import pyarrow.parquet as pq
+
+    filesystem, base = sink.arrow()
+    try:
+        return int(sum(pq.ParquetFile(f"{base}/{f}", filesystem=filesystem).metadata.num_rows for f in files))
+    except (OSError, ValueError) as exc:
+        msg = f"cannot read the Parquet footer of a file of {sink.uri()}: {exc}"
+        raise CheckpointError(msg) from exc
+
+
+def _marker_files(paths: Any) -> set[str]:
+    marker = read_marker(paths.checkpoint)
+    found: set[str] = set()
+    for line in marker.entries if marker else ():
+        rel = entry_rel(paths.sink, str(json.loads(line)["path"]))
+        if rel is not None:
+            found.add(rel)
+    return found

@@ -1,0 +1,70 @@
+"""Issue 16.3: `tidemark audit` on a clean run, and on hand-made violations of exactly-once."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import write_config
+from tidemark.cli.main import main
+from tidemark.config import load_config
+from tidemark.pipeline.generate import generate_events
+from tidemark.recovery.audit import ViolationKind, audit_sink
+from tidemark.recovery.failover import run_with_failover
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def clean_run(spark: Any, tmp_path: Path) -> Path:
+    generate_events(tmp_path / "landing", events=400, keys=4, files=4, seed=16)
+    config_path = write_config(tmp_path)
+    run_with_failover(load_config(config_path), spark=spark)
+    return config_path
+
+
+def _kinds(config_path: Path) -> set[ViolationKind]:
+    return {v.kind for v in audit_sink(load_config(config_path)).violations}
+
+
+def test_a_clean_run_is_exactly_once(clean_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = audit_sink(load_config(clean_run))
+    assert result.ok, result.violations
+    sink = clean_run.parent / "output"
+    files = {p.relative_to(sink).as_posix() for p in sink.rglob("*.parquet")}
+    assert {f for b in result.batches for f in b.sink_files} == files  # every file, each in one batch
+    assert all(b.in_sink_log and b.in_ledger for b in result.batches)
+    assert sum(len(b.source) for b in result.batches) == 4  # the four landing files, each read once
+    assert main(["audit", str(clean_run)]) == 0
+    assert "exactly once" in capsys.readouterr().out
+
+
+def test_a_copied_file_is_a_duplicate_outside_every_batch(clean_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sink = clean_run.parent / "output"
+    original = next(iter(sorted(sink.rglob("*.parquet"))))
+    copy = original.with_name("part-99999-copy.c000.snappy.parquet")
+    shutil.copy(original, copy)
+    result = audit_sink(load_config(clean_run))
+    kinds = {v.kind: v for v in result.violations}
+    assert set(kinds) == {ViolationKind.DUPLICATE_KEY, ViolationKind.FILE_OUTSIDE_EVERY_BATCH}
+    assert kinds[ViolationKind.FILE_OUTSIDE_EVERY_BATCH].files == (copy.relative_to(sink).as_posix(),)
+    assert main(["audit", str(clean_run)]) == 1
+    assert copy.name in capsys.readouterr().out
+
+
+def test_a_deleted_file_and_a_half_written_batch(clean_run: Path) -> None:
+    sink = clean_run.parent / "output"
+    victim = next(iter(sorted(sink.rglob("*.parquet"))))
+    victim.unlink()
+    assert _kinds(clean_run) == {ViolationKind.LISTED_FILE_MISSING}
+    # A half-written batch: its file landed, its sink log entry did not (the newest entry is gone too).
+    stray = sink / "windowStart=2031-01-01 00%3A00%3A00"
+    stray.mkdir()
+    shutil.copy(next(iter(sorted(sink.rglob("*.parquet")))), stray / "part-00000-half.c000.snappy.parquet")
+    logs = sorted((sink / "_spark_metadata").glob("[0-9]*"), key=lambda p: int(p.name.split(".")[0]))
+    logs[-1].unlink()
+    kinds = _kinds(clean_run)
+    assert {ViolationKind.FILE_OUTSIDE_EVERY_BATCH, ViolationKind.BATCH_WITHOUT_SINK_ENTRY} <= kinds

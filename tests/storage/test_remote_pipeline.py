@@ -1,0 +1,63 @@
+"""Issue 14: a pipeline whose quarantine and progress-log folder are wasbs:// and s3a:// URIs writes them on the
+server (read back through tidemark, analysed there) and leaves nothing new in the working folder.
+
+Spark itself writes the checkpoint and sink on file:// (this machine has no hadoop-azure/hadoop-aws jars);
+everything tidemark writes itself goes to the store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import read_sink, write_config
+from tidemark.config import load_config
+from tidemark.monitor.analyze import analyze
+from tidemark.monitor.log import log_files
+from tidemark.pipeline.generate import generate_events
+from tidemark.pipeline.quarantine import read_quarantine
+from tidemark.recovery.failover import run_with_failover
+from tidemark.storage import open_storage
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("kind", ["azure", "s3"])
+def test_quarantine_and_progress_log_on_a_store(
+    spark: Any, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    if kind == "azure":
+        azurite = request.getfixturevalue("azure_env")
+        root = azurite.uri(azurite.new_container(), "job")
+    else:
+        moto = request.getfixturevalue("s3_env")
+        root = f"s3a://{moto.new_bucket()}/job"
+    data = generate_events(tmp_path / "landing", events=300, keys=3, files=3, seed=4, malformed_fraction=0.05)
+    assert data.malformed_lines > 0
+    config_path = write_config(
+        tmp_path,
+        source={"path": str(tmp_path / "landing")},
+        sink={"path": str(tmp_path / "output")},
+        checkpoint={"location": str(tmp_path / "checkpoint")},
+        quarantine={"path": f"{root}/quarantine"},
+        monitor={"dir": f"{root}/monitor"},
+    )
+    config = load_config(config_path)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = run_with_failover(config, spark=spark, available_now=True)
+
+    assert list(work.iterdir()) == []  # nothing written locally under a URI-shaped name
+    assert not (tmp_path / "s3a:").exists() and not (tmp_path / "wasbs:").exists()
+    records = read_quarantine(f"{root}/quarantine")
+    assert len(records) == data.malformed_lines == result.quarantined
+    on_server = {e.rel for e in open_storage(f"{root}/quarantine").list_files()}
+    assert any(rel.startswith("batch-") for rel in on_server) and "_last_batch" in on_server
+    logs = log_files(f"{root}/monitor")
+    assert logs and all(uri.startswith(root) for uri in logs)
+    analysis = analyze(f"{root}/monitor")
+    assert analysis.runs and analysis.runs[-1].batches == result.batches
+    assert len(read_sink(tmp_path / "output")) > 0

@@ -1,0 +1,208 @@
+"""Adaptive catch-up: the batch-size arithmetic, the backlog against a source log, and the run's phases."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import write_config
+from tidemark.config import load_config
+from tidemark.config.model import StateStoreKind
+from tidemark.errors import ConfigError
+from tidemark.pipeline.backlog import batch_samples, file_key, files_of_batches, read_backlog, recent_progress
+from tidemark.pipeline.catchup import (
+    Limit,
+    Throughput,
+    files_within,
+    fit_throughput,
+    memory_ceiling_bytes,
+    plan_catch_up,
+)
+from tidemark.pipeline.phases import run_phases
+from tidemark.plan.memory import MIB, MemoryConf
+
+MB = 1024**2
+
+
+def test_files_within_takes_the_most_files_that_fit_wherever_a_batch_starts() -> None:
+    assert files_within([10, 10, 10, 10], 25) == 2
+    assert files_within([10, 10, 10, 10], 40) == 4
+    assert files_within([10, 10, 10, 10], 5) == 1  # one file over the budget still makes a batch
+    # The big file must fit with its neighbours in every window: [1, 50] and [50, 1] are 51.
+    assert files_within([1, 50, 1, 1, 1], 51) == 2
+    assert files_within([1, 50, 1, 1, 1], 52) == 3
+
+
+def _rate(mb_per_second: float, fixed_ms: float = 0.0) -> Throughput:
+    return Throughput(mb_per_second * MB, fixed_ms, 5, "test")
+
+
+def test_whole_backlog_in_one_batch_when_it_fits_the_target() -> None:
+    plan = plan_catch_up([5 * MB] * 40, 4, timedelta(minutes=1), _rate(10), ceiling_bytes=10**12)
+    assert plan.active
+    assert (plan.files_per_trigger, plan.expected_batches, plan.limited_by) == (40, 1, Limit.BACKLOG)
+    assert plan.expected_batch_ms == pytest.approx(20_000)
+
+
+def test_target_duration_splits_into_balanced_batches() -> None:
+    # 1 MB/s and 2 s of fixed cost per batch: a 32 s target leaves 30 s, i.e. 30 MB or 6 files; 40 files need
+    # 7 batches, balanced to 6 files each.
+    plan = plan_catch_up([5 * MB] * 40, 4, timedelta(seconds=32), _rate(1, fixed_ms=2000), ceiling_bytes=10**12)
+    assert plan.active and plan.limited_by is Limit.DURATION
+    assert (plan.files_per_trigger, plan.expected_batches, plan.bytes_per_trigger) == (6, 7, 30 * MB)
+
+
+def test_memory_ceiling_caps_the_batch() -> None:
+    plan = plan_catch_up([5 * MB] * 40, 4, timedelta(minutes=10), _rate(10), ceiling_bytes=50 * MB)
+    assert plan.active and plan.limited_by is Limit.MEMORY
+    assert (plan.files_per_trigger, plan.expected_batches) == (10, 4)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "steady", "ceiling", "reason"),
+    [
+        ([], 4, 10**12, "no backlog"),
+        ([MB] * 3, 4, 10**12, "fits one steady-state batch"),
+        ([MB] * 30, None, 10**12, "in one batch"),
+        ([MB] * 30, 4, 3 * MB, "memory ceiling allows no more"),
+    ],
+)
+def test_steady_size_when_catch_up_would_not_help(
+    sizes: list[int], steady: int | None, ceiling: int, reason: str
+) -> None:
+    plan = plan_catch_up(sizes, steady, timedelta(minutes=1), _rate(10), ceiling)
+    assert not plan.active
+    assert plan.files_per_trigger == steady
+    assert reason in plan.reason
+
+
+def test_no_limit_is_split_when_the_backlog_exceeds_the_budget() -> None:
+    plan = plan_catch_up([MB] * 30, None, timedelta(seconds=10), _rate(1), ceiling_bytes=10**12)
+    assert plan.active and (plan.files_per_trigger, plan.expected_batches) == (10, 3)
+
+
+def test_fit_separates_fixed_cost_from_rate() -> None:
+    samples = [(b * MB, 500 + 1000 * b / 4) for b in (2, 4, 8, 16)]  # 500 ms + 4 MB/s
+    fitted = fit_throughput(samples)
+    assert fitted is not None
+    assert fitted.fixed_ms == pytest.approx(500)
+    assert fitted.bytes_per_second == pytest.approx(4 * MB)
+    same_size = fit_throughput([(4 * MB, 1500.0)] * 3)
+    assert same_size is not None and same_size.fixed_ms == 0
+    assert same_size.bytes_per_second == pytest.approx(4 * MB / 1.5)
+    assert fit_throughput([]) is None
+
+
+def test_memory_ceiling_follows_the_planner() -> None:
+    hdfs = MemoryConf(executor_memory_bytes=1024 * MIB, state_store=StateStoreKind.HDFS)
+    rocksdb = MemoryConf(executor_memory_bytes=1024 * MIB, state_store=StateStoreKind.ROCKSDB)
+    unified = (1024 - 300) * MIB * 0.6  # execution may borrow all of it without a cache
+    assert memory_ceiling_bytes(rocksdb, 100 * MB, 1.0) == int(0.8 * unified)
+    # HDFS-backed state sits on the heap: it comes off the headroom; Parquet grows 3x when read.
+    assert memory_ceiling_bytes(hdfs, 100 * MB, 1.0) == int(0.8 * unified - 100 * MB)
+    assert memory_ceiling_bytes(hdfs, 100 * MB, 3.0) == int((0.8 * unified - 100 * MB) / 3)
+    assert memory_ceiling_bytes(hdfs, 10**10, 1.0) == 0
+
+
+def _landing(tmp_path: Path, files: int, size: int = 1000) -> list[Path]:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    paths = []
+    for i in range(files):
+        path = landing / f"events-{i}.json"
+        path.write_text("x" * (size - 1) + "\n")
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+        paths.append(path)
+    (landing / "_temporary").mkdir()
+    (landing / "_temporary" / "half-written.json").write_text("{}\n")
+    (landing / ".events-0.json.crc").write_text("crc")
+    return paths
+
+
+def _source_log(tmp_path: Path, batches: list[list[Path]], log_offsets: list[int] | None = None) -> None:
+    """Source log entries 0..n-1; query batch i recorded logOffset log_offsets[i] (default: i) in its offsets."""
+    checkpoint = tmp_path / "checkpoint"
+    folder = checkpoint / "sources" / "0"
+    folder.mkdir(parents=True)
+    (checkpoint / "offsets").mkdir()
+    (checkpoint / "metadata").write_text(json.dumps({"id": "q-1"}) + "\n")
+    for entry, paths in enumerate(batches):
+        lines = ["v1"] + [json.dumps({"path": p.as_uri(), "timestamp": 0, "batchId": entry}) for p in paths]
+        (folder / str(entry)).write_text("\n".join(lines) + "\n")
+    meta = json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}})
+    for batch, offset in enumerate(log_offsets if log_offsets is not None else range(len(batches))):
+        (checkpoint / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{json.dumps({'logOffset': offset})}\n")
+
+
+def test_backlog_is_the_landing_folder_minus_the_source_log(tmp_path: Path) -> None:
+    paths = _landing(tmp_path, 6)
+    _source_log(tmp_path, [paths[0:2], paths[2:3]])
+    config = load_config(write_config(tmp_path))
+    backlog = read_backlog(config)
+    assert [f.key for f in backlog.pending] == [file_key(str(p)) for p in paths[3:]]  # oldest first, no hidden files
+    assert backlog.pending_bytes == 3000 and backlog.query_id == "q-1"
+
+
+def _progress_line(batch: int, duration: int, rows: int = 10, query: str = "q-1") -> str:
+    progress = {"id": query, "runId": "r", "batchId": batch, "batchDuration": duration, "numInputRows": rows}
+    return json.dumps({"type": "progress", "time": "2026-01-01T00:00:00Z", "run_id": "run", "progress": progress})
+
+
+def test_throughput_samples_come_from_the_progress_log_and_the_source_log(tmp_path: Path) -> None:
+    paths = _landing(tmp_path, 6)
+    # Query batch 1 was a no-data batch (same logOffset as batch 0): batch 2 read source entry 1.
+    _source_log(tmp_path, [paths[0:2], paths[2:3]], log_offsets=[0, 0, 1])
+    monitor = tmp_path / "checkpoint-monitor"
+    monitor.mkdir()
+    older = [_progress_line(0, 900), _progress_line(5, 100, query="another-checkpoint")]
+    (monitor / "20260101T000000Z-aaaaaa.jsonl").write_text("\n".join(older) + "\n")
+    newer = [_progress_line(1, 50, rows=0), _progress_line(2, 400)]
+    (monitor / "20260102T000000Z-bbbbbb.jsonl").write_text("\n".join(newer) + "\n")
+    config = load_config(write_config(tmp_path))
+    backlog = read_backlog(config)
+    history = recent_progress(config.monitor_dir, backlog.query_id)
+    assert [p.batch_id for p in history] == [0, 2]  # oldest first, without batches of no input or other queries
+    files = files_of_batches(config.checkpoint.location, [p.batch_id for p in history])
+    assert files[2] == (file_key(str(paths[2])),)
+    assert batch_samples(history, files, backlog.sizes_by_key) == [(2000, 900.0), (1000, 400.0)]
+    assert [p.batch_id for p in recent_progress(config.monitor_dir, backlog.query_id, limit=1)] == [2]
+
+
+def test_available_now_run_is_one_query_at_the_catch_up_size(tmp_path: Path) -> None:
+    _landing(tmp_path, 12)
+    config = load_config(write_config(tmp_path, trigger={"target_batch_duration": "1 minute"}))
+    plans = []
+    phases = list(run_phases(config, True, plans.append))
+    assert len(phases) == 1 and phases[0].available_now
+    assert phases[0].config.source.max_files_per_trigger == 12  # 12 KB: one batch
+    assert config.source.max_files_per_trigger == 1
+    assert plans[0].active and plans[0].throughput_origin.startswith("default estimate (2 task slots")
+
+
+def test_processing_time_run_catches_up_then_starts_the_steady_query(tmp_path: Path) -> None:
+    _landing(tmp_path, 12)
+    trigger = {"mode": "processing-time", "interval": "5 seconds", "target_batch_duration": "1 minute"}
+    config = load_config(write_config(tmp_path, trigger=trigger))
+    phases = run_phases(config, False)
+    catch_up = next(phases)
+    assert catch_up.available_now and catch_up.config.source.max_files_per_trigger == 12
+    # Nothing read the files (no Spark here): the next plan sees the same backlog and does not try again.
+    steady = next(phases)
+    assert not steady.available_now and steady.config.source.max_files_per_trigger == 1
+    assert next(phases, None) is None
+
+
+def test_catch_up_off_without_a_target(tmp_path: Path) -> None:
+    _landing(tmp_path, 12)
+    config = load_config(write_config(tmp_path))
+    phases = list(run_phases(config, True))
+    assert len(phases) == 1 and phases[0].config is config and phases[0].plan is None
+
+
+def test_target_batch_duration_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="target_batch_duration"):
+        load_config(write_config(tmp_path, trigger={"target_batch_duration": "0 s"}))

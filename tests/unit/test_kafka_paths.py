@@ -1,0 +1,117 @@
+"""Issue 15.3: the Kafka code paths that need no broker: replay options for every recovery case, the
+offset range a quarantine re-read of one micro-batch gets, and Event Hubs' Kafka endpoint options."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import write_config
+from tidemark.checkpoint.handle import Checkpoint
+from tidemark.config import TidemarkConfig, load_config
+from tidemark.pipeline import reconcile
+from tidemark.pipeline.sources import kafka_options
+from tidemark.recovery.plan import plan_recovery
+from tidemark.recovery.replay import EPOCH, describe_replay, replay_config
+
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="$ConnectionString" password="SECRET";'
+)
+EVENT_HUBS = {
+    "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "PLAIN",
+    "kafka.sasl.jaas.config": JAAS,
+    "kafka.request.timeout.ms": "60000",
+}
+
+
+def _config(tmp_path: Path, options: dict[str, str] | None = None) -> TidemarkConfig:
+    source = {
+        "format": "kafka",
+        "path": None,
+        "bootstrap_servers": "ns.servicebus.windows.net:9093",
+        "topic": "events",
+        "max_files_per_trigger": None,
+        "options": {f'"{k}"': v for k, v in {**EVENT_HUBS, **(options or {})}.items()},
+    }
+    return load_config(write_config(tmp_path, source=source, checkpoint={"max_lookback": "1 day"}))
+
+
+def test_replay_from_the_epoch_starts_at_the_earliest_offsets_not_a_negative_timestamp(tmp_path: Path) -> None:
+    config = _config(tmp_path, {"startingTimestamp": "123", "startingOffsets": "latest"})
+    options = kafka_options(replay_config(config, EPOCH))
+    assert options["startingOffsets"] == "earliest"
+    assert "startingTimestamp" not in options
+    assert "earliest offsets" in describe_replay(config, EPOCH)
+
+
+def test_replay_from_a_window_starts_by_timestamp_one_lookback_earlier(tmp_path: Path) -> None:
+    config = _config(tmp_path, {"startingOffsetsByTimestamp": '{"events": {"0": 1}}'})
+    resume = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    options = kafka_options(replay_config(config, resume))
+    expected = int((resume - timedelta(days=1)).timestamp() * 1000)
+    assert options["startingTimestamp"] == str(expected) and int(options["startingTimestamp"]) > 0
+    assert options["startingOffsetsByTimestampStrategy"] == "latest"
+    assert "startingOffsetsByTimestamp" not in options  # it would win over startingTimestamp
+    for key, value in EVENT_HUBS.items():  # Event Hubs' endpoint settings reach Spark unchanged
+        assert options[key] == value
+
+
+def test_replay_within_one_lookback_of_the_epoch_is_not_negative(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    options = kafka_options(replay_config(config, EPOCH + timedelta(hours=3)))
+    assert options["startingOffsets"] == "earliest" and "startingTimestamp" not in options
+
+
+def test_recovery_plan_with_no_finalized_window_gives_valid_kafka_options(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    (tmp_path / "output").mkdir()
+    plan = plan_recovery(config, newest_event_time=None, now=datetime(2026, 3, 1, tzinfo=UTC))
+    assert plan.resume_from == EPOCH
+    options = kafka_options(replay_config(config, plan.resume_from))
+    assert options["startingOffsets"] == "earliest" and "startingTimestamp" not in options
+    assert "SECRET" not in plan.replay and "SECRET" not in json.dumps(plan.to_json())
+
+
+def _kafka_checkpoint(root: Path) -> Checkpoint:
+    offsets = [{"events": {"0": 10, "1": 7}}, {"events": {"0": 25, "1": 9}}]
+    for batch, offset in enumerate(offsets):
+        meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}}
+        text = f"v1\n{json.dumps(meta)}\n{json.dumps(offset)}"
+        (root / "offsets").mkdir(parents=True, exist_ok=True)
+        (root / "offsets" / str(batch)).write_text(text)
+        (root / "commits").mkdir(exist_ok=True)
+        (root / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    (root / "sources" / "0").mkdir(parents=True)
+    (root / "sources" / "0" / "0").write_bytes(b'\x00v1\n{"events":{"0":3,"1":0}}')  # KafkaSource's own format
+    return Checkpoint.open(str(root))
+
+
+def test_quarantine_rereads_exactly_the_offset_range_of_each_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(tmp_path, {"maxOffsetsPerTrigger": "1000", "startingTimestamp": "5"})
+    checkpoint = _kafka_checkpoint(tmp_path / "checkpoint")
+    assert reconcile.kafka_batch_offsets(checkpoint, 0) == (
+        json.dumps({"events": {"0": 3, "1": 0}}),
+        json.dumps({"events": {"0": 10, "1": 7}}),
+    )
+    start, end = reconcile.kafka_batch_offsets(checkpoint, 1) or (None, "")
+    assert json.loads(start or "") == {"events": {"0": 10, "1": 7}} and json.loads(end) == {"events": {"0": 25, "1": 9}}
+    options = kafka_options(config, start, end)
+    assert options["startingOffsets"] == start and options["endingOffsets"] == end
+    assert "maxOffsetsPerTrigger" not in options and "startingTimestamp" not in options  # batch reads reject them
+    assert options["kafka.sasl.jaas.config"] == JAAS
+    seen: list[tuple[str | None, str]] = []
+
+    def fake_read(spark: Any, cfg: TidemarkConfig, first: str | None, last: str) -> str:
+        seen.append((first, last))
+        return "stream"
+
+    monkeypatch.setattr(reconcile, "read_kafka_range", fake_read)
+    assert reconcile._batch_input(None, config, checkpoint, 1, {}) == "stream"  # type: ignore[arg-type]
+    assert seen == [(start, end)]
