@@ -21,6 +21,9 @@ import pytest
 from tests.helpers import read_sink, write_config
 from tests.integration.test_pipeline_kinds import session_oracle
 from tests.oracles import assert_matches_oracle, window_oracle
+from tests.streaming_queries import HDFS as HDFS_PROVIDER
+from tests.streaming_queries import ROCKSDB as ROCKSDB_PROVIDER
+from tests.streaming_queries import dedup_then_window, join, run_query, write_input
 from tidemark.checkpoint.handle import Checkpoint
 from tidemark.cli.main import main
 from tidemark.config import TidemarkConfig, load_config
@@ -206,3 +209,43 @@ def test_transform_with_state_keeps_counts_and_timers_across_repartition(
     actual = pd.read_parquet(tmp_path / "output").sort_values("user").set_index("user")["events"]
     assert list(actual.index) == USERS  # every user emitted once, by a timer set before the repartition
     assert list(actual) == list(expected)
+
+
+JOIN_AND_DEDUP = {
+    # deduplication followed by a window aggregation (two operators) on the HDFS store, to 8 partitions
+    "dedup then window": (dedup_then_window, (HDFS_PROVIDER, "false", "1", "true"), 8),
+    # a stream-stream join (four stores, keyWithIndexToValue keyed by join key + index) on RocksDB, to 2
+    "stream-stream join": (join, (ROCKSDB_PROVIDER, "true", "1", "true"), 2),
+}
+
+
+@pytest.mark.parametrize("case", list(JOIN_AND_DEDUP), ids=list(JOIN_AND_DEDUP))
+def test_dedup_and_join_continue_like_the_query_that_kept_its_partitions(
+    spark: SparkSession, tmp_path: Path, case: str
+) -> None:
+    build, conf, partitions = JOIN_AND_DEDUP[case]
+    source, checkpoint, output = tmp_path / "in", tmp_path / "ckpt", tmp_path / "out"
+    write_input(source, range(4))
+    with runtime_conf(spark, {"spark.sql.shuffle.partitions": "3"}):
+        run_query(spark, source, build, checkpoint, output, conf)
+    shutil.copytree(checkpoint, tmp_path / "kept")
+    shutil.copytree(output, tmp_path / "kept-out")
+
+    report = repartition_checkpoint(str(checkpoint), partitions, apply=True)
+    assert_verified(report, partitions, spark)
+
+    write_input(source, range(4, 8))
+    run_query(spark, source, build, checkpoint, output, conf)  # continues with the new count
+    run_query(spark, source, build, tmp_path / "kept", tmp_path / "kept-out", conf)  # with 3, as it started
+    moved, kept = pd.read_parquet(output), pd.read_parquet(tmp_path / "kept-out")
+    columns = sorted(moved.columns)
+    assert len(kept) > 0
+    latest = Checkpoint.open(str(checkpoint)).latest_committed_batch()
+    assert Checkpoint.open(str(checkpoint)).offset(latest).conf["spark.sql.shuffle.partitions"] == str(partitions)
+    assert Checkpoint.open(str(tmp_path / "kept")).offset(latest).conf["spark.sql.shuffle.partitions"] == "3"
+    assert (
+        moved[columns]
+        .sort_values(columns)
+        .reset_index(drop=True)
+        .equals(kept[columns].sort_values(columns).reset_index(drop=True))
+    )

@@ -13,6 +13,7 @@
  */
 package org.apache.spark.sql.execution.streaming.state
 
+import java.nio.ByteBuffer
 import java.util.UUID
 
 import scala.jdk.CollectionConverters._
@@ -224,7 +225,7 @@ object TidemarkStateRewrite {
     val hadoopConf = new SerializableConfiguration(spark.sessionState.newHadoopConf())
     val readStats = sc.collectionAccumulator[String]("tidemark-read")
 
-    val records: RDD[(Int, (Int, Array[Byte], Array[Array[Byte]]))] =
+    val records: RDD[(Int, Array[Byte])] =
       sc.parallelize(0 until oldN, oldN).mapPartitions { partitions =>
         val oldPartition = partitions.next()
         val provider = openProvider(oldRoot, operatorId, oldPartition, storeName, families, useColumnFamilies,
@@ -250,10 +251,10 @@ object TidemarkStateRewrite {
             }
             rows(index) += 1
             bytes(index) += key.getSizeInBytes + values.map(_.length.toLong).sum
-            (where.getInt(1), (index, key.getBytes, values))
+            (where.getInt(1), pack(index, key.getBytes, values))
           }
         }
-        new Iterator[(Int, (Int, Array[Byte], Array[Array[Byte]]))] {
+        new Iterator[(Int, Array[Byte])] {
           private var closed = false
           override def hasNext: Boolean = {
             val more = all.hasNext
@@ -273,7 +274,7 @@ object TidemarkStateRewrite {
             }
             more
           }
-          override def next(): (Int, (Int, Array[Byte], Array[Array[Byte]])) = all.next()
+          override def next(): (Int, Array[Byte]) = all.next()
         }
       }
 
@@ -287,7 +288,7 @@ object TidemarkStateRewrite {
       case Some(root) =>
         records.partitionBy(new HashPartitioner(newN)).mapPartitionsWithIndex { (partition, it) =>
           Iterator(writePartition(root, operatorId, partition, storeName, version, families, useColumnFamilies,
-            numColsPrefixKey, writeConf, hadoopConf, it.map(_._2)))
+            numColsPrefixKey, writeConf, hadoopConf, it.map(r => unpack(r._2))))
         }.collect()
     }
 
@@ -310,6 +311,27 @@ object TidemarkStateRewrite {
         written.map(_.split(",").map(_.toLong)).sortBy(_.head).foreach(r => newCounts.add(r(1)))
     }
     result
+  }
+
+  /** One row as one byte array: the shuffle serializes a (partition, bytes) pair far cheaper than nested tuples. */
+  private def pack(family: Int, key: Array[Byte], values: Array[Array[Byte]]): Array[Byte] = {
+    val buffer = ByteBuffer.allocate(12 + key.length + values.map(4 + _.length).sum)
+    buffer.putInt(family).putInt(key.length).put(key).putInt(values.length)
+    values.foreach(v => buffer.putInt(v.length).put(v))
+    buffer.array()
+  }
+
+  private def unpack(bytes: Array[Byte]): (Int, Array[Byte], Array[Array[Byte]]) = {
+    val buffer = ByteBuffer.wrap(bytes)
+    val family = buffer.getInt()
+    val key = new Array[Byte](buffer.getInt())
+    buffer.get(key)
+    val values = Array.fill(buffer.getInt()) {
+      val value = new Array[Byte](buffer.getInt())
+      buffer.get(value)
+      value
+    }
+    (family, key, values)
   }
 
   private def writePartition(
