@@ -1,12 +1,14 @@
-"""Benchmark: `checkpoint inspect` of a 100,000-blob checkpoint on Azurite vs a per-folder walk, same client.
+"""Benchmark: `checkpoint inspect` of a large checkpoint on Azurite vs a per-folder walk, same client.
 
-Run by hand: `.venv/bin/python benchmarks/azure_listing.py [--blobs N] [--rounds R] [--threads T]`.
+Run by hand: `.venv/bin/python benchmarks/azure_listing.py [--blobs N] [--rounds R] [--threads T] [--latency-ms L,..]`.
 
 Starts Azurite (tools/azurite, in memory) on a free loopback port, uploads a synthetic checkpoint of N
 blobs (offsets/commits entries, 200 state partitions of delta files and their checksums) with T threads,
-then alternates, R rounds each:
+then for each latency L (a proxy in front of Azurite holds every request L ms before passing it on: a
+stand-in for the round trip and service time of a real storage account, which loopback does not have;
+0 = no proxy) alternates, R rounds each:
   A. tidemark's inspect (`inspect_checkpoint` on the wasbs:// URI: one flat paged listing + small folders),
-  B. a per-folder walk through the same azure-storage-blob client (one delimiter listing per folder, what a
+  B. a per-folder walk through the azure-storage-blob client (one delimiter listing per folder, what a
      hierarchical FileSystem listing does), collecting the same (name, size) pairs.
 List requests are counted from Azurite's own debug log (requests with comp=list). Prints JSON.
 """
@@ -16,9 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -62,6 +66,51 @@ def _walk(container: Any, prefix: str, found: list[tuple[str, int]]) -> None:
             _walk(container, item.name, found)
 
 
+class LatencyProxy:
+    """TCP proxy on a free loopback port: each chunk a client sends waits delay seconds before it is passed on.
+
+    A List Blobs request is one chunk, so each request gains one delay; the answers flow back undelayed.
+    """
+
+    def __init__(self, target_port: int, delay: float) -> None:
+        self.delay = delay
+        self.target_port = target_port
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.server.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            for sock in (client, upstream):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._pump, args=(client, upstream, self.delay), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, 0.0), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket, delay: float) -> None:
+        try:
+            while chunk := source.recv(1 << 16):
+                if delay:
+                    time.sleep(delay)
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.server.close()
+
+
 def _requests(debug: Path) -> int:
     text = debug.read_text(encoding="utf-8", errors="replace")
     return text.count("comp=list")
@@ -72,6 +121,7 @@ def main() -> None:
     parser.add_argument("--blobs", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=32)
+    parser.add_argument("--latency-ms", default="0", help="comma-separated per-request delays to measure")
     args = parser.parse_args()
     from azure.storage.blob import BlobServiceClient
 
@@ -89,11 +139,13 @@ def main() -> None:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_for_port(port, process, "azurite-blob", log)
-        endpoint = f"http://127.0.0.1:{port}/{ACCOUNT}"
         key = azurite_account_key()
-        conn = f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={key};BlobEndpoint={endpoint};"
-        os.environ["AZURE_STORAGE_CONNECTION_STRING"] = conn
-        service = BlobServiceClient.from_connection_string(conn)
+
+        def connection(to_port: int) -> str:
+            endpoint = f"http://127.0.0.1:{to_port}/{ACCOUNT}"
+            return f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={key};BlobEndpoint={endpoint};"
+
+        service = BlobServiceClient.from_connection_string(connection(port))
         service.create_container("bench")
         container = service.get_container_client("bench")
         names = _names(args.blobs)
@@ -106,35 +158,45 @@ def main() -> None:
             list(pool.map(put, names))
         upload_s = time.monotonic() - started
         uri = f"wasbs://bench@{ACCOUNT}.blob.core.windows.net/ck"
-        rows: dict[str, list[tuple[float, int]]] = {"inspect": [], "walk": []}
-        for _ in range(args.rounds):
-            before = _requests(debug)
-            t0 = time.monotonic()
-            report = inspect_checkpoint(uri)
-            rows["inspect"].append((time.monotonic() - t0, _requests(debug) - before))
-            assert report.files_total == len(names), (report.files_total, len(names))
-            before = _requests(debug)
-            t0 = time.monotonic()
-            found: list[tuple[str, int]] = []
-            _walk(container, "ck/", found)
-            rows["walk"].append((time.monotonic() - t0, _requests(debug) - before))
-            assert len(found) == len(names), (len(found), len(names))
         result: dict[str, Any] = {"blobs": len(names), "rounds": args.rounds, "upload_s": round(upload_s, 1)}
-        for name, values in rows.items():
-            times = [t for t, _ in values]
-            result[name] = {
-                "median_s": round(statistics.median(times), 2),
-                "min_s": round(min(times), 2),
-                "max_s": round(max(times), 2),
-                "list_requests": values[0][1],
-            }
-        ratios = [w[0] / i[0] for i, w in zip(rows["inspect"], rows["walk"], strict=True)]
-        result["walk_over_inspect"] = {
-            "median": round(statistics.median(ratios), 2),
-            "min": round(min(ratios), 2),
-            "max": round(max(ratios), 2),
-        }
         result["request_budget"] = len(names) // 5000 + 20
+        for latency_ms in [float(x) for x in args.latency_ms.split(",")]:
+            proxy = LatencyProxy(port, latency_ms / 1000) if latency_ms else None
+            conn = connection(proxy.port if proxy else port)
+            os.environ["AZURE_STORAGE_CONNECTION_STRING"] = conn
+            walker = BlobServiceClient.from_connection_string(conn).get_container_client("bench")
+            rows: dict[str, list[tuple[float, int]]] = {"inspect": [], "walk": []}
+            for _ in range(args.rounds):
+                before = _requests(debug)
+                t0 = time.monotonic()
+                report = inspect_checkpoint(uri)
+                rows["inspect"].append((time.monotonic() - t0, _requests(debug) - before))
+                assert report.files_total == len(names), (report.files_total, len(names))
+                before = _requests(debug)
+                t0 = time.monotonic()
+                found: list[tuple[str, int]] = []
+                _walk(walker, "ck/", found)
+                rows["walk"].append((time.monotonic() - t0, _requests(debug) - before))
+                assert len(found) == len(names), (len(found), len(names))
+            if proxy is not None:
+                proxy.close()
+            entry: dict[str, Any] = {}
+            for name, values in rows.items():
+                times = [t for t, _ in values]
+                entry[name] = {
+                    "median_s": round(statistics.median(times), 2),
+                    "min_s": round(min(times), 2),
+                    "max_s": round(max(times), 2),
+                    "list_requests": max(r for _, r in values),
+                }
+            ratios = [w[0] / i[0] for i, w in zip(rows["inspect"], rows["walk"], strict=True)]
+            entry["walk_over_inspect"] = {
+                "median": round(statistics.median(ratios), 2),
+                "min": round(min(ratios), 2),
+                "max": round(max(ratios), 2),
+            }
+            result[f"latency_{latency_ms:g}ms"] = entry
+            print(json.dumps({f"latency_{latency_ms:g}ms": entry}), flush=True)
         print(json.dumps(result, indent=1))
     finally:
         _stop(process)

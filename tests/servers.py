@@ -98,8 +98,16 @@ class Azurite:
         return f"{base}/{path}" if path else base
 
     def list_requests(self) -> int:
-        """List Blobs requests Azurite has answered so far (from its debug log)."""
+        """List Blobs requests Azurite has answered so far (from its debug log, once the log stops growing).
+
+        Azurite writes the log asynchronously: a count taken right after the last request can miss it.
+        """
         log = Path(os.environ["TIDEMARK_AZURITE_DEBUG_LOG"])
+        deadline = time.monotonic() + 10
+        size = -1
+        while size != log.stat().st_size and time.monotonic() < deadline:
+            size = log.stat().st_size
+            time.sleep(0.3)
         text = log.read_text(encoding="utf-8", errors="replace")
         return len(re.findall(r"RequestURL=\S*comp=list", text))
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from azure.core.rest import HttpRequest
+
 from tidemark.errors import StorageError
+from tidemark.storage.azure_list import list_query, parse_page, raw_sender
 from tidemark.storage.base import FileEntry
 from tidemark.storage.credentials import AZURE_HINT, AzureAccess
 from tidemark.storage.uri import Location
@@ -29,14 +32,40 @@ class AzureBackend:
         return self._container
 
     def list_pages(self, prefix: str, delimiter: bool) -> Iterator[tuple[list[FileEntry], list[str]]]:
-        """List Blobs, 5,000 names a request; with delimiter, one level (sub-prefixes as BlobPrefix items)."""
+        """List Blobs, 5,000 names a request; with delimiter, one level (sub-prefixes as BlobPrefix items).
+
+        Pages are parsed from the XML (azure_list); a page that is not a 200 answer, or an SDK without a
+        request sender, goes through the SDK's own call from the same marker, so its errors keep their types.
+        """
+        send = raw_sender(self.container)
+        marker = ""
+        while send is not None:
+            request = HttpRequest(
+                "GET",
+                self.container.url,
+                params=list_query(prefix, delimiter, PAGE_SIZE, marker),
+                headers={"x-ms-version": self.container.api_version},
+            )
+            response = send(request)
+            if response.status_code != 200:
+                break
+            page = parse_page(response.read())
+            yield page.files, page.prefixes
+            if not page.next_marker:
+                return
+            marker = page.next_marker
+        yield from self._sdk_pages(prefix, delimiter, marker)
+
+    def _sdk_pages(self, prefix: str, delimiter: bool, marker: str) -> Iterator[tuple[list[FileEntry], list[str]]]:
         if delimiter:
-            pages = self.container.walk_blobs(name_starts_with=prefix, delimiter="/", include=["metadata"]).by_page()
+            listing = self.container.walk_blobs(
+                name_starts_with=prefix, delimiter="/", include=["metadata"], results_per_page=PAGE_SIZE
+            )
         else:
-            pages = self.container.list_blobs(
+            listing = self.container.list_blobs(
                 name_starts_with=prefix, include=["metadata"], results_per_page=PAGE_SIZE
-            ).by_page()
-        for page in pages:
+            )
+        for page in listing.by_page(continuation_token=marker or None):
             files: list[FileEntry] = []
             prefixes: list[str] = []
             for item in page:

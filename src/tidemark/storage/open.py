@@ -30,9 +30,9 @@ def _import(kind: StoreKind) -> Any:
 def _object_store(location: Location) -> ObjectStore:
     backend: Any
     if location.kind is StoreKind.AZURE:
-        from tidemark.storage.azure import AzureBackend
-
         adlfs = _import(StoreKind.AZURE)
+        from tidemark.storage.azure import AzureBackend  # after the extra's check: it imports the SDK
+
         access = azure_access(location)
         fs = adlfs.AzureBlobFileSystem(**access.fsspec_options(), skip_instance_cache=True)
         backend = AzureBackend(location, access)
