@@ -28,9 +28,11 @@ from tidemark.checkpoint.handle import Checkpoint
 from tidemark.cli.main import main
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.evolve.repartition import RepartitionReport, repartition_checkpoint
+from tidemark.evolve.verify import compare_state
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.run import start_query
 from tidemark.session import runtime_conf
+from tidemark.state.reader import open_state_source
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -249,3 +251,40 @@ def test_dedup_and_join_continue_like_the_query_that_kept_its_partitions(
         .reset_index(drop=True)
         .equals(kept[columns].sort_values(columns).reset_index(drop=True))
     )
+
+
+def test_verification_finds_a_changed_row_and_counts_it(spark: SparkSession, tmp_path: Path) -> None:
+    """Two checkpoints of the same data but one event's value: the checksums differ, the row match counts 1 + 1."""
+    data = generate_events(tmp_path / "all", events=600, keys=5, files=2, seed=11)
+    lines = [json.loads(line) for file in data.files for line in file.read_text().splitlines()]
+    newest = max(range(len(lines)), key=lambda i: lines[i]["ts"])  # its window is still open, so in state
+    checkpoints = []
+    for side, bump in (("same", 0.0), ("other", 1000.0)):
+        folder = tmp_path / side
+        (folder / "landing").mkdir(parents=True)
+        changed = [dict(line, value=line["value"] + bump) if i == newest else line for i, line in enumerate(lines)]
+        (folder / "landing" / "events.json").write_text("".join(json.dumps(line) + "\n" for line in changed))
+        config = load_config(
+            write_config(
+                folder,
+                source={"path": str(folder / "landing")},
+                spark={"shuffle_partitions": 3},
+                checkpoint={"location": str(folder / "checkpoint"), "state_store": HDFS},
+                sink={"path": str(folder / "output")},
+            )
+        )
+        run_available(spark, config)
+        checkpoints.append(config.checkpoint.location)
+    twin = tmp_path / "twin"
+    shutil.copytree(checkpoints[0], twin)
+    batch = Checkpoint.open(checkpoints[0]).latest_committed_batch()
+    assert batch == Checkpoint.open(checkpoints[1]).latest_committed_batch()
+
+    same = compare_state(spark, open_state_source(checkpoints[0]), open_state_source(str(twin)), batch)
+    assert same.same and same.targets and all(t.rows_before == t.rows_after > 0 for t in same.targets)
+
+    differ = compare_state(spark, open_state_source(checkpoints[0]), open_state_source(checkpoints[1]), batch)
+    assert not differ.same
+    (target,) = differ.targets
+    assert target.rows_before == target.rows_after == same.targets[0].rows_before
+    assert (target.only_before, target.only_after) == (1, 1)

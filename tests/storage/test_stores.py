@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import Azurite, MotoS3
+from tests.servers import ACCOUNT, Azurite, MotoS3
 from tidemark.errors import StorageError
 from tidemark.storage import open_storage, parse_location
 from tidemark.storage.base import walk_folders
@@ -229,3 +229,35 @@ def test_the_sdk_listing_serves_when_no_raw_sender(azure_env: Azurite, monkeypat
     monkeypatch.setattr(azure_module, "raw_sender", lambda container: None)
     assert sorted(open_storage(azure_env.uri(container, "ck")).list_files(), key=lambda e: e.rel) == with_raw
     assert {e.rel: e.size for e in with_raw} == {rel: len(data) for rel, data in FILES.items()}
+
+
+def test_a_sas_connection_string_lists_through_the_same_signed_pages(
+    azure_env: Azurite, monkeypatch: pytest.MonkeyPatch
+):
+    """A SAS token travels in the URL's query: the listing's own query must join it, not replace it."""
+    from datetime import UTC, datetime, timedelta
+
+    from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    container = azure_env.new_container()
+    sas = generate_account_sas(
+        ACCOUNT,
+        azure_env.key,
+        ResourceTypes(service=True, container=True, object=True),
+        AccountSasPermissions(read=True, write=True, list=True, delete=True, create=True, add=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )
+    monkeypatch.setenv(
+        "AZURE_STORAGE_CONNECTION_STRING", f"BlobEndpoint={azure_env.endpoint};SharedAccessSignature={sas}"
+    )
+    store = open_storage(azure_env.uri(container, "ck"))
+    for rel, data in FILES.items():
+        assert store.write_atomic(rel, data)
+    store.list_requests = 0
+    assert {e.rel: e.size for e in store.list_files()} == {rel: len(data) for rel, data in FILES.items()}
+    assert store.list_requests == 1
+    monkeypatch.setenv(
+        "AZURE_STORAGE_CONNECTION_STRING", f"BlobEndpoint={azure_env.endpoint};SharedAccessSignature=sv=x"
+    )
+    with pytest.raises(StorageError, match=r"refused the credentials|answered"):
+        list(open_storage(azure_env.uri(container, "ck")).list_files())
