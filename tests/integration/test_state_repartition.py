@@ -31,6 +31,7 @@ from tidemark.evolve.repartition import RepartitionReport, repartition_checkpoin
 from tidemark.evolve.verify import compare_state
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.run import start_query
+from tidemark.recovery.audit import audit_sink
 from tidemark.session import runtime_conf
 from tidemark.state.reader import open_state_source
 
@@ -101,6 +102,9 @@ def test_window_continues_with_8_partitions_after_repartition(spark: SparkSessio
     expected = window_oracle(batches_of(config.checkpoint.location), timedelta(minutes=15), timedelta(minutes=10))
     assert len(expected) > 30
     assert_matches_oracle(read_sink(tmp_path / "output"), expected)
+    audit = audit_sink(config)  # issue 16.3: exactly once across the repartition, batch by batch
+    assert audit.ok, audit.violations
+    assert len(audit.batches) == Checkpoint.open(config.checkpoint.location).latest_committed_batch() + 1
 
 
 def test_sessions_continue_on_2_partitions_and_another_store(spark: SparkSession, tmp_path: Path) -> None:
