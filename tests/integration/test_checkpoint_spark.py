@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -175,6 +176,18 @@ def _in_order(source: Path) -> None:
         os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
 
 
+def _wait_for_snapshots(checkpoint: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        scan = scan_checkpoint(LocalFS(str(checkpoint)))
+        newest = max(scan.commit_batches) + 1
+        stores = [store for op in scan.operators.values() for store in op.stores.values()]
+        if stores and all(store.newest_snapshot(at_most=newest) is not None for store in stores):
+            return
+        assert time.monotonic() < deadline, f"no RocksDB snapshot in some store of {checkpoint} after {timeout}s"
+        time.sleep(0.5)
+
+
 @pytest.mark.parametrize("version", ["1", "2"], ids=["changelog", "changelog-v2"])
 def test_prune_on_tidemarks_defaults_keeps_the_changelog_chain(
     spark: SparkSession, tmp_path: Path, version: str
@@ -188,6 +201,9 @@ def test_prune_on_tidemarks_defaults_keeps_the_changelog_chain(
     plain, pruned = tmp_path / "plain", tmp_path / "pruned"
     with runtime_conf(spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):
         run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
+    # RocksDB uploads snapshots from the background maintenance task (every 2 s in this suite), so one can land
+    # after the query stopped: wait until every store has one, else the copy below may catch a store without.
+    _wait_for_snapshots(plain / "ck")
     shutil.copytree(plain, pruned)
     result = prune_checkpoint(str(pruned / "ck"), keep=2, apply=True)
     assert result.by_kind["changelog"].files > 0  # changelogs before the kept snapshot go
