@@ -45,6 +45,27 @@ from tidemark.session import build_session, runtime_conf  # noqa: E402
 SCHEMA = "event_id BIGINT, user STRING, ts STRING, value DOUBLE"
 
 
+def windows(events):  # type: ignore[no-untyped-def]
+    """The aggregation every hand-written job runs: 15-minute windows per user, the columns tidemark writes."""
+    from pyspark.sql import functions as F
+
+    result = events.groupBy("user", F.window("ts", "15 minutes")).agg(
+        F.min("ts").alias("firstEventTime"),
+        F.max("ts").alias("lastEventTime"),
+        F.count(F.lit(1)).alias("count"),
+        F.sum("value").alias("value_sum"),
+    )
+    return result.select(
+        "user",
+        F.col("window.start").alias("windowStart"),
+        F.col("window.end").alias("windowEnd"),
+        "firstEventTime",
+        "lastEventTime",
+        "count",
+        "value_sum",
+    )
+
+
 def plain_streaming(spark, landing: Path, out: Path, files_per_trigger: int | None) -> float:  # type: ignore[no-untyped-def]
     """What a careful user writes by hand: same source, watermark, window, sink and state store."""
     from pyspark.sql import functions as F
@@ -58,22 +79,8 @@ def plain_streaming(spark, landing: Path, out: Path, files_per_trigger: int | No
         .where(F.col("ts").isNotNull() & F.col("user").isNotNull())
         .withWatermark("ts", "10 minutes")
     )
-    result = events.groupBy("user", F.window("ts", "15 minutes")).agg(
-        F.min("ts").alias("firstEventTime"),
-        F.max("ts").alias("lastEventTime"),
-        F.count(F.lit(1)).alias("count"),
-        F.sum("value").alias("value_sum"),
-    )
     query = (
-        result.select(
-            "user",
-            F.col("window.start").alias("windowStart"),
-            F.col("window.end").alias("windowEnd"),
-            "firstEventTime",
-            "lastEventTime",
-            "count",
-            "value_sum",
-        )
+        windows(events)
         .writeStream.format("parquet")
         .option("path", str(out / "output"))
         .option("checkpointLocation", str(out / "checkpoint"))
@@ -96,22 +103,8 @@ def plain_batch(spark, landing: Path, out: Path) -> None:  # type: ignore[no-unt
         .withColumn("ts", F.to_timestamp("ts"))
         .where(F.col("ts").isNotNull() & F.col("user").isNotNull())
     )
-    result = events.groupBy("user", F.window("ts", "15 minutes")).agg(
-        F.min("ts").alias("firstEventTime"),
-        F.max("ts").alias("lastEventTime"),
-        F.count(F.lit(1)).alias("count"),
-        F.sum("value").alias("value_sum"),
-    )
     # The same output as the streaming jobs: selecting fewer columns would let Spark prune min/max away.
-    result.select(
-        "user",
-        F.col("window.start").alias("windowStart"),
-        F.col("window.end").alias("windowEnd"),
-        "firstEventTime",
-        "lastEventTime",
-        "count",
-        "value_sum",
-    ).write.partitionBy("windowStart").parquet(str(out / "output"))
+    windows(events).write.partitionBy("windowStart").parquet(str(out / "output"))
 
 
 SPARK_DEFAULTS = {"spark.sql.shuffle.partitions": "200", "spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER}
