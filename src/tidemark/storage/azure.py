@@ -8,7 +8,7 @@ from typing import Any
 from azure.core.rest import HttpRequest
 
 from tidemark.errors import StorageError
-from tidemark.storage.azure_list import list_query, parse_page, raw_sender
+from tidemark.storage.azure_list import is_folder_marker, list_query, parse_page, raw_sender
 from tidemark.storage.base import FileEntry
 from tidemark.storage.credentials import AZURE_HINT, AzureAccess
 from tidemark.storage.uri import Location
@@ -73,9 +73,7 @@ class AzureBackend:
                 if not hasattr(item, "size"):  # a BlobPrefix: a "folder" one level down
                     prefixes.append(name)
                     continue
-                metadata = item.metadata or {}
-                # ADLS Gen2 (hierarchical namespace) lists its directories as empty marker blobs.
-                if name.endswith("/") or str(metadata.get("hdi_isfolder", "")).lower() == "true":
+                if is_folder_marker(name, (item.metadata or {}).get("hdi_isfolder")):
                     continue
                 modified = item.last_modified
                 files.append(

@@ -66,6 +66,11 @@ def _mtime(text: str | None) -> float | None:
         return None
 
 
+def is_folder_marker(name: str, hdi_isfolder: object) -> bool:
+    """ADLS Gen2 (hierarchical namespace) lists its directories as empty blobs: named "x/" or hdi_isfolder=true."""
+    return name.endswith("/") or str(hdi_isfolder or "").lower() == "true"
+
+
 def parse_page(body: bytes) -> ListPage:
     """Parse one EnumerationResults document; folder marker blobs (ADLS Gen2, names ending in /) are left out."""
     # The answer of the configured storage endpoint to a signed request, parsed the way the SDK parses it
@@ -81,8 +86,7 @@ def parse_page(body: bytes) -> ListPage:
         if item.tag != "Blob":
             continue
         name = _name(item.find("Name"))
-        folder = (item.findtext("Metadata/hdi_isfolder") or "").lower() == "true"
-        if name.endswith("/") or folder:
+        if is_folder_marker(name, item.findtext("Metadata/hdi_isfolder")):
             continue
         etag = item.findtext("Properties/Etag")
         files.append(
