@@ -9,7 +9,9 @@ stand-in for the round trip and service time of a real storage account, which lo
 0 = no delay) alternates, R rounds each:
   A. tidemark's inspect (`inspect_checkpoint` on the wasbs:// URI: one flat paged listing + small folders),
   B. a per-folder walk through the azure-storage-blob client (one delimiter listing per folder, what a
-     hierarchical FileSystem listing does), collecting the same (name, size) pairs.
+     hierarchical FileSystem listing does), collecting the same (name, size) pairs;
+  C. the same flat listing as A's, through the SDK's `list_blobs` and its model objects (what tidemark did
+     before it parsed the pages itself), collecting the same pairs.
 List requests are counted by the proxy (every request goes through it; 0 ms = no delay), and with
 --server-log also from Azurite's own debug log (requests with comp=list). The debug log slows Azurite down
 badly past some 10,000 uploads (it buffers and falls behind), so it is off by default; the test suite checks
@@ -175,8 +177,8 @@ def main() -> None:
             conn = connection(proxy.port)
             os.environ["AZURE_STORAGE_CONNECTION_STRING"] = conn
             walker = BlobServiceClient.from_connection_string(conn).get_container_client("bench")
-            rows: dict[str, list[tuple[float, int]]] = {"inspect": [], "walk": []}
-            server: dict[str, list[int]] = {"inspect": [], "walk": []}
+            rows: dict[str, list[tuple[float, int]]] = {"inspect": [], "walk": [], "sdk-flat": []}
+            server: dict[str, list[int]] = {"inspect": [], "walk": [], "sdk-flat": []}
             for _ in range(args.rounds):
                 before = _requests(debug) if args.server_log else 0
                 proxy.lists = 0
@@ -193,6 +195,16 @@ def main() -> None:
                 rows["walk"].append((time.monotonic() - t0, proxy.lists))
                 server["walk"].append(_requests(debug) - before if args.server_log else -1)
                 assert len(found) == len(names), (len(found), len(names))
+                before = _requests(debug) if args.server_log else 0
+                proxy.lists = 0
+                t0 = time.monotonic()
+                flat = [
+                    (blob.name, int(blob.size))
+                    for blob in walker.list_blobs(name_starts_with="ck/", include=["metadata"], results_per_page=5000)
+                ]
+                rows["sdk-flat"].append((time.monotonic() - t0, proxy.lists))
+                server["sdk-flat"].append(_requests(debug) - before if args.server_log else -1)
+                assert len(flat) == len(names), (len(flat), len(names))
             proxy.close()
             entry: dict[str, Any] = {}
             for name, values in rows.items():
@@ -209,6 +221,12 @@ def main() -> None:
                 "median": round(statistics.median(ratios), 2),
                 "min": round(min(ratios), 2),
                 "max": round(max(ratios), 2),
+            }
+            sdk = [f[0] / i[0] for i, f in zip(rows["inspect"], rows["sdk-flat"], strict=True)]
+            entry["sdk_flat_over_inspect"] = {
+                "median": round(statistics.median(sdk), 2),
+                "min": round(min(sdk), 2),
+                "max": round(max(sdk), 2),
             }
             result[f"latency_{latency_ms:g}ms"] = entry
             print(json.dumps({f"latency_{latency_ms:g}ms": entry}), flush=True)
