@@ -2,7 +2,7 @@
 
 Run by hand: `.venv/bin/python benchmarks/azure_listing.py [--blobs N] [--rounds R] [--threads T] [--latency-ms L,..]`.
 
-Starts Azurite (tools/azurite, in memory) on a free loopback port, uploads a synthetic checkpoint of N
+Starts Azurite (tools/azurite, in memory, or in --location) on a free loopback port, uploads a synthetic checkpoint of N
 blobs (offsets/commits entries, 200 state partitions of delta files and their checksums) with T threads,
 then for each latency L (a proxy in front of Azurite holds every request L ms before passing it on: a
 stand-in for the round trip and service time of a real storage account, which loopback does not have;
@@ -132,6 +132,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=32)
     parser.add_argument("--latency-ms", default="0", help="comma-separated per-request delays to measure")
     parser.add_argument("--server-log", action="store_true", help="also count requests in Azurite's debug log")
+    parser.add_argument(
+        "--location",
+        type=Path,
+        help="keep Azurite's data in this folder instead of memory; a later run with the same folder and --blobs "
+        "skips the upload (Azurite's uploads slow down as the container grows: 100,000 take the better part of "
+        "an hour)",
+    )
     args = parser.parse_args()
     from azure.storage.blob import BlobServiceClient
 
@@ -143,7 +150,12 @@ def main() -> None:
     import subprocess
 
     command = [str(AZURITE_BIN), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--disableTelemetry"]
-    command += ["--inMemoryPersistence", "--skipApiVersionCheck"]
+    if args.location:
+        args.location.mkdir(parents=True, exist_ok=True)
+        command += ["--location", str(args.location)]
+    else:
+        command += ["--inMemoryPersistence"]
+    command += ["--skipApiVersionCheck"]
     if args.server_log:
         command += ["--debug", str(debug)]
     log = folder / "azurite.log"
@@ -158,16 +170,22 @@ def main() -> None:
             return f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={key};BlobEndpoint={endpoint};"
 
         service = BlobServiceClient.from_connection_string(connection(port))
-        service.create_container("bench")
         container = service.get_container_client("bench")
+        if not container.exists():
+            container.create_container()
         names = _names(args.blobs)
         started = time.monotonic()
 
         def put(item: tuple[str, int]) -> None:
-            container.upload_blob(f"ck/{item[0]}", _content(*item), overwrite=True)
+            blob = container.get_blob_client(f"ck/{item[0]}")
+            if args.location and blob.exists():  # a kept upload being finished
+                return
+            blob.upload_blob(_content(*item), overwrite=True)
 
-        with ThreadPoolExecutor(args.threads) as pool:
-            list(pool.map(put, names))
+        uploaded = sum(1 for _ in container.list_blobs(name_starts_with="ck/")) if args.location else 0
+        if uploaded != len(names):
+            with ThreadPoolExecutor(args.threads) as pool:
+                list(pool.map(put, names))
         upload_s = time.monotonic() - started
         uri = f"wasbs://bench@{ACCOUNT}.blob.core.windows.net/ck"
         result: dict[str, Any] = {"blobs": len(names), "rounds": args.rounds, "upload_s": round(upload_s, 1)}

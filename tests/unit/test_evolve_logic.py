@@ -197,6 +197,9 @@ def test_repartition_refuses_what_it_cannot_rewrite(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="at least 1"):
         repartition_checkpoint(str(same), 0)
     assert main(["state", "repartition", str(same), "--partitions", "2"]) == 2
+    with pytest.raises(UsageError, match="--state-store must be one of rocksdb, hdfs"):
+        repartition_checkpoint(str(same), 4, state_store="redis")
+    assert main(["state", "repartition", str(same), "--partitions", "4", "--state-store", "redis"]) == 2
 
 
 def test_settings_spark_keeps_from_the_checkpoint(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from email.utils import format_datetime
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
-from tidemark.storage.azure_list import list_query, parse_page
+from tidemark.storage.azure_list import list_query, next_marker_of, parse_page
 
 
 def _blob(name: str, size: int, when: datetime, etag: str, folder: bool = False, encoded: bool = False) -> str:
@@ -71,3 +71,16 @@ def test_the_query_names_prefix_delimiter_and_marker_only_when_given() -> None:
     }
     query = list_query("ck/", True, 10, "m1")
     assert (query["prefix"], query["delimiter"], query["maxresults"], query["marker"]) == ("ck/", "/", "10", "m1")
+
+
+def test_the_marker_found_without_parsing_is_the_parsed_one() -> None:
+    """The next request goes out on a marker read from the raw bytes: it must equal what the parser reads."""
+    when = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
+    tricky = [_blob("ck/<NextMarker>x</NextMarker>", 1, when, "e1"), _blob("ck/NextMarker", 2, when, "e2")]
+    for marker in ("2!92!MDAwMDI0IWNrL3N0YXRl", "m&amp;1&lt;2", ""):
+        body = _page(tricky, marker)
+        assert next_marker_of(body) == parse_page(body).next_marker
+    assert next_marker_of(_page(tricky, "m&amp;1&lt;2")) == "m&1<2"
+    without = _page(tricky, "").replace(b"<NextMarker />", b"")
+    assert next_marker_of(without) == parse_page(without).next_marker == ""
+    assert next_marker_of(_page([], "").replace(b"<NextMarker />", b"<NextMarker></NextMarker>")) == ""

@@ -205,6 +205,8 @@ class StateStoreKind(StrEnum):
     HDFS = "hdfs"
 
 
+PROVIDER_CLASSES = {StateStoreKind.ROCKSDB: ROCKSDB_PROVIDER, StateStoreKind.HDFS: HDFS_PROVIDER}
+
 class CheckpointConfig(_Table):
     """[checkpoint]: where the query keeps its progress and state, and how much history."""
 
@@ -221,15 +223,15 @@ class CheckpointConfig(_Table):
 
     def to_spark_conf(self, track_state_rows: bool = True) -> dict[str, str]:
         """The Spark settings this table stands for (track_state_rows when the table leaves it open)."""
-        conf = {"spark.sql.streaming.minBatchesToRetain": str(self.min_batches_to_retain)}
+        conf = {
+            "spark.sql.streaming.minBatchesToRetain": str(self.min_batches_to_retain),
+            "spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASSES[self.state_store],
+        }
         if self.state_store is StateStoreKind.ROCKSDB:
-            conf["spark.sql.streaming.stateStore.providerClass"] = ROCKSDB_PROVIDER
             track = self.track_state_rows if self.track_state_rows is not None else track_state_rows
             conf.update(rocksdb_conf(self.changelog, self.bounded_memory_mb, track))
             if self.format_version == 2:
                 conf["spark.sql.streaming.stateStore.checkpointFormatVersion"] = "2"
-        else:
-            conf["spark.sql.streaming.stateStore.providerClass"] = HDFS_PROVIDER
         return conf
 
 

@@ -30,7 +30,7 @@ from tidemark.checkpoint.partitioning import (
     store_moves,
 )
 from tidemark.checkpoint.rewrite import PROVIDER_CLASS, SHUFFLE_PARTITIONS
-from tidemark.config.model import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from tidemark.config.model import HDFS_PROVIDER, PROVIDER_CLASSES, StateStoreKind
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.evolve.verify import StateComparison, compare_state
 from tidemark.storage import open_storage, parse_location
@@ -41,7 +41,6 @@ ARCHIVE_DIR = ".tidemark-archive"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 ENCODING_KEY = "spark.sql.streaming.stateStore.encodingFormat"
-PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER}
 
 
 @dataclass(frozen=True)
@@ -208,10 +207,11 @@ def repartition_checkpoint(
         msg = f"{checkpoint.uri} records no shuffle partition count in offsets/{batch}: it is not a Spark 3+ checkpoint"
         raise CheckpointError(msg)
     provider = conf.get(PROVIDER_CLASS, HDFS_PROVIDER)
-    new_provider = PROVIDERS[state_store] if state_store else provider
-    if state_store is not None and state_store not in PROVIDERS:
-        msg = f"--state-store must be one of {', '.join(PROVIDERS)}"
+    kinds = [kind.value for kind in StateStoreKind]
+    if state_store is not None and state_store not in kinds:
+        msg = f"--state-store must be one of {', '.join(kinds)}"
         raise UsageError(msg)
+    new_provider = PROVIDER_CLASSES[StateStoreKind(state_store)] if state_store else provider
     if partitions == old_partitions and new_provider == provider:
         msg = f"{checkpoint.uri} already has {partitions} shuffle partitions: nothing to do"
         raise UsageError(msg)

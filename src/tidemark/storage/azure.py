@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from azure.core.rest import HttpRequest
 
 from tidemark.errors import StorageError
-from tidemark.storage.azure_list import is_folder_marker, list_query, parse_page, raw_sender
+from tidemark.storage.azure_list import Sender, is_folder_marker, list_query, next_marker_of, parse_page, raw_sender
 from tidemark.storage.base import FileEntry
 from tidemark.storage.credentials import AZURE_HINT, AzureAccess
 from tidemark.storage.uri import Location
@@ -34,27 +35,45 @@ class AzureBackend:
     def list_pages(self, prefix: str, delimiter: bool) -> Iterator[tuple[list[FileEntry], list[str]]]:
         """List Blobs, 5,000 names a request; with delimiter, one level (sub-prefixes as BlobPrefix items).
 
-        Pages are parsed from the XML (azure_list); a page that is not a 200 answer, or an SDK without a
-        request sender, goes through the SDK's own call from the same marker, so its errors keep their types.
+        Pages are parsed from the XML (azure_list), and the next page is requested as soon as this one has
+        arrived, so its round trip overlaps this one's parsing (one request ahead, never more; a listing
+        abandoned early costs that one). A page that is not a 200 answer, or an SDK without a request sender,
+        goes through the SDK's own call from the same marker, so its errors keep their types.
         """
         send = raw_sender(self.container)
         marker = ""
-        while send is not None:
-            request = HttpRequest(
-                "GET",
-                self.container.url,
-                params=list_query(prefix, delimiter, PAGE_SIZE, marker),
-                headers={"x-ms-version": self.container.api_version},
-            )
-            response = send(request)
-            if response.status_code != 200:
-                break
-            page = parse_page(response.read())
-            yield page.files, page.prefixes
-            if not page.next_marker:
-                return
-            marker = page.next_marker
+        if send is not None:
+            with ThreadPoolExecutor(1, thread_name_prefix="tidemark-list") as ahead:
+                pending = ahead.submit(self._fetch, send, prefix, delimiter, marker)
+                while True:
+                    status, body = pending.result()
+                    if status != 200:
+                        break
+                    guessed = next_marker_of(body)
+                    if guessed:
+                        pending = ahead.submit(self._fetch, send, prefix, delimiter, guessed)
+                    page = parse_page(body)
+                    if page.next_marker != guessed:  # cannot happen with the service's XML; never trust a guess
+                        if guessed:
+                            pending.result()
+                        if page.next_marker:
+                            pending = ahead.submit(self._fetch, send, prefix, delimiter, page.next_marker)
+                    yield page.files, page.prefixes
+                    if not page.next_marker:
+                        return
+                    marker = page.next_marker
         yield from self._sdk_pages(prefix, delimiter, marker)
+
+    def _fetch(self, send: Sender, prefix: str, delimiter: bool, marker: str) -> tuple[int, bytes]:
+        """One List Blobs request through the SDK's pipeline: (status, body)."""
+        request = HttpRequest(
+            "GET",
+            self.container.url,
+            params=list_query(prefix, delimiter, PAGE_SIZE, marker),
+            headers={"x-ms-version": self.container.api_version},
+        )
+        response = send(request)
+        return int(response.status_code), response.read() if response.status_code == 200 else b""
 
     def _sdk_pages(self, prefix: str, delimiter: bool, marker: str) -> Iterator[tuple[list[FileEntry], list[str]]]:
         if delimiter:
