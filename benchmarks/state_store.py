@@ -15,6 +15,8 @@ tidemark progress log, so `tidemark plan checkpoint FILE` compares the stores fr
 Run by hand:  .venv/bin/python benchmarks/state_store.py --keys 10000,100000,1000000 --rounds 5
 A larger size in its own process (heap for the HDFS-backed store):
               .venv/bin/python benchmarks/state_store.py --keys 10000000 --rounds 1 --batches 4 --driver-memory 12g
+`NAME@MB` is a setup with RocksDB's bounded memory at MB (its own process: the bound is one per JVM), e.g.
+              .venv/bin/python benchmarks/state_store.py --keys 10000000 --setups tidemark@1024 --rounds 1 --batches 4
 """
 
 from __future__ import annotations
@@ -65,6 +67,20 @@ def tidemark_state_conf() -> dict[str, str]:
 def all_setups() -> dict[str, dict[str, str]]:
     """Every setup this benchmark knows: the shared ones plus tidemark's current defaults."""
     return {**SETUPS, TIDEMARK_DEFAULT: tidemark_state_conf()}
+
+
+def setup_conf(setup: str) -> dict[str, str]:
+    """A named setup's settings; `NAME@MB` is that setup with RocksDB's bounded memory set to MB.
+
+    RocksDB reads the bound once per JVM (one cache for every instance), so a `@MB` setup must be the only
+    RocksDB setup of its process: run it with `--setups hdfs,tidemark@1024` or alone.
+    """
+    name, _, bound = setup.partition("@")
+    conf = dict(all_setups()[name])
+    if bound:
+        conf["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] = "true"
+        conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] = str(int(bound))
+    return conf
 
 
 class Jvm:
@@ -128,7 +144,7 @@ def measure(
     from pyspark.sql import functions as F
 
     checkpoint = work / f"{setup}-{keys}-{time.time_ns()}"
-    previous = apply_conf(spark, all_setups()[setup])
+    previous = apply_conf(spark, setup_conf(setup))
     marks: dict[int, tuple[float, collections.Counter[str]]] = {}
     try:
         stream = (
@@ -272,6 +288,8 @@ def main() -> None:
     args = parser.parse_args()
 
     setups = args.setups.split(",")
+    if sum(1 for s in setups if s != BASELINE) > 1 and any("@" in s for s in setups):
+        parser.error("a NAME@MB setup sets RocksDB's one bound for the whole JVM: run it alone or with hdfs")
     print("tidemark's state store settings:", json.dumps(tidemark_state_conf()), file=sys.stderr, flush=True)
     spark = session(shuffle_partitions=args.partitions, driver_memory=args.driver_memory)
     jvm = Jvm(spark)
