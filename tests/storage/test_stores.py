@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -191,24 +193,35 @@ AWKWARD_NAMES = [
 ]
 
 
-def test_the_xml_listing_gives_what_the_sdk_models_give(azure_env: Azurite, monkeypatch: pytest.MonkeyPatch):
-    """The page parser (names, sizes, times, etags, folders) against the SDK's own listing of the same blobs."""
+def _no_fallback(prefix: str, delimiter: bool, marker: str) -> Iterator[tuple[list[Any], list[str]]]:
+    raise AssertionError(f"the XML listing fell back to the SDK at marker {marker!r}")
+    yield [], []
+
+
+@pytest.mark.parametrize("root", ["ck", "my ck+a&b=c"])
+def test_the_xml_listing_gives_what_the_sdk_models_give(azure_env: Azurite, monkeypatch: pytest.MonkeyPatch, root: str):
+    """The page parser (names, sizes, times, etags, folders) against the SDK's own listing of the same blobs.
+
+    The second root has characters a query string gives meaning to: the prefix must reach the service whole.
+    """
     import tidemark.storage.azure as azure_module
 
     monkeypatch.setattr(azure_module, "PAGE_SIZE", 3)  # several pages: the marker is carried over
     container = azure_env.new_container()
-    store = open_storage(azure_env.uri(container, "ck"))
+    store = open_storage(azure_env.uri(container, root))
     for i, rel in enumerate(AWKWARD_NAMES):
         assert store.write_atomic(rel, b"x" * (i + 1))
     # An ADLS Gen2 folder marker: an empty blob with hdi_isfolder=true, which neither listing reports.
     azure_env.service().get_container_client(container).upload_blob(
-        "ck/state/0/2", b"", metadata={"hdi_isfolder": "true"}
+        f"{root}/state/0/2", b"", metadata={"hdi_isfolder": "true"}
     )
     backend = store._backend  # type: ignore[attr-defined]
-    for prefix, delimiter in (("ck/", False), ("ck/state/0/", True), ("ck/state/0/0/", True)):
+    for prefix, delimiter in ((f"{root}/", False), (f"{root}/state/0/", True), (f"{root}/state/0/0/", True)):
         store.list_requests = 0
-        fast = list(backend.list_pages(prefix, delimiter))
         slow = list(backend._sdk_pages(prefix, delimiter, ""))
+        with monkeypatch.context() as patched:  # every page must come from the XML path, none from the fallback
+            patched.setattr(backend, "_sdk_pages", _no_fallback)
+            fast = list(backend.list_pages(prefix, delimiter))
         assert [len(f) + len(p) for f, p in fast] == [len(f) + len(p) for f, p in slow]  # same pages
         fast_files = sorted((e for files, _ in fast for e in files), key=lambda e: e.rel)
         assert fast_files == sorted((e for files, _ in slow for e in files), key=lambda e: e.rel)

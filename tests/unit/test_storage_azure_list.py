@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from email.utils import format_datetime
-from urllib.parse import quote
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
 from xml.sax.saxutils import escape
 
+from tidemark.storage import parse_location
+from tidemark.storage.azure import AzureBackend
 from tidemark.storage.azure_list import list_query, next_marker_of, parse_page
 
 
@@ -70,7 +74,10 @@ def test_the_query_names_prefix_delimiter_and_marker_only_when_given() -> None:
         "include": "metadata",
     }
     query = list_query("ck/", True, 10, "m1")
-    assert (query["prefix"], query["delimiter"], query["maxresults"], query["marker"]) == ("ck/", "/", "10", "m1")
+    assert (query["prefix"], query["delimiter"], query["maxresults"], query["marker"]) == ("ck%2F", "%2F", "10", "m1")
+    # azure-core pastes values into the URL as given: anything that would change the query is quoted.
+    awkward = list_query("my ck/a&b+c#d%/", False, 10, "2!9+/=&x")
+    assert (awkward["prefix"], awkward["marker"]) == ("my%20ck%2Fa%26b%2Bc%23d%25%2F", "2%219%2B%2F%3D%26x")
 
 
 def test_the_marker_found_without_parsing_is_the_parsed_one() -> None:
@@ -84,3 +91,59 @@ def test_the_marker_found_without_parsing_is_the_parsed_one() -> None:
     without = _page(tricky, "").replace(b"<NextMarker />", b"")
     assert next_marker_of(without) == parse_page(without).next_marker == ""
     assert next_marker_of(_page([], "").replace(b"<NextMarker />", b"<NextMarker></NextMarker>")) == ""
+
+
+class _Answer:
+    def __init__(self, body: bytes) -> None:
+        self.status_code = 200
+        self.body = body
+
+    def read(self) -> bytes:
+        return self.body
+
+
+class _Container:
+    """What AzureBackend uses of a ContainerClient: its URL, API version and the pipeline's sender."""
+
+    def __init__(self, pages: dict[str, bytes]) -> None:
+        self.url = "http://127.0.0.1:1/acct/c"
+        self.api_version = "2021-08-06"
+        self.pages = pages
+        self.asked: list[str] = []
+        self._client = SimpleNamespace(_client=SimpleNamespace(send_request=self.send))
+
+    def send(self, request: Any) -> _Answer:
+        marker = parse_qs(urlsplit(request.url).query).get("marker", [""])[0]  # decoded, as a server would
+        self.asked.append(marker)
+        return _Answer(self.pages[marker])
+
+
+def _backend(container: _Container) -> AzureBackend:
+    backend = AzureBackend(parse_location("wasbs://c@acct.blob.core.windows.net/ck"), None)  # type: ignore[arg-type]
+    backend._container = container
+    return backend
+
+
+def test_pages_come_in_order_with_one_request_ahead() -> None:
+    when = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
+    pages = {
+        "": _page([_blob("ck/a", 1, when, "e1")], "m&amp;1"),
+        "m&1": _page([_blob("ck/b", 2, when, "e2")], "m2"),
+        "m2": _page([_blob("ck/c", 3, when, "e3")], ""),
+    }
+    container = _Container(pages)
+    listed = [[e.rel for e in files] for files, _ in _backend(container).list_pages("ck/", False)]
+    assert listed == [["ck/a"], ["ck/b"], ["ck/c"]]
+    assert container.asked == ["", "m&1", "m2"]
+
+
+def test_a_wrong_guess_of_the_marker_is_asked_again_with_the_parsed_one() -> None:
+    """A document whose last <NextMarker> is not the root's: the page goes on from the parsed marker."""
+    when = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
+    odd = _page([_blob("ck/a", 1, when, "e1")], "right").replace(
+        b"</EnumerationResults>", b"<Extra><NextMarker>wrong</NextMarker></Extra></EnumerationResults>"
+    )
+    container = _Container({"": odd, "wrong": _page([], ""), "right": _page([_blob("ck/b", 2, when, "e2")], "")})
+    listed = [e.rel for files, _ in _backend(container).list_pages("ck/", False) for e in files]
+    assert listed == ["ck/a", "ck/b"]
+    assert container.asked == ["", "wrong", "right"]

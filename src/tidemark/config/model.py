@@ -207,6 +207,7 @@ class StateStoreKind(StrEnum):
 
 PROVIDER_CLASSES = {StateStoreKind.ROCKSDB: ROCKSDB_PROVIDER, StateStoreKind.HDFS: HDFS_PROVIDER}
 
+
 class CheckpointConfig(_Table):
     """[checkpoint]: where the query keeps its progress and state, and how much history."""
 

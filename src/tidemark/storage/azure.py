@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from typing import Any
 
 from azure.core.rest import HttpRequest
@@ -54,8 +55,8 @@ class AzureBackend:
                         pending = ahead.submit(self._fetch, send, prefix, delimiter, guessed)
                     page = parse_page(body)
                     if page.next_marker != guessed:  # cannot happen with the service's XML; never trust a guess
-                        if guessed:
-                            pending.result()
+                        with suppress(Exception):
+                            pending.result()  # the request on the wrong marker: waited for, its answer ignored
                         if page.next_marker:
                             pending = ahead.submit(self._fetch, send, prefix, delimiter, page.next_marker)
                     yield page.files, page.prefixes

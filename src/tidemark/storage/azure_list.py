@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 from xml.sax.saxutils import unescape
 
 from tidemark.storage.base import FileEntry
@@ -41,14 +41,18 @@ def raw_sender(container: Any) -> Sender | None:
 
 
 def list_query(prefix: str, delimiter: bool, page_size: int, marker: str) -> dict[str, str]:
-    """The query of one List Blobs request (with metadata: ADLS Gen2 marks its folders there)."""
+    """The query of one List Blobs request (with metadata: ADLS Gen2 marks its folders there), values quoted.
+
+    azure-core joins query parameters as they are given (its generated clients quote them first), so a prefix
+    or marker with "&", "+", "#" or a space would otherwise change the request.
+    """
     query = {"restype": "container", "comp": "list", "maxresults": str(page_size), "include": "metadata"}
     if prefix:
-        query["prefix"] = prefix
+        query["prefix"] = quote(prefix, safe="")
     if delimiter:
-        query["delimiter"] = "/"
+        query["delimiter"] = quote("/", safe="")
     if marker:
-        query["marker"] = marker
+        query["marker"] = quote(marker, safe="")
     return query
 
 
