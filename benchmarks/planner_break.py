@@ -84,6 +84,7 @@ CELLS = {
         Cell("hdfs", "2g", "small", "wide"),
         Cell("hdfs", "2g", "wide", "small"),
         Cell("rocksdb", "1g", "small", "small", bounded_mb=256, keys=1_500_000),
+        Cell("rocksdb", "2g", "wide", "wide", bounded_mb=256, keys=1_500_000),
     )
 }
 
