@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tidemark.config.model import StateStoreKind
@@ -10,6 +12,7 @@ from tidemark.plan.memory import MemoryConf
 from tidemark.plan.resident import (
     JVM_NATIVE_BYTES,
     ROCKSDB_BLOCK_CACHE_BYTES,
+    ROCKSDB_BOUNDED_BYTES_PER_KEY,
     RowShape,
     Workload,
     hdfs_footprint,
@@ -108,3 +111,15 @@ def test_unbounded_rocksdb_breaks_where_native_memory_fills_the_container() -> N
     need = 1 * GB + JVM_NATIVE_BYTES + native.rocksdb_bytes(point.keys_at_break)
     assert need == pytest.approx(1 * GB + 600 * MB, rel=1e-6)
     assert native.cache_bytes == 2 * ROCKSDB_BLOCK_CACHE_BYTES
+
+
+def test_bounded_rocksdb_with_too_few_bytes_a_key_says_what_cap_to_set() -> None:
+    """Memory holds, but 10 M keys in 256 MB crawled in the benchmark: the advice asks for a larger cap."""
+    conf = _rocksdb(4 * GB, 256 * MB, overhead=2 * GB)
+    crowded = break_point(conf, SHAPE, Workload(keys=10_000_000))
+    assert crowded.fits and crowded.keys_at_break is None
+    wanted_mb = math.ceil(10_000_000 * ROCKSDB_BOUNDED_BYTES_PER_KEY / MB)
+    assert f"checkpoint.bounded_memory_mb = {wanted_mb} or more" in crowded.advice
+    assert "27 B a key" in crowded.advice
+    roomy = break_point(conf, SHAPE, Workload(keys=1_000_000))  # 268 B a key: ran at 1 M keys
+    assert roomy.advice == "nothing to change: state beyond the cap goes to local disk"

@@ -11,6 +11,7 @@ from tidemark.config.model import StateStoreKind
 from tidemark.plan.memory import MemoryConf, layout_for
 from tidemark.plan.resident import (
     DEFAULT_RETAINED_VERSIONS,
+    ROCKSDB_BOUNDED_BYTES_PER_KEY,
     HeapFootprint,
     NativeFootprint,
     RowShape,
@@ -144,6 +145,16 @@ def _rocksdb_break(
             advice = "nothing to change: state beyond the cap goes to local disk"
         else:
             advice = _container_advice(overhead, peak_now - container, room)
+        wanted = workload.keys * ROCKSDB_BOUNDED_BYTES_PER_KEY
+        if wanted > native.cache_bytes:
+            # Memory holds, but the cache gets too small to keep index and filter blocks: reads go to disk.
+            advice += (
+                f"; but {workload.keys:,.0f} keys in {native.cache_bytes / 2**20:.0f} MB is "
+                f"{native.cache_bytes / max(workload.keys, 1):.0f} B a key, below the "
+                f"{ROCKSDB_BOUNDED_BYTES_PER_KEY} B a key batches were measured to need (10 M keys in 256 MB "
+                f"crawled): set checkpoint.bounded_memory_mb = {math.ceil(wanted / 2**20)} or more, and the "
+                "container to match, or spread the keys over more executors"
+            )
     else:
         peak_now = need(workload.keys)
         keys = solve_keys(need, container)
