@@ -11,7 +11,9 @@ stand-in for the round trip and service time of a real storage account, which lo
   B. a per-folder walk through the azure-storage-blob client (one delimiter listing per folder, what a
      hierarchical FileSystem listing does), collecting the same (name, size) pairs;
   C. the same flat listing as A's, through the SDK's `list_blobs` and its model objects (what tidemark did
-     before it parsed the pages itself), collecting the same pairs.
+     before it parsed the pages itself), collecting the same pairs;
+  D. the floor: the same flat pages fetched through the SDK's pipeline and dropped unparsed, i.e. the storage
+     server's own time to answer, which any listing of these blobs pays (on loopback it bounds walk / inspect).
 List requests are counted by the proxy (every request goes through it; 0 ms = no delay), and with
 --server-log also from Azurite's own debug log (requests with comp=list). The debug log slows Azurite down
 badly past some 10,000 uploads (it buffers and falls behind), so it is off by default; the test suite checks
@@ -120,6 +122,25 @@ class LatencyProxy:
         self.server.close()
 
 
+def _raw_pages(container: Any, prefix: str) -> int:
+    """Fetch every flat List Blobs page of prefix through the SDK's pipeline, unparsed; return the page count."""
+    from azure.core.rest import HttpRequest
+
+    from tidemark.storage.azure_list import list_query, next_marker_of, raw_sender
+
+    send = raw_sender(container)
+    assert send is not None
+    marker, pages = "", 0
+    while True:
+        query = list_query(prefix, False, 5000, marker)
+        request = HttpRequest("GET", container.url, params=query, headers={"x-ms-version": container.api_version})
+        body = send(request).read()
+        pages += 1
+        marker = next_marker_of(body)
+        if not marker:
+            return pages
+
+
 def _requests(debug: Path) -> int:
     text = debug.read_text(encoding="utf-8", errors="replace")
     return text.count("comp=list")
@@ -195,8 +216,8 @@ def main() -> None:
             conn = connection(proxy.port)
             os.environ["AZURE_STORAGE_CONNECTION_STRING"] = conn
             walker = BlobServiceClient.from_connection_string(conn).get_container_client("bench")
-            rows: dict[str, list[tuple[float, int]]] = {"inspect": [], "walk": [], "sdk-flat": []}
-            server: dict[str, list[int]] = {"inspect": [], "walk": [], "sdk-flat": []}
+            rows: dict[str, list[tuple[float, int]]] = {"inspect": [], "walk": [], "sdk-flat": [], "raw-pages": []}
+            server: dict[str, list[int]] = {name: [] for name in rows}
             for _ in range(args.rounds):
                 before = _requests(debug) if args.server_log else 0
                 proxy.lists = 0
@@ -223,6 +244,14 @@ def main() -> None:
                 rows["sdk-flat"].append((time.monotonic() - t0, proxy.lists))
                 server["sdk-flat"].append(_requests(debug) - before if args.server_log else -1)
                 assert len(flat) == len(names), (len(flat), len(names))
+                # D. the floor: the same flat pages fetched raw, bodies read and dropped, nothing parsed. What
+                # the storage server itself takes to answer; any listing of these blobs pays at least this.
+                proxy.lists = 0
+                t0 = time.monotonic()
+                pages = _raw_pages(walker, "ck/")
+                rows["raw-pages"].append((time.monotonic() - t0, proxy.lists))
+                server["raw-pages"].append(-1)
+                assert pages == proxy.lists, (pages, proxy.lists)
             proxy.close()
             entry: dict[str, Any] = {}
             for name, values in rows.items():
