@@ -150,7 +150,7 @@ def _rocksdb_break(
             # Memory holds, but the cache gets too small to keep index and filter blocks: reads go to disk.
             advice += (
                 f"; but {workload.keys:,.0f} keys in {native.cache_bytes / 2**20:.0f} MB is "
-                f"{native.cache_bytes / max(workload.keys, 1):.0f} B a key, below the "
+                f"{native.cache_bytes / workload.keys:.0f} B a key, below the "
                 f"{ROCKSDB_BOUNDED_BYTES_PER_KEY} B a key batches were measured to need (10 M keys in 256 MB "
                 f"crawled): set checkpoint.bounded_memory_mb = {math.ceil(wanted / 2**20)} or more, and the "
                 "container to match, or spread the keys over more executors"

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from typing import Any
 
-from azure.core.rest import HttpRequest
-
 from tidemark.errors import StorageError
-from tidemark.storage.azure_list import Sender, is_folder_marker, list_query, next_marker_of, parse_page, raw_sender
+from tidemark.storage.azure_list import fetch_page, is_folder_marker, next_marker_of, parse_page, raw_sender
 from tidemark.storage.base import FileEntry
 from tidemark.storage.credentials import AZURE_HINT, AzureAccess
 from tidemark.storage.uri import Location
@@ -45,36 +43,29 @@ class AzureBackend:
         marker = ""
         if send is not None:
             with ThreadPoolExecutor(1, thread_name_prefix="tidemark-list") as ahead:
-                pending = ahead.submit(self._fetch, send, prefix, delimiter, marker)
+
+                def ask(at: str) -> Future[tuple[int, bytes]]:
+                    return ahead.submit(fetch_page, self.container, send, prefix, delimiter, PAGE_SIZE, at)
+
+                pending = ask(marker)
                 while True:
                     status, body = pending.result()
                     if status != 200:
                         break
                     guessed = next_marker_of(body)
                     if guessed:
-                        pending = ahead.submit(self._fetch, send, prefix, delimiter, guessed)
+                        pending = ask(guessed)
                     page = parse_page(body)
                     if page.next_marker != guessed:  # cannot happen with the service's XML; never trust a guess
                         with suppress(Exception):
                             pending.result()  # the request on the wrong marker: waited for, its answer ignored
                         if page.next_marker:
-                            pending = ahead.submit(self._fetch, send, prefix, delimiter, page.next_marker)
+                            pending = ask(page.next_marker)
                     yield page.files, page.prefixes
                     if not page.next_marker:
                         return
                     marker = page.next_marker
         yield from self._sdk_pages(prefix, delimiter, marker)
-
-    def _fetch(self, send: Sender, prefix: str, delimiter: bool, marker: str) -> tuple[int, bytes]:
-        """One List Blobs request through the SDK's pipeline: (status, body)."""
-        request = HttpRequest(
-            "GET",
-            self.container.url,
-            params=list_query(prefix, delimiter, PAGE_SIZE, marker),
-            headers={"x-ms-version": self.container.api_version},
-        )
-        response = send(request)
-        return int(response.status_code), response.read() if response.status_code == 200 else b""
 
     def _sdk_pages(self, prefix: str, delimiter: bool, marker: str) -> Iterator[tuple[list[FileEntry], list[str]]]:
         if delimiter:

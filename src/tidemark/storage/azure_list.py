@@ -18,6 +18,8 @@ from typing import Any
 from urllib.parse import quote, unquote
 from xml.sax.saxutils import unescape
 
+from azure.core.rest import HttpRequest
+
 from tidemark.storage.base import FileEntry
 
 Sender = Callable[[Any], Any]
@@ -54,6 +56,20 @@ def list_query(prefix: str, delimiter: bool, page_size: int, marker: str) -> dic
     if marker:
         query["marker"] = quote(marker, safe="")
     return query
+
+
+def fetch_page(
+    container: Any, send: Sender, prefix: str, delimiter: bool, page_size: int, marker: str
+) -> tuple[int, bytes]:
+    """One List Blobs request through the container client's pipeline: (status, body; empty unless 200)."""
+    request = HttpRequest(
+        "GET",
+        container.url,
+        params=list_query(prefix, delimiter, page_size, marker),
+        headers={"x-ms-version": container.api_version},
+    )
+    response = send(request)
+    return int(response.status_code), response.read() if response.status_code == 200 else b""
 
 
 def _name(element: ET.Element | None) -> str:
