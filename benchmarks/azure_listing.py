@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.servers import ACCOUNT, AZURITE_BIN, _stop, _wait_for_port, azurite_account_key, free_port
+
+from tidemark.storage.azure import PAGE_SIZE
+from tidemark.storage.azure_list import fetch_page, next_marker_of, raw_sender
 
 OFFSET = b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{"logOffset":0}'
 COMMIT = b'v1\n{"nextBatchWatermarkMs":0}'
@@ -123,27 +127,82 @@ class LatencyProxy:
 
 
 def _raw_pages(container: Any, prefix: str) -> int:
-    """Fetch every flat List Blobs page of prefix through the SDK's pipeline, unparsed; return the page count."""
-    from azure.core.rest import HttpRequest
-
-    from tidemark.storage.azure_list import list_query, next_marker_of, raw_sender
-
+    """Fetch every flat List Blobs page of prefix through the SDK's pipeline, unparsed; return the blobs' count."""
     send = raw_sender(container)
     assert send is not None
-    marker, pages = "", 0
+    marker, blobs = "", 0
     while True:
-        query = list_query(prefix, False, 5000, marker)
-        request = HttpRequest("GET", container.url, params=query, headers={"x-ms-version": container.api_version})
-        body = send(request).read()
-        pages += 1
+        status, body = fetch_page(container, send, prefix, False, PAGE_SIZE, marker)
+        assert status == 200, status
+        blobs += body.count(b"<Blob>")
         marker = next_marker_of(body)
         if not marker:
-            return pages
+            return blobs
+
+
+def _spread(slow: list[tuple[float, int]], fast: list[tuple[float, int]]) -> dict[str, float]:
+    """Per-round time ratios slow / fast: median, min and max."""
+    ratios = [s[0] / f[0] for f, s in zip(fast, slow, strict=True)]
+    return {
+        "median": round(statistics.median(ratios), 2),
+        "min": round(min(ratios), 2),
+        "max": round(max(ratios), 2),
+    }
 
 
 def _requests(debug: Path) -> int:
     text = debug.read_text(encoding="utf-8", errors="replace")
     return text.count("comp=list")
+
+
+def _measure(
+    proxy: LatencyProxy, walker: Any, uri: str, expected: int, rounds: int, debug: Path | None
+) -> dict[str, Any]:
+    """A, B, C and D alternating for rounds; per measurement time and list requests, and the ratios to A."""
+    from tidemark.checkpoint.inspect import inspect_checkpoint
+
+    rows: dict[str, list[tuple[float, int]]] = {"inspect": [], "walk": [], "sdk-flat": [], "raw-pages": []}
+    server: dict[str, list[int]] = {name: [] for name in rows}
+
+    def timed(name: str, run: Callable[[], int]) -> None:
+        """Run one listing, record its time and list requests under name; it must see every blob."""
+        before = _requests(debug) if debug else 0
+        proxy.lists = 0
+        t0 = time.monotonic()
+        seen = run()
+        rows[name].append((time.monotonic() - t0, proxy.lists))
+        server[name].append(_requests(debug) - before if debug else -1)
+        assert seen == expected, (name, seen, expected)
+
+    def walk() -> int:
+        found: list[tuple[str, int]] = []
+        _walk(walker, "ck/", found)
+        return len(found)
+
+    def sdk_flat() -> int:
+        listing = walker.list_blobs(name_starts_with="ck/", include=["metadata"], results_per_page=PAGE_SIZE)
+        return len([(blob.name, int(blob.size)) for blob in listing])
+
+    for _ in range(rounds):
+        timed("inspect", lambda: inspect_checkpoint(uri).files_total)
+        timed("walk", walk)
+        timed("sdk-flat", sdk_flat)
+        # D. the floor: the same flat pages fetched raw, bodies read and dropped, nothing parsed. What the
+        # storage server itself takes to answer; any listing of these blobs pays at least this.
+        timed("raw-pages", lambda: _raw_pages(walker, "ck/"))
+    entry: dict[str, Any] = {}
+    for name, values in rows.items():
+        times = [t for t, _ in values]
+        entry[name] = {
+            "median_s": round(statistics.median(times), 2),
+            "min_s": round(min(times), 2),
+            "max_s": round(max(times), 2),
+            "list_requests": max(r for _, r in values),
+            "list_requests_seen_by_azurite": max(server[name]) if debug else None,
+        }
+    entry["walk_over_inspect"] = _spread(rows["walk"], rows["inspect"])
+    entry["sdk_flat_over_inspect"] = _spread(rows["sdk-flat"], rows["inspect"])
+    return entry
 
 
 def main() -> None:
@@ -162,8 +221,6 @@ def main() -> None:
     )
     args = parser.parse_args()
     from azure.storage.blob import BlobServiceClient
-
-    from tidemark.checkpoint.inspect import inspect_checkpoint
 
     folder = Path(tempfile.mkdtemp(prefix="azurite-bench-"))
     debug = folder / "debug.log"
@@ -203,7 +260,7 @@ def main() -> None:
                 return
             blob.upload_blob(_content(*item), overwrite=True)
 
-        uploaded = sum(1 for _ in container.list_blobs(name_starts_with="ck/")) if args.location else 0
+        uploaded = _raw_pages(container, "ck/") if args.location else 0
         if uploaded != len(names):
             with ThreadPoolExecutor(args.threads) as pool:
                 list(pool.map(put, names))
@@ -216,65 +273,8 @@ def main() -> None:
             conn = connection(proxy.port)
             os.environ["AZURE_STORAGE_CONNECTION_STRING"] = conn
             walker = BlobServiceClient.from_connection_string(conn).get_container_client("bench")
-            rows: dict[str, list[tuple[float, int]]] = {"inspect": [], "walk": [], "sdk-flat": [], "raw-pages": []}
-            server: dict[str, list[int]] = {name: [] for name in rows}
-            for _ in range(args.rounds):
-                before = _requests(debug) if args.server_log else 0
-                proxy.lists = 0
-                t0 = time.monotonic()
-                report = inspect_checkpoint(uri)
-                rows["inspect"].append((time.monotonic() - t0, proxy.lists))
-                server["inspect"].append(_requests(debug) - before if args.server_log else -1)
-                assert report.files_total == len(names), (report.files_total, len(names))
-                before = _requests(debug) if args.server_log else 0
-                proxy.lists = 0
-                t0 = time.monotonic()
-                found: list[tuple[str, int]] = []
-                _walk(walker, "ck/", found)
-                rows["walk"].append((time.monotonic() - t0, proxy.lists))
-                server["walk"].append(_requests(debug) - before if args.server_log else -1)
-                assert len(found) == len(names), (len(found), len(names))
-                before = _requests(debug) if args.server_log else 0
-                proxy.lists = 0
-                t0 = time.monotonic()
-                flat = [
-                    (blob.name, int(blob.size))
-                    for blob in walker.list_blobs(name_starts_with="ck/", include=["metadata"], results_per_page=5000)
-                ]
-                rows["sdk-flat"].append((time.monotonic() - t0, proxy.lists))
-                server["sdk-flat"].append(_requests(debug) - before if args.server_log else -1)
-                assert len(flat) == len(names), (len(flat), len(names))
-                # D. the floor: the same flat pages fetched raw, bodies read and dropped, nothing parsed. What
-                # the storage server itself takes to answer; any listing of these blobs pays at least this.
-                proxy.lists = 0
-                t0 = time.monotonic()
-                pages = _raw_pages(walker, "ck/")
-                rows["raw-pages"].append((time.monotonic() - t0, proxy.lists))
-                server["raw-pages"].append(-1)
-                assert pages == proxy.lists, (pages, proxy.lists)
+            entry = _measure(proxy, walker, uri, len(names), args.rounds, debug if args.server_log else None)
             proxy.close()
-            entry: dict[str, Any] = {}
-            for name, values in rows.items():
-                times = [t for t, _ in values]
-                entry[name] = {
-                    "median_s": round(statistics.median(times), 2),
-                    "min_s": round(min(times), 2),
-                    "max_s": round(max(times), 2),
-                    "list_requests": max(r for _, r in values),
-                    "list_requests_seen_by_azurite": max(server[name]) if args.server_log else None,
-                }
-            ratios = [w[0] / i[0] for i, w in zip(rows["inspect"], rows["walk"], strict=True)]
-            entry["walk_over_inspect"] = {
-                "median": round(statistics.median(ratios), 2),
-                "min": round(min(ratios), 2),
-                "max": round(max(ratios), 2),
-            }
-            sdk = [f[0] / i[0] for i, f in zip(rows["inspect"], rows["sdk-flat"], strict=True)]
-            entry["sdk_flat_over_inspect"] = {
-                "median": round(statistics.median(sdk), 2),
-                "min": round(min(sdk), 2),
-                "max": round(max(sdk), 2),
-            }
             result[f"latency_{latency_ms:g}ms"] = entry
             print(json.dumps({f"latency_{latency_ms:g}ms": entry}), flush=True)
         print(json.dumps(result, indent=1))
