@@ -10,7 +10,9 @@ files; the ratios are what to compare across machines:
 - tidemark-catchup / spark-defaults: against what a user writes by hand with Spark's defaults (200 shuffle
   partitions, HDFS-backed store, no trigger limit);
 - plain-one-batch: the hand-written job with no trigger limit and tidemark's settings, which separates what a
-  stateful stream costs over a batch job from what tidemark adds.
+  stateful stream costs over a batch job from what tidemark adds;
+- plain-batch-split: the batch job with the file split tidemark's catch-up picks (balanced read tasks), the
+  stricter baseline: catch-up's split helps a batch job as much.
 
 With --steady-rounds, a second part measures steady-state batch latency after a backlog, catch-up on against
 off: 40 backlog files, then 5 groups of 4 files dropped one at a time into a processing-time run.
@@ -38,6 +40,7 @@ from tests.helpers import write_config  # noqa: E402
 
 from tidemark.config import load_config  # noqa: E402
 from tidemark.config.model import HDFS_PROVIDER, ROCKSDB_PROVIDER  # noqa: E402
+from tidemark.pipeline.catchup import FileSplit, balanced_split_bytes  # noqa: E402
 from tidemark.pipeline.generate import generate_events  # noqa: E402
 from tidemark.pipeline.run import run_pipeline  # noqa: E402
 from tidemark.session import build_session, runtime_conf  # noqa: E402
@@ -222,6 +225,7 @@ def main() -> None:
         },
     )
     batches: dict[str, list[int]] = {}
+    last_batch_ms: dict[str, list[int]] = {}  # each tidemark run's batch durations, printed with its round
 
     def tidemark_run(out: Path, name: str, target: str | None) -> float:
         out.mkdir(parents=True)
@@ -247,12 +251,21 @@ def main() -> None:
             msg = f"{name} read {sum(data)} rows, not {backlog_events}"
             raise RuntimeError(msg)
         batches.setdefault(name, []).append(len(data))
+        last_batch_ms[name] = batch_ms
         return sum(batch_ms) / 1000
 
     def batch_job(out: Path) -> float:
         started = time.perf_counter()
         plain_batch(spark, landing, out)
         return time.perf_counter() - started
+
+    # The batch job with the file split tidemark's catch-up gives its query (the stricter baseline).
+    split = balanced_split_bytes([f.stat().st_size for f in landing.iterdir()], 2, FileSplit())
+    print(f"balanced split for the backlog on 2 slots: {split} bytes (None: Spark's own)", flush=True)
+
+    def batch_job_split(out: Path) -> float:
+        with runtime_conf(spark, {"spark.sql.files.maxPartitionBytes": str(split)} if split else {}):
+            return batch_job(out)
 
     def spark_defaults(out: Path) -> float:
         with runtime_conf(spark, SPARK_DEFAULTS):
@@ -266,6 +279,7 @@ def main() -> None:
         "plain-one-batch": lambda out: plain_streaming(spark, landing, out, None),
         "spark-defaults": spark_defaults,
         "plain-batch": batch_job,
+        "plain-batch-split": batch_job_split,
     }
     for name in filter(None, args.skip.split(",")):
         jobs.pop(name)
@@ -283,19 +297,23 @@ def main() -> None:
             processing[name].append(jobs[name](out))
             times[name].append(time.perf_counter() - started)
             shutil.rmtree(out, ignore_errors=True)
-            print(f"round {round_number} {name}: {times[name][-1]:.1f}s ({processing[name][-1]:.1f}s in batches)")
+            durations = f", batches ms {last_batch_ms.pop(name)}" if name in last_batch_ms else ""
+            took = f"{times[name][-1]:.1f}s ({processing[name][-1]:.1f}s in batches{durations})"
+            print(f"round {round_number} {name}: {took}")
     # End to end: the call's wall time, start-up and shut-down included. In batches: the sum of the
     # batch durations Spark reported, i.e. the throughput of a stream that runs for hours.
-    print(f"\n{'job':<17} {'end-to-end s':>13} {'events/s':>10} {'in batches s':>13} {'events/s':>10}  data batches")
+    print(f"\n{'job':<18} {'end-to-end s':>13} {'events/s':>10} {'in batches s':>13} {'events/s':>10}  data batches")
     for name in jobs:
         seconds, in_batches = statistics.median(times[name]), statistics.median(processing[name])
         rate, batch_rate = args.events / seconds, args.events / in_batches
         counted = ",".join(str(b) for b in sorted(set(batches.get(name, [])))) or "-"
-        print(f"{name:<17} {seconds:>13.1f} {rate:>10,.0f} {in_batches:>13.1f} {batch_rate:>10,.0f}  {counted}")
+        print(f"{name:<18} {seconds:>13.1f} {rate:>10,.0f} {in_batches:>13.1f} {batch_rate:>10,.0f}  {counted}")
     print("\nthroughput ratios, per round, median [min-max]:")
     pairs = [
         ("tidemark", "plain-streaming"),
         ("tidemark-catchup", "plain-batch"),
+        ("tidemark-catchup", "plain-batch-split"),
+        ("plain-batch-split", "plain-batch"),
         ("tidemark-catchup", "spark-defaults"),
         ("tidemark-catchup", "tidemark"),
         ("tidemark-catchup", "plain-one-batch"),

@@ -102,3 +102,50 @@ def test_processing_time_run_catches_up_then_reads_at_the_steady_size(spark: Any
     assert_matches_oracle(actual, expected[expected["windowEnd"] <= actual["windowEnd"].max()])
     plans = _catch_up_lines(tmp_path / "checkpoint-monitor")
     assert [p["active"] for p in plans] == [True, False]
+
+
+def test_read_tasks_model_matches_sparks_split(spark: Any, tmp_path: Path) -> None:
+    from tidemark.pipeline.catchup import FileSplit, balanced_split_bytes, read_tasks
+
+    mib = 1024**2
+    for shape, sizes in {"even": [int(4.35 * mib)] * 40, "mixed": [mib * (1 + i % 7) for i in range(60)]}.items():
+        folder = tmp_path / shape
+        folder.mkdir()
+        for i, size in enumerate(sizes):  # sparse files: Spark plans from the sizes without reading
+            with (folder / f"f{i:03d}.json").open("wb") as handle:
+                handle.truncate(size)
+        split = balanced_split_bytes(sizes, 2, FileSplit()) or FileSplit().max_partition_bytes
+        for max_bytes in (FileSplit().max_partition_bytes, split):
+            spark.conf.set("spark.sql.files.maxPartitionBytes", str(max_bytes))
+            try:
+                tasks = spark.read.schema("a STRING").json(str(folder)).rdd.getNumPartitions()
+            finally:
+                spark.conf.unset("spark.sql.files.maxPartitionBytes")
+            assert tasks == len(read_tasks(sizes, 2, FileSplit(max_bytes))), (shape, max_bytes)
+
+
+def test_catch_up_query_reads_with_the_balanced_split(spark: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    from tidemark.pipeline import phases, run
+    from tidemark.pipeline.catchup import FileSplit
+
+    generate_events(tmp_path / "landing", events=2000, keys=7, files=6, seed=5, late_fraction=0.03)
+    # Spark's split scaled down to the test's kilobytes, so that its 6 files make an uneven last wave.
+    monkeypatch.setattr(phases, "file_split", lambda config: FileSplit(max_partition_bytes=70_000, open_cost_bytes=500))
+    seen: list[str | None] = []
+    start_query = run.start_query
+
+    def recording(session: Any, *args: Any) -> Any:
+        seen.append(session.conf.get(phases.MAX_PARTITION_BYTES_KEY, None))
+        return start_query(session, *args)
+
+    monkeypatch.setattr(run, "start_query", recording)
+    before = spark.conf.get(phases.MAX_PARTITION_BYTES_KEY, None)
+    run_pipeline(load_config(write_config(tmp_path, trigger={"target_batch_duration": "2 minutes"})))
+
+    (plan,) = _catch_up_lines(tmp_path / "checkpoint-monitor")
+    assert plan["active"] and plan["split_bytes"] is not None and plan["split_bytes"] < 70_000
+    assert seen == [str(plan["split_bytes"])]
+    assert spark.conf.get(phases.MAX_PARTITION_BYTES_KEY, None) == before  # put back after the phase
+    expected = window_oracle(_batches_read(tmp_path / "checkpoint"), timedelta(minutes=15), timedelta(minutes=10))
+    assert_matches_oracle(read_sink(tmp_path / "output"), expected)
+    assert len(expected) > 20 and len(_batches_read(tmp_path / "checkpoint")) == 1

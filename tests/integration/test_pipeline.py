@@ -69,3 +69,33 @@ def test_malformed_lines_land_in_quarantine(spark: object, tmp_path: Path) -> No
     restored = read_quarantine(str(tmp_path / "quarantine"))
     key = ["batch_id", "source", "reason", "raw"]
     assert sorted(tuple(r[k] for k in key) for r in restored) == sorted(tuple(r[k] for k in key) for r in records)
+
+
+def _files_per_batch_and_window(output: Path) -> dict[tuple[str, str], int]:
+    """How many Parquet files each batch wrote into each windowStart folder, from the sink's metadata log."""
+    import json
+    from collections import Counter
+
+    counts: Counter[tuple[str, str]] = Counter()
+    for entry in sorted((output / "_spark_metadata").iterdir()):
+        if not entry.name.isdigit():
+            continue
+        for line in entry.read_text().splitlines()[1:]:
+            path = json.loads(line)["path"]
+            counts[(entry.name, path.rsplit("/", 2)[-2])] += 1
+    return dict(counts)
+
+
+@pytest.mark.parametrize("writers", [None, 1], ids=["auto", "one"])
+def test_writers_bound_the_files_each_batch_writes(spark: object, tmp_path: Path, writers: int | None) -> None:
+    # 4 state partitions on the test session's 2 task slots: Spark's plan writes from up to 4 tasks.
+    data = generate_events(tmp_path / "landing", events=3000, keys=7, files=5, seed=11, late_fraction=0.03)
+    sink = {"writers": writers} if writers else {}
+    config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 4}, sink=sink))
+    run_pipeline(config)
+
+    expected = window_oracle([[f] for f in data.files], window=timedelta(minutes=15), watermark=timedelta(minutes=10))
+    assert_matches_oracle(read_sink(tmp_path / "output"), expected)
+    files = _files_per_batch_and_window(tmp_path / "output")
+    assert max(files.values()) <= (writers or 2)  # auto: the session's 2 task slots
+    assert len({w for _, w in files}) == len({row["windowStart"] for row in expected.to_dict("records")})

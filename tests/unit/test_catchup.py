@@ -15,14 +15,24 @@ from tidemark.config.model import StateStoreKind
 from tidemark.errors import ConfigError
 from tidemark.pipeline.backlog import batch_samples, file_key, files_of_batches, read_backlog, recent_progress
 from tidemark.pipeline.catchup import (
+    FileSplit,
     Limit,
     Throughput,
+    balanced_split_bytes,
+    busiest_slot,
     files_within,
     fit_throughput,
     memory_ceiling_bytes,
     plan_catch_up,
+    read_tasks,
 )
-from tidemark.pipeline.phases import run_phases
+from tidemark.pipeline.phases import (
+    LISTING_THRESHOLD_KEY,
+    MAX_PARTITION_BYTES_KEY,
+    RunPhase,
+    file_split,
+    run_phases,
+)
 from tidemark.plan.memory import MIB, MemoryConf
 
 MB = 1024**2
@@ -83,6 +93,63 @@ def test_steady_size_when_catch_up_would_not_help(
 def test_no_limit_is_split_when_the_backlog_exceeds_the_budget() -> None:
     plan = plan_catch_up([MB] * 30, None, timedelta(seconds=10), _rate(1), ceiling_bytes=10**12)
     assert plan.active and (plan.files_per_trigger, plan.expected_batches) == (10, 3)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "slots"),
+    [
+        ([int(4.35 * MB)] * 40, 2),  # the throughput benchmark's backlog: 3 tasks of 15, 15 and 10 files
+        ([30 * MB] * 50, 4),
+        ([MB * (1 + i % 7) for i in range(300)], 8),
+        ([100 * MB] * 5, 2),
+    ],
+)
+def test_balanced_split_evens_the_read_tasks_over_the_slots(sizes: list[int], slots: int) -> None:
+    spark_default = FileSplit()
+    split = balanced_split_bytes(sizes, slots, spark_default)
+    assert split is not None and split <= spark_default.max_partition_bytes
+    before = read_tasks(sizes, slots, spark_default)
+    after = read_tasks(sizes, slots, FileSplit(split))
+    assert busiest_slot(after, slots) < 0.95 * busiest_slot(before, slots)
+    assert max(after) <= max(before)  # no task reads more than with Spark's own split
+
+
+def test_read_tasks_cut_like_spark() -> None:
+    # The throughput benchmark's backlog: Spark 4.1 made 3 read tasks (its event log: 1.6, 1.7 and 0.8 s).
+    file = int(4.35 * MB)
+    tasks = read_tasks([file] * 40, 2, FileSplit())
+    assert [t // (file + FileSplit().open_cost_bytes) for t in tasks] == [15, 15, 10]
+    assert busiest_slot(tasks, 2) == tasks[0] + tasks[2]
+    # A file bigger than a split is cut into pieces.
+    assert len(read_tasks([300 * MB], 2, FileSplit())) == 3
+
+
+def test_balanced_split_leaves_small_batches_and_one_slot_alone() -> None:
+    assert balanced_split_bytes([10 * MB] * 10, 2, FileSplit()) is None  # under slots x 128 MB: already even
+    assert balanced_split_bytes([10 * MB] * 100, 1, FileSplit()) is None
+    # 17 tasks of 3 files on 2 slots: no candidate beats Spark's split by 5 %.
+    assert balanced_split_bytes([30 * MB] * 50, 2, FileSplit()) is None
+
+
+def test_catch_up_plan_carries_the_split_to_its_query(tmp_path: Path) -> None:
+    sizes = [4_350_000] * 40
+    plan = plan_catch_up(sizes, 4, timedelta(minutes=10), _rate(100), 10**12, task_slots=2)
+    assert plan.active and plan.split_bytes == balanced_split_bytes(sizes, 2, FileSplit())
+    config = load_config(write_config(tmp_path))
+    # 40 files in the batch: more than Spark lists on the driver, and the landing folder is on the local disk.
+    assert RunPhase(config, True, plan).spark_conf == {
+        MAX_PARTITION_BYTES_KEY: str(plan.split_bytes),
+        LISTING_THRESHOLD_KEY: "40",
+    }
+    assert RunPhase(config, True, None).spark_conf == {}
+    on_s3 = load_config(write_config(tmp_path, source={"path": "s3a://bucket/landing"}))
+    assert RunPhase(on_s3, True, plan).spark_conf == {MAX_PARTITION_BYTES_KEY: str(plan.split_bytes)}
+    assert plan_catch_up(sizes, 4, timedelta(minutes=10), _rate(100), 10**12, 2, split=None).split_bytes is None
+    # The user's own split settings win: tidemark does not plan one.
+    assert file_split(config) == FileSplit()
+    path = write_config(tmp_path)
+    path.write_text(path.read_text() + '\n[spark.conf]\n"spark.sql.files.openCostInBytes" = "1m"\n')
+    assert file_split(load_config(path)) is None
 
 
 def test_fit_separates_fixed_cost_from_rate() -> None:

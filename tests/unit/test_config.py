@@ -49,6 +49,11 @@ def test_user_spark_conf_wins(tmp_path: Path) -> None:
         ({"aggregation": {"window": None}}, "aggregation.window is required"),
         ({"aggregation": {"slide": "1 hour"}}, "slide must be positive and not longer"),
         ({"aggregation": {"key": ["user name"]}}, "is not a plain column name"),
+        ({"sink": {"writers": 0}}, "'sink.writers'"),
+        (
+            {"aggregation": {"kind": "custom", "processor": "m:P", "window": None}, "sink": {"writers": 2}},
+            "sink.writers applies to window and session aggregations",
+        ),
     ],
 )
 def test_bad_config_names_the_key(tmp_path: Path, overrides: dict[str, dict[str, object]], fragment: str) -> None:
@@ -82,3 +87,14 @@ def test_invalid_toml(tmp_path: Path) -> None:
 def test_error_text_in_brackets_survives_rendering(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", str(tmp_path / "missing.jsonl")]) == 2
     assert "[monitor] dir" in capsys.readouterr().err
+
+
+def test_output_writers_follow_the_task_slots_unless_set(tmp_path: Path) -> None:
+    from tidemark.pipeline.sinks import output_writers
+
+    assert output_writers(load_config(write_config(tmp_path)), task_slots=8) == 8
+    assert output_writers(load_config(write_config(tmp_path, sink={"writers": 3})), task_slots=8) == 3
+    custom = {"kind": "custom", "processor": "m:P", "window": None}
+    assert output_writers(load_config(write_config(tmp_path, aggregation=custom)), task_slots=8) is None
+    console = {"format": "console", "path": None}
+    assert output_writers(load_config(write_config(tmp_path, sink=console)), task_slots=8) is None

@@ -189,6 +189,9 @@ class SinkConfig(_Table):
     path: str | None = None
     partition_by: list[str] | None = None  # default: ["windowStart"] for kind "window", none otherwise
     retention: str | None = None  # the file sink's metadata log retention, e.g. "7d"
+    # Tasks that write each batch's output, i.e. files per output partition per batch (window and session
+    # aggregations only). None: one per task slot of the session, never more than the state's partitions.
+    writers: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _check(self) -> SinkConfig:
@@ -330,6 +333,13 @@ class TidemarkConfig(_Table):
     trigger: TriggerConfig = TriggerConfig()
     quarantine: QuarantineConfig
     monitor: MonitorConfig = MonitorConfig()
+
+    @model_validator(mode="after")
+    def _check(self) -> TidemarkConfig:
+        if self.sink.writers is not None and self.aggregation.kind is AggregationKind.CUSTOM:
+            msg = "sink.writers applies to window and session aggregations, not to kind 'custom'"
+            raise ValueError(msg)
+        return self
 
     @property
     def partition_by(self) -> list[str]:

@@ -21,7 +21,7 @@ from tidemark.monitor.events import EventKind, json_listener
 from tidemark.pipeline.listener import ProgressHook, RunCounters, make_handler
 from tidemark.pipeline.phases import run_phases
 from tidemark.pipeline.quarantine import validate
-from tidemark.pipeline.sinks import writer_for
+from tidemark.pipeline.sinks import output_writers, writer_for
 from tidemark.pipeline.sources import check_source_path, read_stream
 from tidemark.pipeline.transforms import build_stateful
 
@@ -149,6 +149,9 @@ def start_query(
         start_column = _output_start_column(config)
         if start_column is not None:
             output = output.where(F.col(start_column) >= F.lit(replay_from))
+    writers = output_writers(config, spark.sparkContext.defaultParallelism)
+    if writers is not None:
+        output = output.coalesce(writers)
     try:
         return writer_for(output, config, available_now).start()
     except Exception as exc:
@@ -244,6 +247,7 @@ def _run(
     from tidemark.checkpoint.lock import RunLock
     from tidemark.monitor.runmonitor import RunMonitor
     from tidemark.pipeline.reconcile import reconcile_quarantine
+    from tidemark.session import runtime_conf
 
     reconcile_quarantine(session, config)
     monitor = RunMonitor(session, config, run_id)
@@ -273,22 +277,23 @@ def _run(
                 failure = None
                 # One query, or catch-up queries sized from the backlog and then the steady one (pipeline/phases.py).
                 for phase in run_phases(config, once, lambda plan: monitor.record("catch-up", **asdict(plan))):
-                    query = start_query(session, phase.config, phase.available_now, replay_from)
-                    monitor.attach(query)
-                    while query.isActive:
-                        if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                            if not stop.is_set():
-                                reasons.append(StopReason.MAX_DURATION)
-                            clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
-                            break
-                        try:
-                            query.awaitTermination(1)
-                        except Exception:  # it failed: reported below, in one line, from query.exception()
-                            break
+                    with runtime_conf(session, phase.spark_conf):
+                        query = start_query(session, phase.config, phase.available_now, replay_from)
+                        monitor.attach(query)
+                        while query.isActive:
+                            if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                                if not stop.is_set():
+                                    reasons.append(StopReason.MAX_DURATION)
+                                clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
+                                break
+                            try:
+                                query.awaitTermination(1)
+                            except Exception:  # it failed: reported below, in one line, from query.exception()
+                                break
+                            _write_quarantine(session, config, counters, lock)
+                        failure = query.exception()
+                        _wait_for_listener(query, counters, lock)
                         _write_quarantine(session, config, counters, lock)
-                    failure = query.exception()
-                    _wait_for_listener(query, counters, lock)
-                    _write_quarantine(session, config, counters, lock)
                     if failure is not None or reasons or stop.is_set():
                         break
         finally:

@@ -4,12 +4,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tidemark.config import SinkFormat, TidemarkConfig, TriggerMode
+from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig, TriggerMode
 from tidemark.durations import spark_interval
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+
+def output_writers(config: TidemarkConfig, task_slots: int) -> int | None:
+    """How many tasks write a batch's Parquet output; None leaves it to Spark (one task per state partition).
+
+    Each writing task writes one file into every output partition its rows fall in, so with Spark's plan a
+    batch that closes windows writes (state partitions x windows) small files, and the batch that emits a
+    caught-up backlog spends most of its time opening and closing them. Window and session aggregations
+    write through `coalesce` instead: one task per task slot by default (no parallelism lost; a coalesce never
+    adds partitions), `[sink] writers` when set. Per-key logic (kind "custom") keeps Spark's plan: its state
+    operator runs Python workers per partition, which this has not been verified with.
+    """
+    if config.sink.format is not SinkFormat.PARQUET or config.aggregation.kind is AggregationKind.CUSTOM:
+        return None
+    return config.sink.writers or max(1, task_slots)
 
 
 def writer_for(output: DataFrame, config: TidemarkConfig, available_now: bool) -> DataStreamWriter:
