@@ -9,6 +9,7 @@ import pytest
 
 from tests.helpers import read_sink, write_config
 from tests.oracles import assert_matches_oracle, count_malformed, window_oracle
+from tidemark.checkpoint.handle import Checkpoint
 from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.quarantine import batch_name, read_quarantine, write_marker
@@ -99,3 +100,37 @@ def test_writers_bound_the_files_each_batch_writes(spark: object, tmp_path: Path
     files = _files_per_batch_and_window(tmp_path / "output")
     assert max(files.values()) <= (writers or 2)  # auto: the session's 2 task slots
     assert len({w for _, w in files}) == len({row["windowStart"] for row in expected.to_dict("records")})
+
+
+def test_checkpoint_from_before_writers_continues_with_them(
+    spark: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkpoint started by a release that wrote through Spark's own plan (no coalesce after the state
+    # operator) restarts with the coalesced plan: the state carries over and no window is lost or doubled.
+    from tidemark.pipeline import run
+
+    staging = tmp_path / "staging"
+    data = generate_events(staging, events=3000, keys=7, files=6, seed=21, late_fraction=0.03)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 4}))
+    for file in data.files[:3]:
+        file.rename(landing / file.name)
+    with monkeypatch.context() as before:
+        before.setattr(run, "output_writers", lambda config, slots: None)
+        run_pipeline(config)
+    first = _files_per_batch_and_window(tmp_path / "output")
+    for file in data.files[3:]:
+        file.rename(landing / file.name)
+    run_pipeline(config)
+
+    by_batch = Checkpoint.open(str(tmp_path / "checkpoint")).source_files_by_batch()
+    batches = [[Path(p.removeprefix("file://")) for p in by_batch[b]] for b in sorted(by_batch)]
+    assert [f.name for batch in batches for f in batch] == [f.name for f in data.files]
+    # The first run ended with the batch that writes its windows (no data): it moves the watermark that the
+    # second run's first batch drops late events by, as any restart does.
+    batches.insert(3, [])
+    expected = window_oracle(batches, window=timedelta(minutes=15), watermark=timedelta(minutes=10))
+    assert_matches_oracle(read_sink(tmp_path / "output"), expected)
+    later = {k: v for k, v in _files_per_batch_and_window(tmp_path / "output").items() if k not in first}
+    assert max(first.values()) > 2 >= max(later.values())  # Spark's plan wrote up to 4 files a window, then 2
