@@ -18,6 +18,7 @@ from tidemark.checkpoint.handle import Checkpoint
 from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.run import StopReason, run_pipeline
+from tidemark.session import runtime_conf
 
 pytestmark = pytest.mark.integration
 
@@ -104,47 +105,75 @@ def test_processing_time_run_catches_up_then_reads_at_the_steady_size(spark: Any
     assert [p["active"] for p in plans] == [True, False]
 
 
-def test_read_tasks_model_matches_sparks_split(spark: Any, tmp_path: Path) -> None:
+def _scan_task_costs(frame: Any, open_cost: int) -> list[int]:
+    """What each read task of a DataFrame's file scan costs as Spark planned it (bytes plus open costs)."""
+    scan = frame._jdf.queryExecution().executedPlan().collectLeaves().head()
+    partitions = scan.inputRDD().partitions()
+    return [sum(f.length() + open_cost for f in p.files()) for p in partitions]
+
+
+@pytest.mark.parametrize(
+    ("shape", "sizes"),
+    [
+        ("even", [int(4.35 * 1024**2)] * 40),
+        ("mixed", [1024**2 * (1 + i % 7) for i in range(60)]),
+        ("big files", [300 * 1024**2, 90 * 1024**2, 7 * 1024**2, 160 * 1024**2]),
+        ("few", [50 * 1024**2] * 3),
+    ],
+)
+def test_read_tasks_model_matches_sparks_split(spark: Any, tmp_path: Path, shape: str, sizes: list[int]) -> None:
     from tidemark.pipeline.catchup import FileSplit, balanced_split_bytes, read_tasks
 
-    mib = 1024**2
-    for shape, sizes in {"even": [int(4.35 * mib)] * 40, "mixed": [mib * (1 + i % 7) for i in range(60)]}.items():
-        folder = tmp_path / shape
+    for suffix, splittable in ((".json", True), (".json.gz", False)):
+        folder = tmp_path / suffix.strip(".")
         folder.mkdir()
         for i, size in enumerate(sizes):  # sparse files: Spark plans from the sizes without reading
-            with (folder / f"f{i:03d}.json").open("wb") as handle:
+            with (folder / f"f{i:03d}{suffix}").open("wb") as handle:
                 handle.truncate(size)
-        split = balanced_split_bytes(sizes, 2, FileSplit()) or FileSplit().max_partition_bytes
-        for max_bytes in (FileSplit().max_partition_bytes, split):
+        spark_own = FileSplit(splittable=splittable)
+        split = balanced_split_bytes(sizes, 2, spark_own) or spark_own.max_partition_bytes
+        for max_bytes in (spark_own.max_partition_bytes, split):
             spark.conf.set("spark.sql.files.maxPartitionBytes", str(max_bytes))
             try:
-                tasks = spark.read.schema("a STRING").json(str(folder)).rdd.getNumPartitions()
+                tasks = _scan_task_costs(spark.read.schema("a STRING").json(str(folder)), spark_own.open_cost_bytes)
             finally:
                 spark.conf.unset("spark.sql.files.maxPartitionBytes")
-            assert tasks == len(read_tasks(sizes, 2, FileSplit(max_bytes))), (shape, max_bytes)
+            model = read_tasks(sizes, 2, FileSplit(max_bytes, spark_own.open_cost_bytes, splittable))
+            assert tasks == model, (shape, suffix, max_bytes)
 
 
 def test_catch_up_query_reads_with_the_balanced_split(spark: Any, tmp_path: Path, monkeypatch: Any) -> None:
     from tidemark.pipeline import phases, run
-    from tidemark.pipeline.catchup import FileSplit
+    from tidemark.pipeline.catchup import FileSplit, read_tasks
 
-    generate_events(tmp_path / "landing", events=2000, keys=7, files=6, seed=5, late_fraction=0.03)
-    # Spark's split scaled down to the test's kilobytes, so that its 6 files make an uneven last wave.
-    monkeypatch.setattr(phases, "file_split", lambda config: FileSplit(max_partition_bytes=70_000, open_cost_bytes=500))
-    seen: list[str | None] = []
+    data = generate_events(tmp_path / "landing", events=2000, keys=7, files=6, seed=5, late_fraction=0.03)
+    sizes = [f.stat().st_size for f in data.files]
+    # Spark's split scaled down to the test's kilobytes (the model's and the session's alike): 3 read tasks
+    # of 2 files on 2 slots, the last wave half empty.
+    scaled = FileSplit(max_partition_bytes=70_000, open_cost_bytes=500)
+    assert len(read_tasks(sizes, 2, scaled)) == 3
+    monkeypatch.setattr(phases, "file_split", lambda config, files=(): scaled)
+    queries: list[Any] = []
     start_query = run.start_query
 
     def recording(session: Any, *args: Any) -> Any:
-        seen.append(session.conf.get(phases.MAX_PARTITION_BYTES_KEY, None))
-        return start_query(session, *args)
+        queries.append(start_query(session, *args))
+        return queries[-1]
 
     monkeypatch.setattr(run, "start_query", recording)
     before = spark.conf.get(phases.MAX_PARTITION_BYTES_KEY, None)
-    run_pipeline(load_config(write_config(tmp_path, trigger={"target_batch_duration": "2 minutes"})))
+    with runtime_conf(spark, {phases.OPEN_COST_KEY: "500"}):
+        run_pipeline(load_config(write_config(tmp_path, trigger={"target_batch_duration": "2 minutes"})))
 
     (plan,) = _catch_up_lines(tmp_path / "checkpoint-monitor")
-    assert plan["active"] and plan["split_bytes"] is not None and plan["split_bytes"] < 70_000
-    assert seen == [str(plan["split_bytes"])]
+    assert plan["active"] and plan["split_bytes"] is not None
+    # What Spark ran: the data batch's scan stage had the model's tasks for the chosen split, not Spark's 3.
+    chosen = read_tasks(sizes, 2, FileSplit(plan["split_bytes"], 500))
+    assert len(chosen) > 3
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(str(queries[0].runId))]
+    stage_tasks = {tracker.getStageInfo(s).numTasks for job in jobs if job for s in job.stageIds}
+    assert len(chosen) in stage_tasks and 3 not in stage_tasks
     assert spark.conf.get(phases.MAX_PARTITION_BYTES_KEY, None) == before  # put back after the phase
     expected = window_oracle(_batches_read(tmp_path / "checkpoint"), timedelta(minutes=15), timedelta(minutes=10))
     assert_matches_oracle(read_sink(tmp_path / "output"), expected)

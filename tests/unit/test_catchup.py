@@ -124,8 +124,11 @@ def test_read_tasks_cut_like_spark() -> None:
     assert len(read_tasks([300 * MB], 2, FileSplit())) == 3
 
 
-def test_balanced_split_leaves_small_batches_and_one_slot_alone() -> None:
-    assert balanced_split_bytes([10 * MB] * 10, 2, FileSplit()) is None  # under slots x 128 MB: already even
+def test_balanced_split_leaves_even_splits_and_one_slot_alone() -> None:
+    assert balanced_split_bytes([10 * MB] * 10, 2, FileSplit()) is None  # Spark's 2 tasks of 5 files are even
+    # 3 files of 50 MB on 2 slots: Spark's split (75 MB) packs 1 file a task, 3 tasks; unsplittable stays so.
+    assert balanced_split_bytes([50 * MB] * 3, 2, FileSplit(splittable=False)) is None
+    assert balanced_split_bytes([50 * MB] * 3, 2, FileSplit()) is not None
     assert balanced_split_bytes([10 * MB] * 100, 1, FileSplit()) is None
     # 17 tasks of 3 files on 2 slots: no candidate beats Spark's split by 5 %.
     assert balanced_split_bytes([30 * MB] * 50, 2, FileSplit()) is None
@@ -145,11 +148,17 @@ def test_catch_up_plan_carries_the_split_to_its_query(tmp_path: Path) -> None:
     on_s3 = load_config(write_config(tmp_path, source={"path": "s3a://bucket/landing"}))
     assert RunPhase(on_s3, True, plan).spark_conf == {MAX_PARTITION_BYTES_KEY: str(plan.split_bytes)}
     assert plan_catch_up(sizes, 4, timedelta(minutes=10), _rate(100), 10**12, 2, split=None).split_bytes is None
-    # The user's own split settings win: tidemark does not plan one.
+    # The user's own split settings (or what Spark divides by) win: tidemark does not plan one.
     assert file_split(config) == FileSplit()
-    path = write_config(tmp_path)
-    path.write_text(path.read_text() + '\n[spark.conf]\n"spark.sql.files.openCostInBytes" = "1m"\n')
-    assert file_split(load_config(path)) is None
+    for key in ("spark.sql.files.openCostInBytes", "spark.sql.files.minPartitionNum", "spark.default.parallelism"):
+        path = write_config(tmp_path)
+        path.write_text(path.read_text() + f'\n[spark.conf]\n"{key}" = "8"\n')
+        assert file_split(load_config(path)) is None, key
+    # Parquet's work follows row groups; multiLine JSON and gzip files are one task each.
+    assert file_split(load_config(write_config(tmp_path, source={"format": "parquet"}))) is None
+    assert file_split(config, ["/l/a.json", "/l/b.json.gz"]) == FileSplit(splittable=False)
+    multi_line = load_config(write_config(tmp_path, source={"options": {"multiLine": "true"}}))
+    assert file_split(multi_line) == FileSplit(splittable=False)
 
 
 def test_fit_separates_fixed_cost_from_rate() -> None:

@@ -96,5 +96,9 @@ def test_output_writers_follow_the_task_slots_unless_set(tmp_path: Path) -> None
     assert output_writers(load_config(write_config(tmp_path, sink={"writers": 3})), task_slots=8) == 3
     custom = {"kind": "custom", "processor": "m:P", "window": None}
     assert output_writers(load_config(write_config(tmp_path, aggregation=custom)), task_slots=8) is None
+    # Under dynamic allocation the slots are unknown at start: Spark's plan, unless writers is set.
+    dynamic = write_config(tmp_path)
+    dynamic.write_text(dynamic.read_text() + '\n[spark.conf]\n"spark.dynamicAllocation.enabled" = true\n')
+    assert output_writers(load_config(dynamic), task_slots=8) is None
     console = {"format": "console", "path": None}
     assert output_writers(load_config(write_config(tmp_path, sink=console)), task_slots=8) is None

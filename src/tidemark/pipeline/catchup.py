@@ -127,10 +127,11 @@ def files_within(sizes: Sequence[int], budget: float) -> int:
 @dataclass(frozen=True)
 class FileSplit:
     """How Spark cuts a batch's files into read tasks: splits of at most max_partition_bytes, each file
-    counted at its size plus open_cost_bytes."""
+    counted at its size plus open_cost_bytes; files cut into pieces only when splittable."""
 
     max_partition_bytes: int = SPARK_MAX_PARTITION_BYTES
     open_cost_bytes: int = SPARK_OPEN_COST_BYTES
+    splittable: bool = True
 
 
 def read_tasks(sizes: Sequence[int], task_slots: int, split: FileSplit) -> list[int]:
@@ -138,15 +139,17 @@ def read_tasks(sizes: Sequence[int], task_slots: int, split: FileSplit) -> list[
 
     Spark 4.1's FilePartition: maxSplitBytes = min(maxPartitionBytes, max(openCost, total cost / slots));
     files are cut into pieces of at most that, sorted by size (largest first) and packed in order, a task
-    closing when the next piece would take it over maxSplitBytes. Files are taken as splittable (JSON lines,
-    CSV and Parquet are, unless compressed as a whole).
+    closing when the next piece would take it over maxSplitBytes. A file that is not splittable (JSON with
+    multiLine, a whole-file codec such as gzip) is one piece.
     """
     open_cost = split.open_cost_bytes
     total = sum(size + open_cost for size in sizes)
     max_split = min(split.max_partition_bytes, max(open_cost, total // max(1, task_slots)))
-    pieces = sorted(
-        (min(max_split, size - offset) for size in sizes for offset in range(0, size, max_split)), reverse=True
-    )
+    if split.splittable:
+        cut = [min(max_split, size - offset) for size in sizes for offset in range(0, size, max_split)]
+    else:
+        cut = list(sizes)
+    pieces = sorted(cut, reverse=True)
     tasks: list[int] = []
     cost = 0
     for piece in pieces:
@@ -173,8 +176,8 @@ _MIN_GAIN = 0.05
 def balanced_split_bytes(sizes: Sequence[int], task_slots: int, split: FileSplit) -> int | None:
     """A `maxPartitionBytes` that spreads a batch's read tasks evenly over the slots; None to keep Spark's.
 
-    Up to slots x maxPartitionBytes Spark already cuts a batch into one task per slot. Above, it packs tasks
-    of up to maxPartitionBytes, rarely a multiple of the slots, and the last wave runs part-empty: 40 files
+    Spark packs tasks of up to maxPartitionBytes (or total / slots when smaller), rarely a multiple of the
+    slots, and the last wave runs part-empty: 40 files
     of 4.35 MiB on 2 slots made 3 tasks of 15, 15 and 10 files, so one core read 25 files while the other read
     15. This tries splits that make the fewest possible waves of equal tasks and up to 3 more, simulates how
     Spark packs each (read_tasks) and keeps the one whose busiest slot has least to read (a split with more
@@ -182,14 +185,14 @@ def balanced_split_bytes(sizes: Sequence[int], task_slots: int, split: FileSplit
     split: no task reads more than it would.
     """
     cost = sum(size + split.open_cost_bytes for size in sizes)
-    if task_slots <= 1 or cost <= task_slots * split.max_partition_bytes:
+    if task_slots <= 1 or not sizes:
         return None
     spark_own = busiest_slot(read_tasks(sizes, task_slots, split), task_slots)
     fewest = math.ceil(cost / (task_slots * split.max_partition_bytes))
     best: tuple[int, int] | None = None  # (busiest slot, split)
     for waves in range(fewest, fewest + _EXTRA_WAVES):
         candidate = math.ceil(cost / (waves * task_slots))
-        tried = FileSplit(candidate, split.open_cost_bytes)
+        tried = FileSplit(candidate, split.open_cost_bytes, split.splittable)
         busiest = busiest_slot(read_tasks(sizes, task_slots, tried), task_slots)
         # More, smaller tasks cost more per task than the model counts: they must earn their place.
         if best is None or busiest < (1 - _MIN_GAIN) * best[0]:

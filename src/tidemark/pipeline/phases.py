@@ -10,10 +10,10 @@ checkpoint, as they do across any restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from tidemark.config import TidemarkConfig
+from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.errors import TidemarkError
 from tidemark.monitor.watchdog import default_stuck_after
 from tidemark.pipeline.backlog import (
@@ -46,6 +46,17 @@ OPEN_COST_KEY = "spark.sql.files.openCostInBytes"
 # Above this many paths Spark lists a batch's files with a distributed job (about 0.2 s for 40 local files).
 LISTING_THRESHOLD_KEY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 SPARK_LISTING_THRESHOLD = 32
+# Settings that decide Spark's split besides tidemark's: with any of them set, tidemark leaves it alone.
+_SPLIT_KEYS = (
+    MAX_PARTITION_BYTES_KEY,
+    OPEN_COST_KEY,
+    "spark.sql.files.minPartitionNum",
+    "spark.sql.files.maxPartitionNum",
+    "spark.sql.leafNodeDefaultParallelism",
+    "spark.default.parallelism",
+)
+# Compression that makes a text file one read task (Hadoop's non-splittable codecs; bzip2 splits).
+_WHOLE_FILE_CODECS = (".gz", ".deflate", ".zst", ".zstd", ".lz4", ".snappy", ".br")
 
 
 @dataclass(frozen=True)
@@ -76,11 +87,17 @@ class RunPhase:
         return conf
 
 
-def file_split(config: TidemarkConfig) -> FileSplit | None:
-    """How Spark will cut files into tasks; None when the user's [spark.conf] decides it."""
-    if MAX_PARTITION_BYTES_KEY in config.spark.conf or OPEN_COST_KEY in config.spark.conf:
+def file_split(config: TidemarkConfig, files: Sequence[str] = ()) -> FileSplit | None:
+    """How Spark will cut these files into tasks; None when tidemark should not choose the split.
+
+    Not chosen: when [spark.conf] sets the split or what Spark divides it by, and for Parquet, whose work
+    follows row groups rather than byte ranges.
+    """
+    if any(key in config.spark.conf for key in _SPLIT_KEYS) or config.source.format is SourceFormat.PARQUET:
         return None
-    return FileSplit()
+    multi_line = str(config.source.options.get("multiLine", "false")).lower() == "true"
+    whole_file_codec = any(name.lower().endswith(_WHOLE_FILE_CODECS) for name in files)
+    return FileSplit(splittable=not (multi_line or whole_file_codec))
 
 
 def plan_for(config: TidemarkConfig) -> tuple[CatchUpPlan, frozenset[object]]:
@@ -98,9 +115,8 @@ def plan_for(config: TidemarkConfig) -> tuple[CatchUpPlan, frozenset[object]]:
     target = min(config.trigger.target_batch_duration, stuck_after / 2)
     sizes = [f.size for f in backlog.pending]
     slots = conf.executors * conf.cores
-    plan = plan_catch_up(
-        sizes, config.source.max_files_per_trigger, target, throughput, ceiling, slots, file_split(config)
-    )
+    split = file_split(config, [f.key[2] for f in backlog.pending])
+    plan = plan_catch_up(sizes, config.source.max_files_per_trigger, target, throughput, ceiling, slots, split)
     return plan, frozenset(f.key for f in backlog.pending)
 
 
@@ -144,8 +160,8 @@ def run_phases(
             on_plan(plan)
         log.info("%s", describe(plan))
         if not plan.active or stalled:
-            if available_now:
-                yield RunPhase(config, True, plan)
+            if available_now:  # the steady query: none of the catch-up's settings
+                yield RunPhase(config, True, None if stalled else plan)
                 return
             break
         previous = pending

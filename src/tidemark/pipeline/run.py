@@ -149,7 +149,7 @@ def start_query(
         start_column = _output_start_column(config)
         if start_column is not None:
             output = output.where(F.col(start_column) >= F.lit(replay_from))
-    writers = output_writers(config, spark.sparkContext.defaultParallelism)
+    writers = output_writers(config, task_slots(spark, config))
     if writers is not None:
         output = output.coalesce(writers)
     try:
@@ -160,6 +160,14 @@ def start_query(
             msg = "the Kafka source needs Spark's Kafka connector on the classpath (see README: Kafka)"
             raise EnvironmentProblem(msg) from exc
         raise
+
+
+def task_slots(spark: SparkSession, config: TidemarkConfig) -> int:
+    """Task slots of the run: the session's (executors registered so far) or the config's, the larger."""
+    from tidemark.plan.load import conf_from_config
+
+    conf = conf_from_config(config)
+    return max(spark.sparkContext.defaultParallelism, conf.executors * conf.cores)
 
 
 def _output_start_column(config: TidemarkConfig) -> str | None:
