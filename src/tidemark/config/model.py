@@ -189,8 +189,8 @@ class SinkConfig(_Table):
     path: str | None = None
     partition_by: list[str] | None = None  # default: ["windowStart"] for kind "window", none otherwise
     retention: str | None = None  # the file sink's metadata log retention, e.g. "7d"
-    # Tasks that write each batch's output, i.e. files per output partition per batch (window and session
-    # aggregations only). None: one per task slot of the session, never more than the state's partitions.
+    # Tasks of the stage that updates state and writes each batch, i.e. files per output partition per batch
+    # (window and session aggregations only). None: one per task slot (pipeline/sinks.py, output_writers).
     writers: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")

@@ -177,12 +177,11 @@ def balanced_split_bytes(sizes: Sequence[int], task_slots: int, split: FileSplit
     """A `maxPartitionBytes` that spreads a batch's read tasks evenly over the slots; None to keep Spark's.
 
     Spark packs tasks of up to maxPartitionBytes (or total / slots when smaller), rarely a multiple of the
-    slots, and the last wave runs part-empty: 40 files
-    of 4.35 MiB on 2 slots made 3 tasks of 15, 15 and 10 files, so one core read 25 files while the other read
-    15. This tries splits that make the fewest possible waves of equal tasks and up to 3 more, simulates how
-    Spark packs each (read_tasks) and keeps the one whose busiest slot has least to read (a split with more
-    waves must beat the best so far by 5 %), if it beats Spark's own split by 5 %. Never larger than Spark's
-    split: no task reads more than it would.
+    slots, and the last wave runs part-empty: 40 files of 4.35 MiB on 2 slots made 3 tasks of 15, 15 and 10
+    files, so one core read 25 files while the other read 15. This tries splits that make the fewest possible
+    waves of equal tasks and up to 3 more, simulates how Spark packs each (read_tasks) and keeps the one whose
+    busiest slot has least to read (a split with more waves must beat the best so far by 5 %), if it beats
+    Spark's own split by 5 %. Never larger than Spark's split: no task reads more than it would.
     """
     cost = sum(size + split.open_cost_bytes for size in sizes)
     if task_slots <= 1 or not sizes:
@@ -197,7 +196,8 @@ def balanced_split_bytes(sizes: Sequence[int], task_slots: int, split: FileSplit
         # More, smaller tasks cost more per task than the model counts: they must earn their place.
         if best is None or busiest < (1 - _MIN_GAIN) * best[0]:
             best = (busiest, candidate)
-    if best is None or best[0] > (1 - _MIN_GAIN) * spark_own:
+    assert best is not None  # the loop tries at least one split
+    if best[0] > (1 - _MIN_GAIN) * spark_own:
         return None
     return best[1]
 
