@@ -160,8 +160,8 @@ def run_phases(
             on_plan(plan)
         log.info("%s", describe(plan))
         if not plan.active or stalled:
-            if available_now:  # the steady query: none of the catch-up's settings
-                yield RunPhase(config, True, None if stalled else plan)
+            if available_now:  # the first plan of an available-now run, inactive (it never stalls)
+                yield RunPhase(config, True, plan)
                 return
             break
         previous = pending
