@@ -13,13 +13,13 @@ $(UV):
 	$(PYTHON) -m venv .uv
 	.uv/bin/pip install --quiet uv==$(UV_VERSION)
 
-$(VENV)/.installed: $(UV) pyproject.toml uv.lock setup.py src/tidemark/storage/_fastwalk.c src/tidemark/checkpoint/jvm/TidemarkStateRewrite.scala
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock setup.py src/tidemark/storage/_fastwalk.c src/tidemark/spark/jvm/TidemarkStateRewrite.scala
 	$(UV) sync --frozen --quiet --all-extras
 	# Bytecode for tidemark's own modules too (uv compiles site-packages): CLI startup 0.75 s -> 0.3 s here.
 	$(VENV)/bin/python -m compileall -q src >/dev/null
 	# The state helper of `state repartition` and `check`, compiled against the pyspark wheel's jars (~10-40 s);
 	# without Java it is built on first use instead.
-	$(VENV)/bin/python -m tidemark.checkpoint.jvm >/dev/null
+	$(VENV)/bin/python -m tidemark.spark.jvm >/dev/null
 	touch $@
 
 install: $(VENV)/.installed

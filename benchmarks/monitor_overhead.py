@@ -42,7 +42,7 @@ def run_once(spark: Any, source: Path, root: Path, monitored: bool, label: str) 
     from pyspark.sql import functions as F
 
     from tidemark.config import parse_config
-    from tidemark.monitor.runmonitor import RunMonitor
+    from tidemark.monitor.listener import RunMonitor
 
     checkpoint = root / f"ckpt-{label}"
     config = parse_config(
@@ -86,9 +86,8 @@ def run_once(spark: Any, source: Path, root: Path, monitored: bool, label: str) 
 
 def micro_costs(root: Path, sample: dict[str, Any]) -> dict[str, float]:
     """Per-batch cost of the monitor's own work (parse, metrics update, durable write), in milliseconds."""
+    from tidemark.formats import BatchProgress, ProgressLogWriter
     from tidemark.monitor.metrics import MetricsRegistry
-    from tidemark.monitor.progress import BatchProgress
-    from tidemark.monitor.writer import ProgressLogWriter
 
     text = json.dumps(sample)
     writer = ProgressLogWriter(root / "micro.jsonl", "micro")

@@ -14,8 +14,8 @@ import pytest
 
 from tests.helpers import read_sink, write_config
 from tests.oracles import assert_matches_oracle, window_oracle
-from tidemark.checkpoint.handle import Checkpoint
 from tidemark.config import load_config
+from tidemark.formats import Checkpoint
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.run import StopReason, run_pipeline
 from tidemark.session import runtime_conf

@@ -25,10 +25,10 @@ import pytest
 from tests.helpers import write_config
 from tests.integration.test_recovery import _assert_matches_oracle, _expected
 from tests.oracles import count_malformed
-from tidemark.checkpoint.handle import Checkpoint
 from tidemark.checkpoint.prune import prune_checkpoint
 from tidemark.cli.main import main
 from tidemark.config import load_config
+from tidemark.formats import Checkpoint
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.quarantine import read_marker, read_quarantine
 from tidemark.recovery.audit import audit_sink

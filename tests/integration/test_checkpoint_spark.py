@@ -16,7 +16,7 @@ import pytest
 from tests.streaming_queries import CASES, HDFS, ROCKSDB, run_query, windowed, write_input
 from tidemark.checkpoint.inspect import inspect_checkpoint
 from tidemark.checkpoint.prune import prune_checkpoint
-from tidemark.checkpoint.scan import scan_checkpoint
+from tidemark.formats import scan_checkpoint
 from tidemark.session import runtime_conf
 from tidemark.storage.local import LocalFS
 

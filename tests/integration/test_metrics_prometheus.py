@@ -34,10 +34,10 @@ from tests.prometheus_stack import (
     wait_for,
 )
 from tidemark.config import load_config
+from tidemark.formats import read_progress_log
 from tidemark.monitor.alerts import AlertThresholds, rules_yaml
 from tidemark.monitor.dashboard import dashboard, expressions
-from tidemark.monitor.log import read_log
-from tidemark.monitor.runmonitor import RunMonitor
+from tidemark.monitor.listener import RunMonitor
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.quarantine import read_quarantine
 from tidemark.pipeline.run import StopReason, run_pipeline
@@ -88,7 +88,7 @@ def spark_metrics_conf() -> str:
 
 
 def _last_progress(log: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    events = read_log(str(log))
+    events = read_progress_log(str(log))
     return [e.data["progress"] for e in events if e.progress is not None], [e.type for e in events]
 
 
@@ -151,7 +151,7 @@ def test_prometheus_scrapes_a_running_tidemark_run_and_spark(stack: Stack, tmp_p
         quarantined = len(read_quarantine(config.quarantine.path))
         assert api.value(f"tidemark_quarantined_records_total{{{sel}}}") == quarantined == data.malformed_lines
         assert "stuck" not in kinds and api.value(f"tidemark_stuck{{{sel}}}") == 0
-        idle_line = next(e.time for e in reversed(read_log(str(log))) if e.type == "idle").timestamp()
+        idle_line = next(e.time for e in reversed(read_progress_log(str(log))) if e.type == "idle").timestamp()
         idle_seen = wait_for(
             lambda: api.value(f"tidemark_last_idle_timestamp_seconds{{{sel}}}"), 10, "the idle report in Prometheus"
         )
@@ -380,5 +380,5 @@ def test_port_in_use_and_unreachable_gateway_are_one_warning_each(
     assert len(warnings) == 2, warnings
     assert any(f"cannot serve metrics on 127.0.0.1:{port}" in w for w in warnings)
     assert any("could not push metrics to the Pushgateway" in w for w in warnings)
-    logged = [e for e in read_log(str(result.monitor_log)) if e.type == "warning"]
+    logged = [e for e in read_progress_log(str(result.monitor_log)) if e.type == "warning"]
     assert len(logged) == 2 and {e.data["code"] for e in logged} == {"METRICS"}

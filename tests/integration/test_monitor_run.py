@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tidemark.config import TidemarkConfig, parse_config
-from tidemark.monitor.log import read_log
+from tidemark.formats import read_progress_log
+from tidemark.monitor.listener import RunMonitor
 from tidemark.monitor.metrics import parse_exposition
-from tidemark.monitor.runmonitor import RunMonitor
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -119,7 +119,7 @@ def test_log_and_metrics_of_a_real_windowed_query(spark: SparkSession, tmp_path:
         monitor.stop()
         monitor.stop()
 
-    events = read_log(monitor.log_path)
+    events = read_progress_log(monitor.log_path)
     kinds = [e.type for e in events]
     assert kinds[0] == "started" and kinds.count("terminated") == 1
     assert "warning" in kinds
@@ -175,7 +175,7 @@ def test_watchdog_fires_on_a_hanging_batch_names_it_and_stops_the_query(spark: S
             query.stop()
         monitor.stop()
     assert stopped_after < 90  # the UDF sleeps 120 s: only the watchdog can have ended the batch this early
-    events = read_log(monitor.log_path)
+    events = read_progress_log(monitor.log_path)
     stuck = [e for e in events if e.type == "stuck"]
     assert len(stuck) == 1
     line = stuck[0].data

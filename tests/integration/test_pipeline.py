@@ -9,8 +9,8 @@ import pytest
 
 from tests.helpers import read_sink, write_config
 from tests.oracles import assert_matches_oracle, count_malformed, window_oracle
-from tidemark.checkpoint.handle import Checkpoint
 from tidemark.config import load_config
+from tidemark.formats import Checkpoint
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.quarantine import batch_name, read_quarantine, write_marker
 from tidemark.pipeline.run import StopReason, run_pipeline

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import write_config
-from tidemark.monitor.log import log_files
+from tidemark.formats import progress_log_files
 from tidemark.pipeline.quarantine import iter_quarantine
 
 pytestmark = pytest.mark.integration
@@ -53,7 +53,7 @@ def test_a_million_malformed_lines_at_a_one_gigabyte_driver(tmp_path: Path) -> N
         assert record["batch_id"] == 0 and record["reason"] == "unparseable record"
     assert count == MALFORMED and len(seen) == MALFORMED  # every line once, none twice
     batch_lines = []
-    for file in log_files(tmp_path / "checkpoint-monitor"):
+    for file in progress_log_files(tmp_path / "checkpoint-monitor"):
         with open(file, "rb") as handle:
             batch_lines.extend(line for line in handle if b'"type":"progress"' in line.replace(b" ", b""))
     assert batch_lines, "the run wrote no progress line"

@@ -24,10 +24,10 @@ from tests.helpers import read_sink, write_config
 from tests.oracles import window_oracle
 from tidemark.cli.main import main
 from tidemark.config import load_config
+from tidemark.formats import read_recovery_marker
 from tidemark.pipeline.generate import generate_events
 from tidemark.recovery.audit import audit_sink
 from tidemark.recovery.failover import run_with_failover as run_pipeline
-from tidemark.recovery.marker import read_marker
 from tidemark.storage import parse_location
 
 pytestmark = pytest.mark.integration
@@ -80,7 +80,7 @@ def test_checkpoint_deleted_mid_stream_recovers_automatically(spark: Any, tmp_pa
 
     run_pipeline(config)  # on_missing = "recover": archive, replay from the resume point, repair the log
 
-    marker = read_marker(parse_location(str(tmp_path / "checkpoint")))
+    marker = read_recovery_marker(parse_location(str(tmp_path / "checkpoint")))
     assert marker is not None and marker.injected
     # Windows before the resume point were not touched; the ones at or after it were rewritten.
     kept = {p for p in first_run if p.exists()}

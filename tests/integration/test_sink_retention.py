@@ -11,9 +11,8 @@ import pytest
 
 from tests.helpers import write_config
 from tests.integration.test_recovery import _expected, _landing, _release
-from tidemark.checkpoint.ledger import read_ledger
-from tidemark.checkpoint.sink import read_log
 from tidemark.config import load_config
+from tidemark.formats import read_ledger, read_sink_log
 from tidemark.recovery.failover import run_with_failover
 from tidemark.storage.local import LocalFS
 
@@ -43,7 +42,7 @@ def test_expired_log_entries_are_never_moved_on_restart(spark: Any, tmp_path: Pa
         time.sleep(1.2)  # older than the retention by the next compaction
     store = LocalFS(str(sink))
     on_disk = {e.rel for e in store.list_files() if e.rel.endswith(".parquet") and "/_" not in f"/{e.rel}"}
-    listed = set(read_log(store).files)
+    listed = set(read_sink_log(store).files)
     assert on_disk - listed, "retention expired no entry: the test would not exercise the sweep"
     ledger = read_ledger(LocalFS(str(tmp_path / "checkpoint")))
     assert {rel for entry in ledger.values() for rel, _ in entry.files} == on_disk

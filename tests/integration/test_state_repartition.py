@@ -24,11 +24,11 @@ from tests.oracles import assert_matches_oracle, window_oracle
 from tests.streaming_queries import HDFS as HDFS_PROVIDER
 from tests.streaming_queries import ROCKSDB as ROCKSDB_PROVIDER
 from tests.streaming_queries import dedup_then_window, join, run_query, write_input
-from tidemark.checkpoint.handle import Checkpoint
 from tidemark.cli.main import main
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.evolve.repartition import RepartitionReport, repartition_checkpoint
 from tidemark.evolve.verify import compare_state
+from tidemark.formats import Checkpoint
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.run import start_query
 from tidemark.recovery.audit import audit_sink

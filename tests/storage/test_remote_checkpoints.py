@@ -146,8 +146,8 @@ def test_recovery_moves_killed_mid_copy_end_with_every_file_in_one_place(azure_e
     from datetime import UTC, datetime
 
     from tidemark.config import load_config
+    from tidemark.formats import read_recovery_marker
     from tidemark.recovery.apply import finish_interrupted_moves
-    from tidemark.recovery.marker import read_marker
     from tidemark.recovery.plan import plan_recovery
 
     root = azure_env.uri(azure_env.new_container(), "job")
@@ -180,5 +180,5 @@ def test_recovery_moves_killed_mid_copy_end_with_every_file_in_one_place(azure_e
             assert rel in final, f"{rel} was not to move but is gone"
         else:
             assert rel not in final and target in final, f"{rel} is not in exactly one place"
-    marker = read_marker(open_storage(f"{root}/checkpoint").location)
+    marker = read_recovery_marker(open_storage(f"{root}/checkpoint").location)
     assert marker is not None and marker.resume_from == plan.resume_from

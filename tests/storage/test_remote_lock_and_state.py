@@ -12,8 +12,8 @@ import pytest
 from tests.servers import Azurite
 from tests.storage.test_remote_checkpoints import upload
 from tests.streaming_queries import ROCKSDB, run_query, windowed, write_input
-from tidemark.checkpoint.lock import LOCK_FILE, RunLock, read_lock
 from tidemark.errors import CheckpointLocked
+from tidemark.formats import LOCK_FILE, RunLock, read_lock
 from tidemark.state.stats import state_stats
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from tests.helpers import read_sink, write_config
 from tidemark.config import load_config
+from tidemark.formats import progress_log_files
 from tidemark.monitor.analyze import analyze
-from tidemark.monitor.log import log_files
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.quarantine import read_quarantine
 from tidemark.recovery.failover import run_with_failover
@@ -56,7 +56,7 @@ def test_quarantine_and_progress_log_on_a_store(
     assert len(records) == data.malformed_lines == result.quarantined
     on_server = {e.rel for e in open_storage(f"{root}/quarantine").list_files()}
     assert any(rel.startswith("batch-") for rel in on_server) and "_last_batch" in on_server
-    logs = log_files(f"{root}/monitor")
+    logs = progress_log_files(f"{root}/monitor")
     assert logs and all(uri.startswith(root) for uri in logs)
     analysis = analyze(f"{root}/monitor")
     assert analysis.runs and analysis.runs[-1].batches == result.batches

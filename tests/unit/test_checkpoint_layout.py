@@ -6,15 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tidemark.checkpoint.layout import (
-    CommitEntry,
-    FileKind,
-    OffsetEntry,
-    OperatorMetadata,
-    classify,
-    log_batch,
-    sink_log_batch,
-)
+from tidemark.formats import CommitEntry, FileKind, OffsetEntry, OperatorMetadata
+from tidemark.formats.layout import classify, log_batch, sink_log_batch
 
 
 @pytest.mark.parametrize(
@@ -78,7 +71,7 @@ def test_operator_metadata_join() -> None:
 
 
 def test_batch_ids_sorted_numerically_ignoring_crc_and_temp(tmp_path: Path) -> None:
-    from tidemark.checkpoint.handle import Checkpoint
+    from tidemark.formats import Checkpoint
 
     folder = tmp_path / "commits"
     folder.mkdir()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tidemark.checkpoint.lock import LOCK_FILE, RunLock, lock_is_live, read_lock
 from tidemark.errors import CheckpointLocked
+from tidemark.formats import LOCK_FILE, RunLock, lock_is_live, read_lock
 
 
 def test_lock_lifecycle(tmp_path: Path) -> None:
@@ -49,7 +49,7 @@ def test_stale_lock_is_replaced(tmp_path: Path) -> None:
 
 def test_liveness_rules() -> None:
     now = datetime(2024, 1, 1, tzinfo=UTC)
-    from tidemark.checkpoint.lock import LockInfo
+    from tidemark.formats import LockInfo
 
     remote = LockInfo(1, "some-other-host", "r", now, now - timedelta(seconds=25), 10.0)
     assert lock_is_live(remote, now=now)

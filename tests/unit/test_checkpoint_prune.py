@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.checkpoint import synthetic
-from tidemark.checkpoint.lock import LOCK_FILE
 from tidemark.checkpoint.prune import prune_checkpoint
 from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
+from tidemark.formats import LOCK_FILE
 
 
 def _tree(root: Path) -> set[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tidemark.checkpoint.handle import Checkpoint
+from tidemark.formats import Checkpoint
 
 
 def _write(folder: Path, name: str, entries: list[tuple[str, int]]) -> None:

@@ -13,18 +13,27 @@ import pytest
 
 from tests.fixtures.checkpoint import synthetic
 from tests.helpers import write_config
-from tidemark.checkpoint.clone import clone_without_state, is_store_data, repoint_schema_paths
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.lock import LOCK_FILE, LockInfo
-from tidemark.checkpoint.partitioning import MoveResult, partition_key
-from tidemark.checkpoint.rewrite import OperatorFile, rewrite_offset_conf, rewrite_operator_metadata
-from tidemark.checkpoint.schema import parse_schema_file, type_signature
 from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
 from tidemark.evolve.check import _check_settings, _Findings
+from tidemark.evolve.partitioning import partition_key
 from tidemark.evolve.rehearse import _forget_last_commit
 from tidemark.evolve.repartition import repartition_checkpoint
+from tidemark.formats import (
+    LOCK_FILE,
+    Checkpoint,
+    LockInfo,
+    MoveResult,
+    OperatorFile,
+    clone_without_state,
+    is_store_data,
+    parse_schema_file,
+    repoint_schema_paths,
+    rewrite_offset_conf,
+    rewrite_operator_metadata,
+    type_signature,
+)
 from tidemark.storage import open_storage
 
 SPARK35 = Path(__file__).resolve().parents[1] / "fixtures" / "spark35"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import write_config
-from tidemark.checkpoint.handle import Checkpoint
 from tidemark.config import TidemarkConfig, load_config
+from tidemark.formats import Checkpoint
 from tidemark.pipeline import reconcile
 from tidemark.pipeline.sources import kafka_options
 from tidemark.recovery.plan import plan_recovery

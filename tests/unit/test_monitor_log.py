@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemark.monitor.log import iter_log, log_files, read_progress
-from tidemark.monitor.progress import StateOperatorProgress
+from tidemark.formats import StateOperatorProgress, iter_log, progress_log_files, read_progress
 
 
 def line(run: str, n: int, **extra: object) -> str:
@@ -20,7 +19,7 @@ def test_part_files_are_read_in_natural_name_order(tmp_path: Path) -> None:
     for part in (10, 2, 1, 0):
         (tmp_path / f"run-a.{part}.jsonl").write_text(line("run-a", part))
     (tmp_path / "run-a.3.jsonl.tmp").write_text("not a log")
-    assert [Path(p).name for p in log_files(tmp_path)] == [f"run-a.{n}.jsonl" for n in (0, 1, 2, 10)]
+    assert [Path(p).name for p in progress_log_files(tmp_path)] == [f"run-a.{n}.jsonl" for n in (0, 1, 2, 10)]
     assert [e.data["n"] for e in iter_log(tmp_path)] == [0, 1, 2, 10]
 
 
@@ -31,7 +30,7 @@ def test_torn_lines_are_skipped_and_only_a_torn_middle_warns(tmp_path: Path, cap
         (line("r", 0) + '{"type": "warn' + "\n\n" + line("r", 1) + line("r", 2, note="é")).encode()
         + '{"type":"warning","note":"é'.encode()[:-1]
     )
-    with caplog.at_level(logging.WARNING, logger="tidemark.monitor.log"):
+    with caplog.at_level(logging.WARNING, logger="tidemark.formats.progress_log"):
         events = list(iter_log(log))
     assert [e.data["n"] for e in events] == [0, 1, 2]
     assert events[2].data["note"] == "é"

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tidemark.formats import BatchProgress
 from tidemark.monitor.metrics import FAMILIES, MetricsRegistry, MetricsServer, RunState, parse_exposition
-from tidemark.monitor.progress import BatchProgress
 
 
 def _progress(batch: int, name: str = "q1") -> BatchProgress:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tidemark.monitor.progress import BatchProgress
+from tidemark.formats import BatchProgress
 from tidemark.monitor.series import DURATION, WATERMARK_LAG, SeriesFold, state_rows_series
 
 WIDTH = 484

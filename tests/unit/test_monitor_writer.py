@@ -9,8 +9,7 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tidemark.monitor.log import read_log, read_progress
-from tidemark.monitor.writer import ProgressLogWriter, log_path_for, utc_now_text
+from tidemark.formats import ProgressLogWriter, log_path_for, read_progress, read_progress_log, utc_now_text
 
 
 def test_lines_have_type_utc_time_and_run_id(tmp_path: Path) -> None:
@@ -35,7 +34,7 @@ def test_reopening_appends_never_truncates(tmp_path: Path) -> None:
         writer.open()
         writer.write("warning", n=n)
         writer.close()
-    assert [e.data["n"] for e in read_log(path)] == [0, 1]
+    assert [e.data["n"] for e in read_progress_log(path)] == [0, 1]
 
 
 def test_concurrent_writers_never_interleave_lines(tmp_path: Path) -> None:
@@ -54,7 +53,7 @@ def test_concurrent_writers_never_interleave_lines(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     writer.close()
-    events = read_log(path)
+    events = read_progress_log(path)
     assert len(events) == 80
     assert sorted((e.data["k"], e.data["i"]) for e in events) == [(k, i) for k in range(4) for i in range(20)]
 
@@ -63,7 +62,7 @@ def test_lines_survive_a_killed_process_and_a_torn_tail_is_skipped(tmp_path: Pat
     path = tmp_path / "r.jsonl"
     script = (
         "import os, sys\n"
-        "from tidemark.monitor.writer import ProgressLogWriter\n"
+        "from tidemark.formats.progress_writer import ProgressLogWriter\n"
         f"w = ProgressLogWriter({str(path)!r}, 'r')\n"
         "w.open()\n"
         "for i in range(5):\n"
@@ -73,7 +72,7 @@ def test_lines_survive_a_killed_process_and_a_torn_tail_is_skipped(tmp_path: Pat
     )
     done = subprocess.run([sys.executable, "-c", script], check=False)
     assert done.returncode == 9
-    assert [e.data["i"] for e in read_log(path)] == [0, 1, 2, 3, 4]
+    assert [e.data["i"] for e in read_progress_log(path)] == [0, 1, 2, 3, 4]
 
 
 def test_utc_now_text_is_utc_with_z() -> None:

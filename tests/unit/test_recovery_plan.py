@@ -14,14 +14,22 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers import write_config
-from tidemark.checkpoint.ledger import LedgerEntry, compact_ledger, read_ledger, record_batch
-from tidemark.checkpoint.sink import data_files, partition_start, read_log
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.errors import CheckpointError, UsageError
+from tidemark.formats import (
+    LedgerEntry,
+    compact_ledger,
+    partition_start,
+    read_ledger,
+    read_recovery_marker,
+    read_sink_log,
+    record_batch,
+    sink_data_files,
+)
 from tidemark.recovery.apply import archive_and_mark, finish_interrupted_moves, interrupted_recovery
 from tidemark.recovery.archive import MoveKind
 from tidemark.recovery.auto import prepare_failover, sweep_failed_batch_files
-from tidemark.recovery.marker import finish_pending, read_marker
+from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import ceil_to_grid, floor_to_grid, plan_recovery
 from tidemark.storage import Location, parse_location
 from tidemark.storage import journal as journal_module
@@ -33,7 +41,7 @@ def _loc(path: Path) -> Location:
 
 
 def _log(sink: Path, up_to: int | None = None) -> set[str]:
-    return set(read_log(LocalFS(str(sink)), up_to).files)
+    return set(read_sink_log(LocalFS(str(sink)), up_to).files)
 
 
 def _rel(path: Path, sink: Path) -> str:
@@ -104,11 +112,11 @@ def test_read_log_follows_compact_and_deletes(tmp_path: Path) -> None:
     delete = json.loads(_entry(files[0]))
     delete["action"] = "delete"
     _write_log(sink, "2", [files[2]], [json.dumps(delete)])
-    log = read_log(LocalFS(str(sink)))
+    log = read_sink_log(LocalFS(str(sink)))
     assert log.latest_batch == 2 and log.base_compact == 1
     assert set(log.files) == {_rel(files[1], sink), _rel(files[2], sink)}
     assert _log(sink, up_to=0) == {_rel(files[0], sink)}
-    assert len(data_files(LocalFS(str(sink)))) == 3  # crc and log files are not data
+    assert len(sink_data_files(LocalFS(str(sink)))) == 3  # crc and log files are not data
 
 
 def test_grid_rounding() -> None:
@@ -165,7 +173,7 @@ def test_archive_then_inject_repairs_new_log(pipeline: tuple[TidemarkConfig, dic
     assert not p["failed"].exists() and p["a"].exists()
     assert (Path(plan.archive) / "sink-metadata" / "_spark_metadata" / "1").exists()
     assert (Path(plan.archive) / "checkpoint" / "commits").is_dir()
-    marker = read_marker(_loc(p["checkpoint"]))
+    marker = read_recovery_marker(_loc(p["checkpoint"]))
     assert marker is not None and not marker.injected and marker.resume_from == plan.resume_from
     assert finish_pending(_loc(p["checkpoint"]), _loc(p["sink"])) is None  # no new batch committed yet
     # The replay's first commit: a new log with batch 0 (and its Hadoop checksum).
@@ -176,7 +184,7 @@ def test_archive_then_inject_repairs_new_log(pipeline: tuple[TidemarkConfig, dic
     assert not (p["sink"] / "_spark_metadata" / ".0.crc").exists()  # stale checksum moved aside
     lines = (p["sink"] / "_spark_metadata" / "0").read_text().splitlines()
     assert lines[0] == "v1" and len(lines) == 5
-    marker = read_marker(_loc(p["checkpoint"]))
+    marker = read_recovery_marker(_loc(p["checkpoint"]))
     assert marker is not None and marker.injected
     assert finish_pending(_loc(p["checkpoint"]), _loc(p["sink"])) is None
 
@@ -298,10 +306,10 @@ def test_interrupted_recovery_is_finished_not_planned_again(
     with pytest.raises(KeyboardInterrupt):
         archive_and_mark(config, plan)
     monkeypatch.setattr(journal_module._Runner, "move", real)
-    assert read_marker(_loc(p["checkpoint"])) is None
+    assert read_recovery_marker(_loc(p["checkpoint"])) is None
     finished = finish_interrupted_moves(config)
     assert [r.purpose for r in finished] == ["recovery"]
-    marker = read_marker(_loc(p["checkpoint"]))
+    marker = read_recovery_marker(_loc(p["checkpoint"]))
     assert marker is not None and marker.resume_from == plan.resume_from
     resumed = interrupted_recovery(config)
     assert resumed == plan

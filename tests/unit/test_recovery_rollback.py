@@ -9,12 +9,11 @@ from urllib.parse import quote
 import pytest
 
 from tests.helpers import write_config
-from tidemark.checkpoint.layout import FileKind
-from tidemark.checkpoint.scan import KIND_BITS, StoreScan
-from tidemark.checkpoint.sink import read_log
 from tidemark.cli.main import main
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.errors import CheckpointError, UsageError
+from tidemark.formats import FileKind, StoreScan, read_sink_log
+from tidemark.formats.scan import KIND_BITS
 from tidemark.recovery.rollback import plan_rollback, roll_back
 from tidemark.storage.local import LocalFS
 
@@ -84,7 +83,7 @@ def test_rollback_moves_later_batches_state_and_sink_files(pipeline: tuple[Path,
     result = roll_back(config, 1, apply=True)
     assert result.applied
     assert sorted(p.name for p in (root / "checkpoint" / "commits").iterdir() if p.name.isdigit()) == ["0", "1"]
-    assert read_log(LocalFS(str(root / "output"))).latest_batch == 1
+    assert read_sink_log(LocalFS(str(root / "output"))).latest_batch == 1
     assert len(result.plan.moves) == len(plan.moves)
     for move in result.plan.moves:
         assert Path(move.target).exists() and not Path(move.source).exists()

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import OperatorMetadata
 from tidemark.cli.main import main
 from tidemark.errors import CheckpointError, UsageError
+from tidemark.formats import Checkpoint, OperatorMetadata
 from tidemark.state.logs import operator_folders
 from tidemark.state.metadata import (
     StateVariable,

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tidemark.checkpoint.layout import CommitEntry
 from tidemark.checkpoint.report import FolderCount, OperatorReport, SinkReport
-from tidemark.checkpoint.scan import CheckpointScan, StoreScan
 from tidemark.findings import Finding, Severity
+from tidemark.formats import CheckpointScan, CommitEntry, StoreScan
 from tidemark.sizes import format_size
 
 PRUNE_HINT = "stop the query and run `tidemark checkpoint prune PATH --keep 100 --apply`"

@@ -7,8 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tidemark.checkpoint.findings import FindingsInput, Thresholds, find_problems
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import CommitEntry, FileKind, OperatorMetadata
 from tidemark.checkpoint.report import (
     CheckpointReport,
     FolderCount,
@@ -17,9 +15,16 @@ from tidemark.checkpoint.report import (
     SinkReport,
     StoreReport,
 )
-from tidemark.checkpoint.scan import CheckpointScan, OperatorScan
-from tidemark.checkpoint.sink import inspect_sink
+from tidemark.checkpoint.sink_report import inspect_sink
 from tidemark.errors import CheckpointError
+from tidemark.formats import (
+    Checkpoint,
+    CheckpointScan,
+    CommitEntry,
+    FileKind,
+    OperatorMetadata,
+    OperatorScan,
+)
 from tidemark.storage import Backend
 
 log = logging.getLogger(__name__)

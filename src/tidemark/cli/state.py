@@ -13,7 +13,7 @@ from tidemark.cli.output import err, out, print_json
 from tidemark.errors import UsageError
 
 if TYPE_CHECKING:
-    from tidemark.checkpoint.fetch import FetchReport
+    from tidemark.formats import FetchReport
     from tidemark.state.diff import StateDiff
     from tidemark.state.expired import ExpiredReport
     from tidemark.state.show import StateRows

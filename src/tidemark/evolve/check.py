@@ -13,14 +13,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.partitioning import OperatorEntry, operator_entries
-from tidemark.checkpoint.rewrite import PROVIDER_CLASS, SHUFFLE_PARTITIONS
-from tidemark.checkpoint.schema import ColumnFamilySchema, Field, names, store_schemas, type_signature
 from tidemark.config import AggregationKind, TidemarkConfig
 from tidemark.config.model import HDFS_PROVIDER
 from tidemark.evolve.expect import ExpectedState, expected_state
 from tidemark.evolve.rehearse import Rehearsal, rehearse
+from tidemark.formats import (
+    PROVIDER_CLASS,
+    SHUFFLE_PARTITIONS,
+    Checkpoint,
+    ColumnFamilySchema,
+    Field,
+    OperatorEntry,
+    field_names,
+    operator_entries,
+    store_schemas,
+    type_signature,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -160,7 +168,7 @@ def _check_schemas(stored: ColumnFamilySchema, expected: ExpectedState, found: _
         )
     else:
         found.same(f"state key ({new_key})")
-        old_columns = [n for f, n in zip(stored.key, names(stored.key), strict=True) if not _special(f)]
+        old_columns = [n for f, n in zip(stored.key, field_names(stored.key), strict=True) if not _special(f)]
         old_columns = [n for n in old_columns if n != "sessionStartTime"]
         if old_columns != list(expected.key_columns):
             found.problem(

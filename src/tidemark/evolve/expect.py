@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tidemark.checkpoint.schema import Field, struct_fields
 from tidemark.config import AggregationKind, TidemarkConfig
+from tidemark.formats import Field, struct_fields
 from tidemark.stateful.lifecycle import STATE_VARIABLE
 
 if TYPE_CHECKING:
@@ -53,10 +53,10 @@ def _ms(delta: object) -> int | None:
 
 
 def _aggregate_state(spark: SparkSession, config: TidemarkConfig) -> dict[str, tuple[Field, ...]]:
-    from tidemark.checkpoint.jvm import call
     from tidemark.pipeline.quarantine import validate
     from tidemark.pipeline.sources import read_stream
     from tidemark.pipeline.transforms import build_stateful
+    from tidemark.spark.jvm import call
 
     events = validate(read_stream(spark, config), config).events
     empty = spark.createDataFrame(spark.sparkContext.emptyRDD(), events.schema)

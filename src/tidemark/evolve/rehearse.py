@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import COMMITS, FileKind, classify, crc_companions
-from tidemark.checkpoint.lock import LOCK_FILE
 from tidemark.config import TidemarkConfig
 from tidemark.errors import UsageError
+from tidemark.formats import Checkpoint, clear_run_lock, delete_files, files_after
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,19 +38,9 @@ class Rehearsal:
 
 def _forget_last_commit(copy: Path, batch: int) -> None:
     """Make the copy's last batch planned but not committed, and drop the state it wrote."""
-    commits = copy / COMMITS
-    for name in (str(batch), *crc_companions(str(batch))):
-        (commits / name).unlink(missing_ok=True)
-    (copy / LOCK_FILE).unlink(missing_ok=True)
-    state = copy / "state"
-    if not state.exists():
-        return
-    for path in state.rglob("*"):
-        if not path.is_file():
-            continue
-        kind, version, _ = classify(path.name.lstrip(".").removesuffix(".crc").removesuffix(".crc"))
-        if version is not None and version > batch and kind is not FileKind.OTHER:
-            path.unlink()
+    checkpoint = Checkpoint.open(str(copy))
+    delete_files(checkpoint, files_after(checkpoint, batch - 1, keep_planned=True))
+    clear_run_lock(checkpoint.store)
 
 
 def _first_line(text: str) -> str:

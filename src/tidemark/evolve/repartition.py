@@ -17,22 +17,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tidemark.checkpoint.clone import clone_without_state, repoint_schema_paths
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import STATE
-from tidemark.checkpoint.lock import ensure_unlocked
-from tidemark.checkpoint.partitioning import (
-    MoveResult,
-    StoreMove,
-    helper_spec,
-    operator_entries,
-    run_move,
-    store_moves,
-)
-from tidemark.checkpoint.rewrite import PROVIDER_CLASS, SHUFFLE_PARTITIONS
 from tidemark.config.model import HDFS_PROVIDER, PROVIDER_CLASSES, StateStoreKind
 from tidemark.errors import CheckpointError, UsageError
+from tidemark.evolve.partitioning import store_moves
 from tidemark.evolve.verify import StateComparison, compare_state
+from tidemark.formats import (
+    PROVIDER_CLASS,
+    SHUFFLE_PARTITIONS,
+    Checkpoint,
+    MoveResult,
+    StoreMove,
+    clone_without_state,
+    ensure_unlocked,
+    helper_spec,
+    operator_entries,
+    repoint_schema_paths,
+    run_move,
+    state_root,
+)
 from tidemark.storage import open_storage, parse_location
 from tidemark.storage.journal import Step, finish_pending, journaled
 
@@ -239,12 +241,12 @@ def repartition_checkpoint(
     verification: StateComparison | None = None
     new_disk: int | None = None
     with state_session(root) as (spark, source):
-        new_root = str(target / STATE) if apply else None
+        new_root = state_root(target) if apply else None
         try:
             for move in moves:
                 spec = helper_spec(
                     move,
-                    old_state_root=str(Path(source.root) / STATE),
+                    old_state_root=state_root(source.root),
                     new_state_root=new_root,
                     version=version,
                     old_partitions=old_partitions,

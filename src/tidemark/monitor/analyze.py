@@ -8,9 +8,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tidemark.monitor.log import EventType, LogEvent, iter_log
+from tidemark.formats import BatchProgress, EventType, LogEvent, StateOperatorProgress, iter_log
 from tidemark.monitor.metrics import quarantined_count
-from tidemark.monitor.progress import BatchProgress, StateOperatorProgress
 from tidemark.monitor.series import commit_estimate_ms
 from tidemark.monitor.sketch import Largest, QuantileSketch
 

@@ -11,10 +11,9 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from tidemark.formats import BatchProgress, EventType, ProgressLogWriter, log_path_for
 from tidemark.monitor.events import EventKind, json_listener
-from tidemark.monitor.log import EventType
 from tidemark.monitor.metrics import MetricsRegistry, RunState
-from tidemark.monitor.progress import BatchProgress
 from tidemark.monitor.publish import MetricsPublisher
 from tidemark.monitor.watchdog import (
     RunningStage,
@@ -25,7 +24,6 @@ from tidemark.monitor.watchdog import (
     latest_planned_batch,
     recent_commits,
 )
-from tidemark.monitor.writer import ProgressLogWriter, log_path_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -11,7 +11,7 @@ from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tidemark.monitor.progress import BatchProgress
+from tidemark.formats import BatchProgress
 from tidemark.plan.advice import batch_commit_ms
 
 log = logging.getLogger(__name__)

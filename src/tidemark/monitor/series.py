@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from tidemark.formats import BatchProgress
 from tidemark.monitor.metrics import watermark_lag_seconds
-from tidemark.monitor.progress import BatchProgress
 
 # durationMs keys that are phases of triggerExecution (the whole batch); the remainder is shown as "other".
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from tidemark.checkpoint.handle import Checkpoint
 from tidemark.errors import TidemarkError
-from tidemark.monitor.progress import BatchProgress
+from tidemark.formats import BatchProgress, Checkpoint
 from tidemark.storage import open_storage
 
 log = logging.getLogger(__name__)

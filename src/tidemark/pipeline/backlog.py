@@ -11,11 +11,9 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tidemark.checkpoint.handle import Checkpoint
 from tidemark.config import TidemarkConfig
 from tidemark.errors import TidemarkError
-from tidemark.monitor.log import iter_progress, log_files
-from tidemark.monitor.progress import BatchProgress
+from tidemark.formats import BatchProgress, Checkpoint, iter_progress, progress_log_files
 from tidemark.storage import open_storage
 from tidemark.storage.uri import parse_location
 
@@ -102,7 +100,7 @@ def read_backlog(config: TidemarkConfig) -> Backlog:
 def recent_progress(monitor_dir: str, query_id: str | None, limit: int = HISTORY_BATCHES) -> list[BatchProgress]:
     """The newest `limit` batches that read input, from the newest run logs of the pipeline's progress log."""
     try:
-        files = log_files(monitor_dir)
+        files = progress_log_files(monitor_dir)
     except TidemarkError:
         return []
     chunks: list[list[BatchProgress]] = []

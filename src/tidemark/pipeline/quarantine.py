@@ -141,9 +141,12 @@ class QuarantinedBatch:
     path: str | None
 
 
+_BATCH_PREFIX = "batch-"
+
+
 def batch_name(batch_id: int) -> str:
     """The file a batch's malformed records go to, inside the quarantine folder."""
-    return f"batch-{batch_id:012d}.jsonl"
+    return f"{_BATCH_PREFIX}{batch_id:012d}.jsonl"
 
 
 def rows_of(observed: dict[str, Any] | None) -> tuple[int, list[dict[str, Any]]]:
@@ -239,14 +242,27 @@ def iter_quarantine(quarantine_dir: str) -> Iterator[dict[str, Any]]:
     listing = store.list_dir("")
     if listing is None:
         return
-    files = {n for n, _ in listing.files if n.startswith("batch-") and n.endswith(".jsonl")}
-    folders = {n for n in listing.dirs if n.startswith("batch-")}
+    files = {n for n, _ in listing.files if n.startswith(_BATCH_PREFIX) and n.endswith(".jsonl")}
+    folders = {n for n in listing.dirs if n.startswith(_BATCH_PREFIX)}
     for name in sorted(files | folders):
         if name in folders:
             yield from (json.loads(line) for line in _folder_lines(store, name))
             continue
         with store.open_read(name) as handle:
             yield from (json.loads(line) for line in handle if line.strip())
+
+
+def quarantine_entries_after(quarantine_dir: str, batch: int) -> list[str]:
+    """The quarantine files (`batch-<id>.jsonl`) and folders (`batch-<id>/`, executor-written) after a batch."""
+    listing = open_storage(quarantine_dir).list_dir("")
+    if listing is None:
+        return []
+    found = []
+    for name in sorted([n for n, _ in listing.files] + list(listing.dirs)):
+        stem = name.removeprefix(_BATCH_PREFIX).split(".")[0]
+        if name.startswith(_BATCH_PREFIX) and stem.isdigit() and int(stem) > batch:
+            found.append(name)
+    return found
 
 
 def read_quarantine(quarantine_dir: str) -> list[dict[str, Any]]:

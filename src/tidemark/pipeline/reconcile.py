@@ -12,8 +12,8 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from tidemark.checkpoint.handle import Checkpoint
 from tidemark.config import SourceFormat, TidemarkConfig
+from tidemark.formats import Checkpoint
 from tidemark.pipeline.quarantine import malformed_frame, read_marker, write_malformed, write_marker
 from tidemark.pipeline.sources import read_files, read_kafka_range
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from tidemark.monitor.runmonitor import RunMonitor
+    from tidemark.monitor.listener import RunMonitor
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ def _leak_hook(
 
 def _ledger_hook(config: TidemarkConfig) -> ProgressHook:
     """Record, after each committed batch, the sink files it added (evidence Spark's retention cannot erase)."""
-    from tidemark.checkpoint.ledger import record_batch
+    from tidemark.formats import record_batch
     from tidemark.storage import open_storage
 
     assert config.sink.path is not None
@@ -252,8 +252,8 @@ def _run(
     replay_from: datetime | None,
 ) -> RunResult:
     """The body of run_pipeline, on a session that has the pipeline's settings."""
-    from tidemark.checkpoint.lock import RunLock
-    from tidemark.monitor.runmonitor import RunMonitor
+    from tidemark.formats import RunLock
+    from tidemark.monitor.listener import RunMonitor
     from tidemark.pipeline.reconcile import reconcile_quarantine
     from tidemark.session import runtime_conf
 

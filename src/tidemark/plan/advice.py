@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from tidemark.config.model import StateStoreKind
 from tidemark.findings import Finding, Severity
-from tidemark.monitor.progress import BatchProgress, StateOperatorProgress
+from tidemark.formats import BatchProgress, StateOperatorProgress
 from tidemark.plan.memory import MemoryConf, MemoryLoad, layout_for, per_executor_usage
 from tidemark.plan.stores import StoreComparison, compare_stores, store_findings, store_runs
 

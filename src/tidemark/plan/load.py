@@ -14,8 +14,7 @@ from typing import Any
 
 from tidemark.config.model import ROCKSDB_PROVIDER, StateStoreKind, TidemarkConfig
 from tidemark.errors import UsageError
-from tidemark.monitor.log import read_progress
-from tidemark.monitor.progress import BatchProgress
+from tidemark.formats import BatchProgress, read_progress
 from tidemark.plan.memory import MIB, MemoryConf, MemoryLoad
 from tidemark.sizes import parse_size
 

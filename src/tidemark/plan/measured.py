@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.config.model import ROCKSDB_PROVIDER, StateStoreKind
 from tidemark.errors import UsageError
-from tidemark.monitor.log import read_progress
-from tidemark.monitor.progress import BatchProgress
+from tidemark.formats import BatchProgress, read_progress
 from tidemark.plan.load import detect_state_store
 from tidemark.plan.resident import RowShape, shape_from_version_bytes, unsafe_row_bytes
 from tidemark.plan.trend import DEFAULT_WINDOW, StatePoint
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
     from pyspark.sql.types import DataType
 
-    from tidemark.checkpoint.handle import Checkpoint
+    from tidemark.formats import Checkpoint
 
 _PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 _PARTITIONS_KEY = "spark.sql.shuffle.partitions"
@@ -166,7 +165,7 @@ def measured_from_checkpoint(path: str | Path, lookback: int = 10) -> MeasuredSt
     Reads the state twice with Spark's statestore reader: at the latest committed batch and at the oldest
     batch within `lookback` whose state files are all still there. Batch times come from the offsets log.
     """
-    from tidemark.checkpoint.handle import Checkpoint
+    from tidemark.formats import Checkpoint
     from tidemark.state.metadata import list_stores
     from tidemark.state.reader import state_session
 

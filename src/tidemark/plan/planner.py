@@ -8,7 +8,7 @@ from pathlib import Path
 from tidemark.config import load_config
 from tidemark.config.model import StateStoreKind, TidemarkConfig
 from tidemark.errors import UsageError
-from tidemark.monitor.log import read_progress
+from tidemark.formats import read_progress
 from tidemark.plan.advice import CheckpointAdvice, advise_checkpoint, detect_changelog
 from tidemark.plan.forecast import forecast
 from tidemark.plan.load import (

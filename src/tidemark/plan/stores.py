@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tidemark.config.model import StateStoreKind
 from tidemark.findings import Finding, Severity
-from tidemark.monitor.progress import BatchProgress
+from tidemark.formats import BatchProgress
 from tidemark.plan.load import detect_state_store
 from tidemark.sizes import format_size
 

@@ -5,17 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidemark.checkpoint.sink import read_log
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError
-from tidemark.recovery.archive import finish_interrupted, perform, pipeline_locations
-from tidemark.recovery.marker import (
-    ARCHIVED_MARKER,
+from tidemark.formats import (
+    CheckpointStatus,
     RecoveryMarker,
-    finish_pending,
+    archive_marker,
     place_archived_marker,
-    read_marker,
+    read_recovery_marker,
+    read_sink_log,
 )
+from tidemark.recovery.archive import finish_interrupted, perform, pipeline_locations
+from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import PLAN_FILE, RecoveryPlan, checkpoint_state, ensure_not_running
 from tidemark.recovery.replay import replay_config
 from tidemark.storage import Location, open_storage, parse_location
@@ -78,13 +79,13 @@ def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
     """
     paths = pipeline_locations(config)
     ensure_not_running(paths.checkpoint)
-    log = read_log(open_storage(paths.sink))
+    log = read_sink_log(open_storage(paths.sink))
     entries = tuple(log.files[p] for p in plan.surviving_files if p in log.files)
     marker = RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False)
     archive = parse_location(plan.archive)
     kept = open_storage(archive)
     kept.write_atomic(PLAN_FILE, plan.to_json().encode("utf-8"))
-    kept.write_atomic(ARCHIVED_MARKER, marker.to_json().encode("utf-8"))
+    archive_marker(archive, marker)
     perform(
         list(plan.moves),
         paths,
@@ -131,15 +132,15 @@ def _replay(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSession) -> 
         replay_config(config, plan.resume_from), available_now=True, spark=spark, replay_from=plan.resume_from
     )
     injected = finish_pending(paths.checkpoint, paths.sink)
-    verification = verify_sink(config, spark) if read_log(open_storage(paths.sink)).exists else None
+    verification = verify_sink(config, spark) if read_sink_log(open_storage(paths.sink)).exists else None
     return RecoveryResult(plan, True, replay, injected, verification)
 
 
 def interrupted_recovery(config: TidemarkConfig) -> RecoveryPlan | None:
     """The plan of a recovery whose moves are done but whose replay never committed a batch, or None."""
     paths = pipeline_locations(config)
-    marker = read_marker(paths.checkpoint)
-    if marker is None or checkpoint_state(paths.checkpoint) == "present":
+    marker = read_recovery_marker(paths.checkpoint)
+    if marker is None or checkpoint_state(paths.checkpoint) is CheckpointStatus.PRESENT:
         return None
     data = open_storage(parse_location(marker.archive)).read_bytes(PLAN_FILE)
     if data is None:

@@ -16,13 +16,20 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.ledger import LedgerEntry, batch_files, read_ledger
-from tidemark.checkpoint.sink import data_files, entry_rel, log_names, read_log
 from tidemark.config import AggregationKind, SourceFormat, TidemarkConfig
 from tidemark.errors import CheckpointError
+from tidemark.formats import (
+    Checkpoint,
+    LedgerEntry,
+    entry_rel,
+    read_ledger,
+    read_recovery_marker,
+    read_sink_log,
+    sink_batch_files,
+    sink_data_files,
+    sink_log_names,
+)
 from tidemark.recovery.archive import pipeline_locations
-from tidemark.recovery.marker import read_marker
 from tidemark.storage import Storage, open_storage
 
 MAX_LISTED = 20  # files or keys named per violation; the count says how many there are
@@ -122,11 +129,11 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
     checkpoint.require()
     sink = open_storage(paths.sink)
     commits = checkpoint.commit_batches()
-    names = log_names(sink)
-    log = read_log(sink)
+    names = sink_log_names(sink)
+    log = read_sink_log(sink)
     ledger: dict[int, LedgerEntry] = read_ledger(checkpoint.store)
     files_by_batch = checkpoint.source_files_of(commits) if config.source.is_file else {}
-    present = {e.rel: e for e in data_files(sink)}
+    present = {e.rel: e for e in sink_data_files(sink)}
     violations: list[Violation] = []
     notes: list[str] = []
     owners: dict[str, set[int]] = defaultdict(set)
@@ -134,7 +141,7 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
     latest_log = max(names) if names else None
     for batch in commits:
         recorded = ledger.get(batch)
-        from_log = batch_files(sink, batch) if batch in names else None
+        from_log = sink_batch_files(sink, batch) if batch in names else None
         added = set(from_log or []) | {rel for rel, _ in (recorded.files if recorded else ())}
         for rel in added:
             owners[rel].add(batch)
@@ -252,7 +259,7 @@ def _rows(sink: Storage, files: list[str]) -> int | None:
 
 
 def _marker_files(paths: Any) -> set[str]:
-    marker = read_marker(paths.checkpoint)
+    marker = read_recovery_marker(paths.checkpoint)
     found: set[str] = set()
     for line in marker.entries if marker else ():
         rel = entry_rel(paths.sink, str(json.loads(line)["path"]))

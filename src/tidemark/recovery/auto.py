@@ -15,15 +15,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import COMMITS
-from tidemark.checkpoint.ledger import ledger_files
-from tidemark.checkpoint.lock import lock_is_live, read_lock
-from tidemark.checkpoint.sink import companions, data_files, entry_rel, read_log
 from tidemark.config import SinkFormat, TidemarkConfig
 from tidemark.errors import CheckpointError
+from tidemark.formats import (
+    Checkpoint,
+    CheckpointStatus,
+    entry_rel,
+    ledger_files,
+    lock_is_live,
+    read_lock,
+    read_recovery_marker,
+    read_sink_log,
+    sink_data_files,
+    with_checksums,
+)
 from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
-from tidemark.recovery.marker import finish_pending, read_marker
+from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import checkpoint_state
 from tidemark.storage import Storage, open_storage
 
@@ -52,16 +59,16 @@ def prepare_failover(config: TidemarkConfig, spark: SparkSession | None) -> date
     if config.sink.format is not SinkFormat.PARQUET or not config.sink.path:
         return None
     paths = pipeline_locations(config)
-    marker = read_marker(paths.checkpoint)
+    marker = read_recovery_marker(paths.checkpoint)
     if marker is not None:
         if not marker.injected and finish_pending(paths.checkpoint, paths.sink) is not None:
             log.warning("added the files that survived the recovery to the sink log of %s", paths.sink)
         sweep_failed_batch_files(config)
         return marker.resume_from
-    if checkpoint_state(paths.checkpoint) == "present":
+    if checkpoint_state(paths.checkpoint) is CheckpointStatus.PRESENT:
         sweep_failed_batch_files(config)
         return None
-    if not read_log(open_storage(paths.sink)).exists:
+    if not read_sink_log(open_storage(paths.sink)).exists:
         return None
     if config.checkpoint.on_missing == "fail":
         msg = (
@@ -80,8 +87,8 @@ def _floor(value: float) -> float:
 
 def committed_files(paths: PipelineLocations, sink: Storage, checkpoint: Checkpoint) -> set[str]:
     """Every sink file some committed batch is known to have written: sink log, ledger, recovery marker."""
-    known = set(read_log(sink).files) | set(ledger_files(checkpoint.store))
-    marker = read_marker(paths.checkpoint)
+    known = set(read_sink_log(sink).files) | set(ledger_files(checkpoint.store))
+    marker = read_recovery_marker(paths.checkpoint)
     for line in marker.entries if marker else ():
         rel = entry_rel(paths.sink, str(json.loads(line)["path"]))
         if rel is not None:
@@ -95,16 +102,14 @@ def sweep_candidates(config: TidemarkConfig) -> list[SweepCandidate]:
     sink = open_storage(paths.sink)
     checkpoint = Checkpoint.open(paths.checkpoint)
     commits = checkpoint.commit_batches()
-    last = checkpoint.store.stat(f"{COMMITS}/{commits[-1]}") if commits else None
+    last_mtime = checkpoint.commit_mtime(commits[-1]) if commits else None
     known = committed_files(paths, sink, checkpoint)
     found = []
-    for file in data_files(sink):
+    for file in sink_data_files(sink):
         if file.rel in known:
             continue
         # No commit at all: nothing was ever committed, so any output is a failed batch's.
-        after = (
-            last is None or last.mtime is None or (file.mtime is not None and _floor(file.mtime) >= _floor(last.mtime))
-        )
+        after = last_mtime is None or (file.mtime is not None and _floor(file.mtime) >= _floor(last_mtime))
         found.append(SweepCandidate(file.rel, file.mtime, after))
     return found
 
@@ -120,7 +125,7 @@ def sweep_failed_batch_files(config: TidemarkConfig, now: datetime | None = None
     if info is not None and lock_is_live(info):
         return []
     sink = open_storage(paths.sink)
-    if not read_log(sink).exists:
+    if not read_sink_log(sink).exists:
         return []
     candidates = sweep_candidates(config)
     kept = [c.rel for c in candidates if not c.after_last_commit]
@@ -134,7 +139,7 @@ def sweep_failed_batch_files(config: TidemarkConfig, now: datetime | None = None
     moves = [
         plan_move(MoveKind.FAILED_BATCH_FILE, paths.sink, rel, archive, "failed-batches")
         for file in failed
-        for rel in companions(file, present)
+        for rel in with_checksums(file, present)
     ]
     log.warning("moving %d file(s) of failed batches out of %s into %s", len(moves), paths.sink, archive.uri)
     perform(moves, paths, "sweep", {"archive": archive.uri})

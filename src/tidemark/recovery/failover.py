@@ -10,6 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from tidemark.config import SinkFormat, TidemarkConfig
+from tidemark.formats import CheckpointStatus
 from tidemark.pipeline.run import RunResult, run_pipeline
 from tidemark.recovery.apply import finish_interrupted_moves
 from tidemark.recovery.archive import pipeline_locations
@@ -40,7 +41,7 @@ def run_with_failover(config: TidemarkConfig, *, spark: SparkSession | None = No
     paths = pipeline_locations(config)
     replay_from = options.pop("replay_from", None) or prepare_failover(config, spark)
     run_config = config
-    if replay_from is not None and checkpoint_state(paths.checkpoint) != "present":
+    if replay_from is not None and checkpoint_state(paths.checkpoint) is not CheckpointStatus.PRESENT:
         run_config = replay_config(config, replay_from)  # a recovery whose replay never committed a batch
     result = run_pipeline(run_config, spark=spark, replay_from=replay_from, **options)
     if finish_pending(paths.checkpoint, paths.sink):

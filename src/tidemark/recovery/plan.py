@@ -7,12 +7,20 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import SINK_LOG_DIR
-from tidemark.checkpoint.lock import lock_is_live, locked_message, read_lock
-from tidemark.checkpoint.sink import companions, data_files, partition_start, read_log
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointLocked
+from tidemark.formats import (
+    Checkpoint,
+    CheckpointStatus,
+    lock_is_live,
+    locked_message,
+    partition_start,
+    read_lock,
+    read_sink_log,
+    sink_data_files,
+    sink_log_folder,
+    with_checksums,
+)
 from tidemark.recovery.archive import (
     Move,
     MoveKind,
@@ -30,7 +38,7 @@ class RecoveryPlan:
 
     pipeline: str
     checkpoint: str
-    checkpoint_state: str  # "missing", "empty" (no offsets) or "present"
+    checkpoint_state: CheckpointStatus
     sink: str
     archive: str
     per_key: bool
@@ -62,6 +70,7 @@ class RecoveryPlan:
         for name in _DATETIME_FIELDS:
             if data.get(name) is not None:
                 data[name] = datetime.fromisoformat(data[name])
+        data["checkpoint_state"] = CheckpointStatus(data["checkpoint_state"])
         data["moves"] = tuple(Move(MoveKind(m["kind"]), m["source"], m["target"]) for m in data["moves"])
         for name in ("surviving_files", "notes"):
             data[name] = tuple(data[name])
@@ -95,12 +104,9 @@ def ceil_to_grid(when: datetime, step: timedelta) -> datetime:
     return floor if floor == when else floor + step
 
 
-def checkpoint_state(checkpoint: Location) -> str:
-    """'missing', 'empty' (no planned batch) or 'present'."""
-    handle = Checkpoint.open(checkpoint)
-    if not handle.exists():
-        return "missing"
-    return "present" if handle.offset_batches() else "empty"
+def checkpoint_state(checkpoint: Location) -> CheckpointStatus:
+    """Missing, empty (no planned batch) or present."""
+    return Checkpoint.open(checkpoint).status()
 
 
 def ensure_not_running(checkpoint: Location) -> None:
@@ -157,7 +163,7 @@ def plan_recovery(
     assert slide is not None
     archive = paths.archive_for(now)
     sink = open_storage(paths.sink)
-    log = read_log(sink)
+    log = read_sink_log(sink)
     listed = {e.rel for e in sink.list_files()}
     committed = [p for p in log.files if p in listed]
     newest_window, unclamped = _resume_point(committed, sink, config, per_key)
@@ -187,13 +193,14 @@ def plan_recovery(
         notes.append(f"{missing} file(s) the sink log lists are gone from disk; Spark readers would fail on them")
     moves: list[Move] = []
     state = checkpoint_state(paths.checkpoint)
-    if state != "missing":
+    if state is not CheckpointStatus.MISSING:
         moves.append(plan_move(MoveKind.CHECKPOINT, paths.checkpoint, "", archive, "checkpoint"))
-    if any(rel.startswith(f"{SINK_LOG_DIR}/") for rel in listed):
-        moves.append(plan_move(MoveKind.SINK_METADATA, paths.sink, SINK_LOG_DIR, archive, "sink-metadata"))
+    log_folder = sink_log_folder(sink)
+    if log_folder is not None and any(rel.startswith(f"{log_folder}/") for rel in listed):
+        moves.append(plan_move(MoveKind.SINK_METADATA, paths.sink, log_folder, archive, "sink-metadata"))
     live = set(committed)
     surviving: list[str] = []
-    for file in data_files(sink):
+    for file in sink_data_files(sink):
         start = partition_start(file.rel)
         if file.rel not in live:
             kind = MoveKind.FAILED_BATCH_FILE
@@ -202,7 +209,8 @@ def plan_recovery(
         else:
             surviving.append(file.rel)
             continue
-        moves.extend(plan_move(kind, paths.sink, f, archive, "sink-partitions") for f in companions(file.rel, listed))
+        rels = with_checksums(file.rel, listed)
+        moves.extend(plan_move(kind, paths.sink, f, archive, "sink-partitions") for f in rels)
     if open_storage(paths.quarantine).exists(""):
         moves.append(plan_move(MoveKind.QUARANTINE, paths.quarantine, "", archive, "quarantine"))
         notes.append("the quarantine folder moves aside too: the replay re-quarantines malformed lines")

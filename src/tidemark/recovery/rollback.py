@@ -6,29 +6,24 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import (
-    COMMITS,
-    OFFSETS,
-    SINK_LOG_DIR,
-    SOURCES,
-    STATE,
-    classify,
-    sink_log_batch,
-    store_ids,
-)
-from tidemark.checkpoint.ledger import ledger_files
-from tidemark.checkpoint.sink import companions, data_files, log_names, read_log
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError, UsageError
+from tidemark.formats import (
+    Checkpoint,
+    files_after,
+    ledger_files,
+    read_sink_log,
+    sink_data_files,
+    sink_log_files_after,
+    unloadable_stores,
+    with_checksums,
+)
+from tidemark.pipeline.quarantine import quarantine_entries_after
 from tidemark.pipeline.quarantine import read_marker as read_quarantine_marker
 from tidemark.pipeline.quarantine import write_marker as write_quarantine_marker
 from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
 from tidemark.recovery.plan import ensure_not_running
 from tidemark.storage import Location, open_storage
-from tidemark.storage.base import DirListing, join
-
-_QUARANTINE_PREFIX = "batch-"
 
 
 @dataclass(frozen=True)
@@ -47,59 +42,18 @@ class RollbackPlan:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _checkpoint_moves(moves: list[Move], paths: PipelineLocations, archive: Location, rels: list[str]) -> None:
-    moves.extend(plan_move(MoveKind.CHECKPOINT_FILE, paths.checkpoint, rel, archive, "checkpoint") for rel in rels)
-
-
-def _move_with_companions(
-    moves: list[Move], paths: PipelineLocations, archive: Location, listing: DirListing, names: list[str]
-) -> None:
-    present = {name for name, _ in listing.files}
-    rels = [join(listing.rel, c) for name in sorted(names) for c in companions(name, present)]
-    _checkpoint_moves(moves, paths, archive, rels)
-
-
-def _state_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, version: int) -> list[Move]:
-    """Every state file of a version after `version`; refuse when a store cannot load `version` itself."""
-    moves: list[Move] = []
-    stores = checkpoint.stores()
-    for listing in checkpoint.store.walk(STATE):
-        ids = store_ids(listing.rel)
-        if ids is not None:
-            store = stores.get(ids)
-            if store is not None and not store.can_load(version):
-                msg = (
-                    f"{listing.rel} cannot load state version {version} (no snapshot with every delta or changelog "
-                    "after it): pick a later batch, or run `tidemark recover` without --to-batch (rebuilt from sink)"
-                )
-                raise CheckpointError(msg)
-            present = {name for name, _ in listing.files}
-            later = sorted(n for n, _ in listing.files if (number := classify(n)[1]) is not None and number > version)
-            _checkpoint_moves(
-                moves, paths, archive, [join(listing.rel, c) for f in later for c in companions(f, present)]
-            )
-        elif listing.rel.endswith("/_metadata/v2"):
-            present = {name for name, _ in listing.files}
-            later = sorted(n for n, _ in listing.files if n.isdigit() and int(n) > version - 1)
-            _checkpoint_moves(
-                moves, paths, archive, [join(listing.rel, c) for f in later for c in companions(f, present)]
-            )
-    return moves
-
-
-def _log_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
-    moves: list[Move] = []
-    store = checkpoint.store
-    sources = store.list_dir(SOURCES)
-    folders = [OFFSETS, COMMITS, *(f"{SOURCES}/{d}" for d in sorted(sources.dirs if sources else []))]
-    for folder in folders:
-        listing = store.list_dir(folder)
-        if listing is None:
-            continue
-        present = {name for name, _ in listing.files}
-        later = [n for n in present if (parsed := sink_log_batch(n)) is not None and parsed[0] > to_batch]
-        _move_with_companions(moves, paths, archive, listing, later)
-    return moves
+def _checkpoint_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
+    """Every log entry and state file of the batches after to_batch; refuse when a store cannot load to_batch's."""
+    version = to_batch + 1
+    unloadable = unloadable_stores(checkpoint, version)
+    if unloadable:
+        msg = (
+            f"{unloadable[0]} cannot load state version {version} (no snapshot with every delta or changelog "
+            "after it): pick a later batch, or run `tidemark recover` without --to-batch (rebuilt from sink)"
+        )
+        raise CheckpointError(msg)
+    rels = files_after(checkpoint, to_batch)
+    return [plan_move(MoveKind.CHECKPOINT_FILE, paths.checkpoint, rel, archive, "checkpoint") for rel in rels]
 
 
 def _sink_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
@@ -109,21 +63,17 @@ def _sink_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Locat
     moves only when it is newer than the commit of to_batch (an expired log entry names an older one).
     """
     sink = open_storage(paths.sink)
-    names = log_names(sink)
-    if not names:
+    later_log = sink_log_files_after(sink, to_batch)
+    if later_log is None:
         return []
     present = {e.rel for e in sink.list_files()}
-    moves: list[Move] = []
-    for batch, name in sorted(names.items()):
-        if batch > to_batch:
-            rels = companions(f"{SINK_LOG_DIR}/{name}", present)
-            moves.extend(plan_move(MoveKind.CHECKPOINT_FILE, paths.sink, rel, archive, "sink") for rel in rels)
-    kept = set(read_log(sink, up_to=to_batch).files)
+    moves = [plan_move(MoveKind.CHECKPOINT_FILE, paths.sink, rel, archive, "sink") for rel in later_log]
+    kept = set(read_sink_log(sink, up_to=to_batch).files)
     by_ledger = ledger_files(checkpoint.store)
-    newest = set(read_log(sink).files)
-    commit = checkpoint.store.stat(f"{COMMITS}/{to_batch}")
-    cutoff = math.floor(commit.mtime) if commit is not None and commit.mtime is not None else None
-    for file in data_files(sink):
+    newest = set(read_sink_log(sink).files)
+    committed_at = checkpoint.commit_mtime(to_batch)
+    cutoff = math.floor(committed_at) if committed_at is not None else None
+    for file in sink_data_files(sink):
         if file.rel in kept:
             continue
         writer = by_ledger.get(file.rel)
@@ -134,22 +84,17 @@ def _sink_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Locat
         else:
             later = cutoff is None or (file.mtime is not None and math.floor(file.mtime) >= cutoff)
         if later:
-            rels = companions(file.rel, present)
+            rels = with_checksums(file.rel, present)
             moves.extend(plan_move(MoveKind.ROLLED_BACK_FILE, paths.sink, rel, archive, "sink") for rel in rels)
     return moves
 
 
 def _quarantine_moves(paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
-    """The quarantine files (`batch-<id>.jsonl`) and folders (`batch-<id>/`, executor-written) after to_batch."""
-    listing = open_storage(paths.quarantine).list_dir("")
-    if listing is None:
-        return []
-    moves = []
-    for name in sorted([n for n, _ in listing.files] + list(listing.dirs)):
-        stem = name.removeprefix(_QUARANTINE_PREFIX).split(".")[0]
-        if name.startswith(_QUARANTINE_PREFIX) and stem.isdigit() and int(stem) > to_batch:
-            moves.append(plan_move(MoveKind.QUARANTINE, paths.quarantine, name, archive, "quarantine"))
-    return moves
+    """The quarantine files and folders of the batches after to_batch."""
+    return [
+        plan_move(MoveKind.QUARANTINE, paths.quarantine, name, archive, "quarantine")
+        for name in quarantine_entries_after(paths.quarantine.uri, to_batch)
+    ]
 
 
 def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = None) -> RollbackPlan:
@@ -177,8 +122,7 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
         raise UsageError(msg)
     archive = paths.archive_for(now).join(f"rollback-to-{to_batch}")
     moves = [
-        *_log_moves(checkpoint, paths, archive, to_batch),
-        *_state_moves(checkpoint, paths, archive, to_batch + 1),
+        *_checkpoint_moves(checkpoint, paths, archive, to_batch),
         *_sink_moves(checkpoint, paths, archive, to_batch),
         *_quarantine_moves(paths, archive, to_batch),
     ]

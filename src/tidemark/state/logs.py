@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import FileKind
+from tidemark.formats import Checkpoint, FileKind
 
 
 @dataclass(frozen=True)

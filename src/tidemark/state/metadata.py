@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from tidemark.checkpoint.handle import Checkpoint
 from tidemark.errors import CheckpointError
+from tidemark.formats import Checkpoint
 from tidemark.state.logs import OperatorFolder, operator_folders
 
 if TYPE_CHECKING:

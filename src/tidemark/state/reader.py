@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tidemark.checkpoint.fetch import FetchReport, fetch_state
-from tidemark.checkpoint.handle import Checkpoint
 from tidemark.errors import CheckpointError, UsageError
+from tidemark.formats import Checkpoint, FetchReport, fetch_state
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

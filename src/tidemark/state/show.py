@@ -11,8 +11,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tidemark.checkpoint.fetch import FetchReport
 from tidemark.errors import UsageError
+from tidemark.formats import FetchReport
 from tidemark.state.metadata import StoreInfo, list_stores
 from tidemark.state.reader import (
     TIMERS,

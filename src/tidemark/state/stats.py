@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tidemark.checkpoint.fetch import FetchReport
 from tidemark.errors import CheckpointError
+from tidemark.formats import FetchReport
 from tidemark.state.metadata import MetadataSource, StoreInfo, legacy_hint, list_stores
 from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session, targets_of
 

@@ -8,8 +8,8 @@ from html import escape
 from pathlib import Path
 
 from tidemark.errors import UsageError
+from tidemark.formats import iter_log
 from tidemark.monitor.analyze import DEFAULT_LEAK_BATCHES, Finding, RunAnalysis, RunFold, run_events
-from tidemark.monitor.log import iter_log
 from tidemark.monitor.report.svg import PLOT_WIDTH, line_chart, stacked_bars
 from tidemark.monitor.series import (
     COMMIT_SHARE,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemark.errors import EnvironmentProblem, TidemarkError
-from tidemark.monitor.log import LOG_SUFFIX
+from tidemark.formats.progress_log import LOG_SUFFIX
 from tidemark.storage import Storage, open_storage, parse_location
 
 # A part rolls over at this size: each PUT then stays small whatever the length of the run.

@@ -16,13 +16,12 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tidemark.checkpoint.layout import TIDEMARK_DIR
-from tidemark.checkpoint.sink import COMPACT, batch_entries, log_names, read_log
 from tidemark.errors import CheckpointError
+from tidemark.formats.layout import LEDGER_DIR
+from tidemark.formats.sinklog import COMPACT, batch_entries, log_names, read_log
 from tidemark.storage import Storage
 
 log = logging.getLogger(__name__)
-LEDGER_DIR = f"{TIDEMARK_DIR}/ledger"
 CHUNK = 100
 _SINGLE_SUFFIX = ".json"
 _CHUNK_PREFIX = "chunk-"

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from tidemark.errors import UsageError
-from tidemark.monitor.progress import BatchProgress, parse_spark_time
+from tidemark.formats.progress import BatchProgress, parse_spark_time
 from tidemark.storage import open_storage, parse_location
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 `TidemarkStateRewrite.scala` is compiled once against the jars of the installed pyspark wheel (the
 wheel ships the Scala compiler) into tidemark's cache, at install time (`make install` runs
-`python -m tidemark.checkpoint.jvm`) or on first use, and loaded into a running session through py4j.
+`python -m tidemark.spark.jvm`) or on first use, and loaded into a running session through py4j.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tidemark.checkpoint.fetch import cache_root
+from tidemark.cache import cache_root
 from tidemark.errors import EnvironmentProblem
 
 if TYPE_CHECKING:

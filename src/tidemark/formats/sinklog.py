@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from tidemark.checkpoint.layout import SINK_LOG_DIR, crc_companions, sink_log_batch
-from tidemark.checkpoint.report import SinkReport
 from tidemark.errors import CheckpointError, UsageError
+from tidemark.formats.layout import SINK_LOG_DIR, crc_companions, sink_log_batch
 from tidemark.storage import Backend, FileEntry, Location, Storage, open_storage, parse_location
 
 COMPACT = ".compact"
@@ -131,6 +130,22 @@ def batch_entries(store: Storage, batch: int) -> list[str] | None:
     return found
 
 
+def log_files_after(store: Storage, batch: int) -> list[str] | None:
+    """The sink log files (with their checksums) of the batches after `batch`; None when the sink has no log."""
+    names = log_names(store)
+    if not names:
+        return None
+    listing = store.list_dir(SINK_LOG_DIR)
+    present = {name for name, _ in (listing.files if listing else [])}
+    return [
+        f"{SINK_LOG_DIR}/{c}"
+        for b, name in sorted(names.items())
+        if b > batch
+        for c in (name, *crc_companions(name))
+        if c in present
+    ]
+
+
 def is_data_path(rel: str) -> bool:
     """True for files a Parquet reader reads: no part of the path starts with '_' or '.', no checksums."""
     parts = rel.split("/")
@@ -178,34 +193,45 @@ def _count_lines(store: Storage, rel: str) -> int:
     return newlines + (0 if last == b"\n" else 1)
 
 
-def inspect_sink(path: str, backend: Backend = "auto", spark: Any | None = None) -> SinkReport:
-    """Summarise `<path>/_spark_metadata` of a file sink output folder."""
+@dataclass(frozen=True)
+class LogFile:
+    """One file of the sink log: its batch, whether it is a compact file, its name and size."""
+
+    batch: int
+    compact: bool
+    name: str
+    bytes: int
+
+
+def log_files(path: str, backend: Backend = "auto", spark: Any | None = None) -> list[LogFile]:
+    """Every file of `<path>/_spark_metadata`, batch order; a CheckpointError when the folder is missing."""
     store = open_storage(path, backend, spark)
     listing = store.list_dir(SINK_LOG_DIR)
     if listing is None:
         msg = f"{path} has no {SINK_LOG_DIR} folder: pass the output folder of a file sink to --sink"
         raise CheckpointError(msg)
-    entries: list[tuple[int, bool, str, int]] = []
-    for name, size in listing.files:
-        parsed = sink_log_batch(name)
-        if parsed is not None:
-            entries.append((parsed[0], parsed[1], name, size))
-    entries.sort()
-    compacts = [e for e in entries if e[1]]
-    latest_compact = compacts[-1] if compacts else None
-    files_in_compact = 0
-    if latest_compact is not None:
-        # Line 1 is the version ("v1"); every other line is one output file.
-        files_in_compact = max(0, _count_lines(store, f"{SINK_LOG_DIR}/{latest_compact[2]}") - 1)
-    return SinkReport(
-        path=path,
-        entries=len(entries),
-        latest_batch=entries[-1][0] if entries else None,
-        latest_compact_batch=latest_compact[0] if latest_compact else None,
-        compact_bytes=latest_compact[3] if latest_compact else 0,
-        files_in_compact=files_in_compact,
-        bytes_total=sum(e[3] for e in entries),
-    )
+    found = [
+        LogFile(parsed[0], parsed[1], name, size)
+        for name, size in listing.files
+        if (parsed := sink_log_batch(name)) is not None
+    ]
+    return sorted(found, key=lambda f: (f.batch, f.compact, f.name))
+
+
+def entries_in(path: str, file: LogFile, backend: Backend = "auto", spark: Any | None = None) -> int:
+    """How many entries one log file holds (its lines after the version line), streamed."""
+    # Line 1 is the version ("v1"); every other line is one output file.
+    return max(0, _count_lines(open_storage(path, backend, spark), f"{SINK_LOG_DIR}/{file.name}") - 1)
+
+
+def log_folder(store: Storage) -> str | None:
+    """The sink log folder's path below the sink, or None when the sink has none."""
+    return SINK_LOG_DIR if store.list_dir(SINK_LOG_DIR) is not None else None
+
+
+def log_uri(store: Storage) -> str:
+    """The URI of the sink log folder (for messages)."""
+    return store.uri(SINK_LOG_DIR)
 
 
 def require_sink(path: str | None) -> str:
@@ -214,3 +240,32 @@ def require_sink(path: str | None) -> str:
         msg = 'this needs a Parquet file sink ([sink] format = "parquet" with a path)'
         raise UsageError(msg)
     return path
+
+
+def inject_entries(sink: Storage, entries: tuple[str, ...], archive: Location) -> int:
+    """Add log lines to the file the sink's readers start from (newest compact, else batch 0); return how many.
+
+    Only call this while no query writes to the sink. The file is replaced atomically; its Hadoop
+    checksum sibling no longer matches, so it moves into the archive (Hadoop skips a missing one).
+    """
+    sink_log = read_log(sink)
+    if sink_log.latest_batch is None:
+        msg = f"{sink.uri(SINK_LOG_DIR)} has no committed batch yet: the surviving files can only be added after one"
+        raise CheckpointError(msg)
+    names = log_names(sink)
+    target_batch = sink_log.base_compact if sink_log.base_compact is not None else min(names)
+    target = f"{SINK_LOG_DIR}/{names[target_batch]}"
+    lines = (sink.read_bytes(target) or b"").decode("utf-8").splitlines()
+    present = set(sink_log.files)
+    added = [e for e in entries if entry_rel(sink.location, str(json.loads(e)["path"])) not in present]
+    if not added:
+        return 0
+    sink.write_atomic(target, "\n".join([*lines, *added]).encode("utf-8"))
+    aside = open_storage(archive.join("sink-metadata-new-crc"))
+    for name in crc_companions(names[target_batch]):
+        checksum = f"{SINK_LOG_DIR}/{name}"
+        data = sink.read_bytes(checksum)
+        if data is not None:
+            aside.write_atomic(name, data)
+            sink.delete(checksum)
+    return len(added)

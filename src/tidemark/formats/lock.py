@@ -12,13 +12,12 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol
 
-from tidemark.checkpoint.layout import TIDEMARK_DIR
 from tidemark.errors import CheckpointLocked
+from tidemark.formats.layout import LOCK_FILE
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
-LOCK_FILE = f"{TIDEMARK_DIR}/run.lock"
 # A heartbeat older than this many intervals means the holder is gone.
 STALE_AFTER_INTERVALS = 3
 
@@ -79,6 +78,11 @@ def _read(fs: Storage) -> LockInfo | None:
 def read_lock(checkpoint_location: str) -> LockInfo | None:
     """The lock of a checkpoint, or None when there is none (or it is unreadable)."""
     return _read(open_storage(checkpoint_location))
+
+
+def clear_lock(fs: Storage) -> None:
+    """Remove the run lock from a checkpoint nobody runs (a private copy)."""
+    fs.delete(LOCK_FILE)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -1,7 +1,7 @@
 /*
  * tidemark: rewrite the state stores of a stopped streaming query for a new number of partitions.
  *
- * Compiled at install time against the jars of the pyspark wheel (tidemark/checkpoint/jvm/build.py) and
+ * Compiled at install time against the jars of the pyspark wheel (tidemark/spark/jvm/__init__.py) and
  * loaded into the running session through py4j. It lives in Spark's state package so that it can use the
  * same classes Spark's own operators use: the state store providers read every row of every column family
  * at one version, Spark's Murmur3 hash (HashPartitioning with seed 42, pmod N) decides each row's new

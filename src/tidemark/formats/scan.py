@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tidemark.checkpoint.layout import (
+from tidemark.formats.layout import (
     COMMITS,
     NON_STORE_FOLDERS,
     OFFSETS,

@@ -1,6 +1,6 @@
-"""One checkpoint on any store: the only code that reads its logs, operators and state stores.
+"""One checkpoint on any store: the handle that reads its logs, operators and state stores.
 
-Everything else (inspect, prune, state, recovery, the watchdog, quarantine reconciliation) asks a
+Everything outside formats/ (inspect, prune, state, recovery, the watchdog, quarantine reconciliation) asks a
 `Checkpoint` rather than reading `offsets/`, `commits/`, `sources/` or `state/` itself.
 """
 
@@ -10,29 +10,42 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any, TypeVar
 
-from tidemark.checkpoint.layout import (
+from tidemark.errors import CheckpointError
+from tidemark.formats.entries import CommitEntry, OffsetEntry, OperatorMetadata
+from tidemark.formats.layout import (
     COMMITS,
     METADATA,
     OFFSETS,
-    SOURCES,
+    SPARK_PARTS,
     STATE,
     TIDEMARK_DIR,
-    CommitEntry,
-    OffsetEntry,
-    OperatorMetadata,
     log_batch,
+    log_entry,
+    operator_metadata_v1,
+    operator_metadata_v2_dir,
     sink_log_batch,
+    source_folder,
 )
-from tidemark.checkpoint.scan import CheckpointScan, StoreScan, scan_checkpoint
-from tidemark.errors import CheckpointError
+from tidemark.formats.scan import CheckpointScan, StoreScan, scan_checkpoint
 from tidemark.storage import Backend, Location, Storage, open_storage
 
 log = logging.getLogger(__name__)
 _Entry = TypeVar("_Entry", OffsetEntry, CommitEntry)
 # Spark's log entries are a few KB; anything far larger is not one, and is not read into memory.
 MAX_LOG_ENTRY_BYTES = 64 * 1024**2
+# The watchdog counts at most this many files per part of a checkpoint.
+MAX_FILES_COUNTED = 200_000
+
+
+class CheckpointStatus(StrEnum):
+    """What is at a checkpoint location, as far as restarting a query from it goes."""
+
+    MISSING = "missing"  # nothing there
+    EMPTY = "empty"  # a folder, but no planned batch (no offsets)
+    PRESENT = "present"  # at least one planned batch
 
 
 class Checkpoint:
@@ -55,6 +68,12 @@ class Checkpoint:
     def exists(self) -> bool:
         """True when anything is stored at the location."""
         return self.store.exists("")
+
+    def status(self) -> CheckpointStatus:
+        """Missing, empty (no planned batch) or present."""
+        if not self.exists():
+            return CheckpointStatus.MISSING
+        return CheckpointStatus.PRESENT if self.offset_batches() else CheckpointStatus.EMPTY
 
     def require(self) -> None:
         """Raise a CheckpointError when the location is missing or holds no streaming checkpoint."""
@@ -107,8 +126,25 @@ class Checkpoint:
             msg = f"{self.store.uri(rel)} is not UTF-8 text: the checkpoint file is corrupt"
             raise CheckpointError(msg) from exc
 
+    def commit_mtime(self, batch: int) -> float | None:
+        """When commits/<batch> was written (epoch seconds), or None when missing or unknown."""
+        entry = self.store.stat(log_entry(COMMITS, batch))
+        return entry.mtime if entry is not None else None
+
+    def file_counts(self, limit: int = MAX_FILES_COUNTED) -> dict[str, int]:
+        """Data files (not .crc) under offsets/, commits/, sources/ and state/, counting at most limit per part."""
+        counts: dict[str, int] = {}
+        for part in SPARK_PARTS:
+            total = 0
+            for entry in self.store.list_files(part):
+                total += not entry.rel.endswith(".crc")
+                if total > limit:
+                    break
+            counts[part] = total
+        return counts
+
     def _entry(self, folder: str, batch: int, parse: Callable[[int, str], _Entry], what: str) -> _Entry | None:
-        rel = f"{folder}/{batch}"
+        rel = log_entry(folder, batch)
         text = self.read_text(rel)
         if text is None:
             return None
@@ -122,7 +158,7 @@ class Checkpoint:
         """offsets/<batch>; a CheckpointError naming the file when missing or unreadable."""
         found = self._entry(OFFSETS, batch, OffsetEntry.parse, "offset")
         if found is None:
-            msg = f"{self.store.uri(f'{OFFSETS}/{batch}')} does not exist: batch {batch} was never planned"
+            msg = f"{self.store.uri(log_entry(OFFSETS, batch))} does not exist: batch {batch} was never planned"
             raise CheckpointError(msg)
         return found
 
@@ -130,7 +166,7 @@ class Checkpoint:
         """commits/<batch>; a CheckpointError naming the file when missing or unreadable."""
         found = self._entry(COMMITS, batch, CommitEntry.parse, "commit")
         if found is None:
-            msg = f"{self.store.uri(f'{COMMITS}/{batch}')} does not exist: batch {batch} is not committed"
+            msg = f"{self.store.uri(log_entry(COMMITS, batch))} does not exist: batch {batch} is not committed"
             raise CheckpointError(msg)
         return found
 
@@ -187,13 +223,14 @@ class Checkpoint:
 
     def operator_metadata(self, op_id: int) -> OperatorMetadata | None:
         """What state/<op>/_metadata says (the newest v2 file for transformWithState), or None."""
-        rel = f"{STATE}/{op_id}/_metadata/metadata"
+        rel = operator_metadata_v1(op_id)
         text = self.read_text(rel)
         if text is None:
-            listing = self.store.list_dir(f"{STATE}/{op_id}/_metadata/v2")
+            folder = operator_metadata_v2_dir(op_id)
+            listing = self.store.list_dir(folder)
             batches = sorted(int(n) for n, _ in (listing.files if listing else []) if n.isdigit())
             if batches:
-                rel = f"{STATE}/{op_id}/_metadata/v2/{batches[-1]}"
+                rel = f"{folder}/{batches[-1]}"
                 text = self.read_text(rel)
         if text is None:
             return None
@@ -207,7 +244,7 @@ class Checkpoint:
 
     def source_files_by_batch(self, source: int = 0) -> dict[int, list[str]]:
         """Every source log entry's files by SOURCE log id (not the query's batch id: see source_files_of)."""
-        folder = f"{SOURCES}/{source}"
+        folder = source_folder(source)
         files: dict[int, list[str]] = defaultdict(list)
         listing = self.store.list_dir(folder)
         for name, _ in listing.files if listing else []:
@@ -265,7 +302,7 @@ class Checkpoint:
 
     def _source_log_files(self, ids: list[int], source: int) -> dict[int, list[str]]:
         """Source log id -> files: each id's own log file, the compact file only where it is gone."""
-        folder = f"{SOURCES}/{source}"
+        folder = source_folder(source)
         listing = self.store.list_dir(folder)
         names = {parsed[0]: name for name, _ in (listing.files if listing else []) if (parsed := sink_log_batch(name))}
         found: dict[int, list[str]] = {}
@@ -304,7 +341,7 @@ class Checkpoint:
     def source_initial_offsets(self, source: int = 0) -> Any | None:
         """The offsets a source started from (sources/<n>/0, as Kafka writes it), or None."""
         try:
-            text = self.read_text(f"{SOURCES}/{source}/0")
+            text = self.read_text(log_entry(source_folder(source), 0))
         except CheckpointError:
             return None
         lines = (text or "").splitlines()

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import OFFSETS, SCHEMA_DIR, STATE, crc_companions
-from tidemark.checkpoint.lock import LOCK_FILE
-from tidemark.checkpoint.rewrite import hadoop_uri, rewrite_offset_conf, rewrite_operator_metadata
 from tidemark.errors import CheckpointError
+from tidemark.formats.checkpoint import Checkpoint
+from tidemark.formats.entries import hadoop_uri, rewrite_offset_conf, rewrite_operator_metadata
+from tidemark.formats.layout import LOCK_FILE, OFFSETS, STATE, crc_companions, schema_folder
 from tidemark.storage import Storage
 
 _METADATA = "_metadata"
@@ -92,7 +91,7 @@ def _rewritten(rel: str, data: bytes, target: Storage, conf_updates: dict[str, s
 
 def schema_root(store: Storage, operator: str) -> str:
     """Where an operator's schema files live in store, as Spark records them (file: URIs for local paths)."""
-    return hadoop_uri(store.uri(f"{STATE}/{operator}/{SCHEMA_DIR}"))
+    return hadoop_uri(store.uri(schema_folder(operator)))
 
 
 def repoint_schema_paths(store: Storage, partitions: int, final_root: Storage) -> list[str]:

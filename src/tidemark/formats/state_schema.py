@@ -14,8 +14,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import SCHEMA_DIR, STATE
+from tidemark.formats.checkpoint import Checkpoint
+from tidemark.formats.layout import STATE, schema_folder
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def parse_schema_file(data: bytes) -> list[ColumnFamilySchema]:
 
 def store_schemas(checkpoint: Checkpoint, operator_id: int, store: str = "default") -> list[ColumnFamilySchema]:
     """The newest schema of one store: its v3 file under _stateSchema, else the v2 file of partition 0."""
-    folder = f"{STATE}/{operator_id}/{SCHEMA_DIR}/{store}"
+    folder = schema_folder(operator_id, store)
     listing = checkpoint.store.list_dir(folder)
     candidates = sorted(
         (n for n, _ in (listing.files if listing else []) if not n.endswith(".crc") and not n.startswith(".")),

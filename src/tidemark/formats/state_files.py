@@ -1,4 +1,6 @@
-"""Copy what Spark's state readers need of a remote checkpoint, and only that, into a local cache.
+"""State store files: what loading a version needs, RocksDB zips' references, and copying that into a cache.
+
+Copy what Spark's state readers need of a remote checkpoint, and only that, into a local cache.
 
 To load state version V a store needs its newest snapshot at or below V (HDFS `.snapshot`, RocksDB
 `.zip` and the SST files that zip lists) and every delta or changelog after it up to V. The logs,
@@ -8,15 +10,18 @@ the metadata file and the operator and schema metadata are small and copied whol
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import logging
-import os
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from tidemark.checkpoint.handle import Checkpoint
-from tidemark.checkpoint.layout import (
+from tidemark.cache import cache_root
+from tidemark.errors import CheckpointError
+from tidemark.formats.layout import (
     COMMITS,
     METADATA,
     NON_STORE_FOLDERS,
@@ -26,13 +31,33 @@ from tidemark.checkpoint.layout import (
     STATE,
     FileKind,
     classify,
-    zip_references,
 )
-from tidemark.errors import CheckpointError
 from tidemark.storage import join
 
+if TYPE_CHECKING:
+    from tidemark.formats.checkpoint import Checkpoint
+
 log = logging.getLogger(__name__)
-CACHE_ENV = "TIDEMARK_CACHE_DIR"
+
+
+MAX_ZIP_METADATA_BYTES = 64 * 1024**2
+
+
+def zip_references(data: bytes | BinaryIO) -> set[str]:
+    """The SST and log file names a RocksDB snapshot zip lists in its metadata (shared files it needs).
+
+    Takes the bytes or a seekable file (only the central directory and the metadata entry are read).
+    """
+    with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data) as archive:
+        if archive.getinfo("metadata").file_size > MAX_ZIP_METADATA_BYTES:
+            msg = "its metadata entry is too large to be RocksDB's"
+            raise ValueError(msg)
+        text = archive.read("metadata").decode()
+    lines = [line for line in text.splitlines() if line.strip()]
+    meta: dict[str, Any] = json.loads(lines[1] if lines[0].startswith("v") else lines[0])
+    names = {str(f["dfsSstFileName"]) for f in meta.get("sstFiles", [])}
+    names |= {str(f["dfsLogFileName"]) for f in meta.get("logFiles", [])}
+    return names
 
 
 @dataclass(frozen=True)
@@ -44,15 +69,6 @@ class FetchReport:
     files: int
     bytes_fetched: int
     bytes_cached: int
-
-
-def cache_root() -> Path:
-    """$TIDEMARK_CACHE_DIR, else $XDG_CACHE_HOME/tidemark, else ~/.cache/tidemark."""
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tidemark"
 
 
 def cache_folder(uri: str) -> Path:

@@ -1,0 +1,63 @@
+"""The stateful operators of a checkpoint as the state helper moves them between partition counts.
+
+Spark places a state row on pmod(murmur3(partition key, seed 42), shuffle partitions), where the partition key
+is the grouping key of the operator: the whole state key for aggregations, deduplication and
+flatMapGroupsWithState; all but the session start for session windows; all but the value index for the
+keyWithIndexToValue stores of a stream-stream join; and the grouping key inside each column family's key for
+transformWithState. The helper checks this on every row it reads (the placement it computes for the current
+count must be the partition the row was read from) and refuses the store otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidemark.formats import Checkpoint, OperatorEntry, OperatorFile, StoreMove, operator_schema_files
+
+TRANSFORM_WITH_STATE = "transformwithstate"
+SESSION_WINDOW = "sessionwindowstatestoresaveexec"
+JOIN = "symmetrichashjoin"
+LIST_STATE = "ListState"
+
+
+def partition_key(operator_name: str, store: str) -> dict[str, Any]:
+    """Where the grouping key Spark shuffled by sits in this operator's state keys."""
+    name = operator_name.lower()
+    if TRANSFORM_WITH_STATE in name:
+        return {"kind": "transform_with_state"}
+    if SESSION_WINDOW in name:
+        return {"kind": "drop_last", "n": 1}  # keys, then the session start
+    if JOIN in name and store.endswith("keyWithIndexToValue"):
+        return {"kind": "drop_last", "n": 1}  # join keys, then the index of the value
+    return {"kind": "all"}
+
+
+def _list_variables(metadata: OperatorFile) -> tuple[str, ...]:
+    variables = metadata.properties.get("stateVariables") or []
+    return tuple(
+        str(v.get("stateName")) for v in variables if isinstance(v, dict) and v.get("stateVariableType") == LIST_STATE
+    )
+
+
+def store_moves(checkpoint: Checkpoint, entries: list[OperatorEntry]) -> list[StoreMove]:
+    """One move per (operator, store), schema files resolved inside this checkpoint (Spark records them absolute)."""
+    moves = []
+    for entry in entries:
+        meta = entry.metadata
+        tws = TRANSFORM_WITH_STATE in meta.name.lower()
+        for store in meta.stores:
+            schema_files = operator_schema_files(checkpoint, entry.operator_id, store.name, store.schema_paths)
+            moves.append(
+                StoreMove(
+                    operator_id=entry.operator_id,
+                    operator_name=meta.name,
+                    store=store.name,
+                    prefix_columns=store.prefix_columns,
+                    partitions=store.partitions,
+                    schema_files=schema_files,
+                    list_families=_list_variables(meta) if tws else (),
+                    column_families=tws,
+                    partition_key=partition_key(meta.name, store.name),
+                )
+            )
+    return moves

@@ -1,0 +1,177 @@
+"""The only code that knows tidemark's and Spark's on-disk formats, for reading AND writing.
+
+A checkpoint (`offsets/`, `commits/`, `sources/`, `state/`, `metadata`, tidemark's `_tidemark/`), a file sink's
+`_spark_metadata` log, tidemark's progress log. Everything else asks what is exported here and never names a path
+inside those folders nor reads, writes, moves or deletes one of their files itself; `formats.layout` (the names)
+is imported only inside this package. The one named exception is the JVM state writer of `state repartition`,
+which Python calls through `formats.state_rewrite`.
+"""
+
+from __future__ import annotations
+
+from tidemark.formats.batches import (
+    FileSet,
+    delete_files,
+    files_after,
+    files_through,
+    finish_removals,
+    remove_files,
+    unloadable_stores,
+)
+from tidemark.formats.checkpoint import Checkpoint, CheckpointStatus
+from tidemark.formats.clone import clone_without_state, is_store_data, repoint_schema_paths
+from tidemark.formats.entries import (
+    PROVIDER_CLASS,
+    SHUFFLE_PARTITIONS,
+    CommitEntry,
+    OffsetEntry,
+    OperatorFile,
+    OperatorMetadata,
+    StoreMetadata,
+    rewrite_offset_conf,
+    rewrite_operator_metadata,
+)
+from tidemark.formats.layout import LOCK_FILE, FileKind
+from tidemark.formats.ledger import LedgerEntry, compact_ledger, ledger_files, read_ledger, record_batch
+from tidemark.formats.ledger import batch_files as sink_batch_files
+from tidemark.formats.lock import (
+    LockInfo,
+    RunLock,
+    ensure_unlocked,
+    lock_is_live,
+    locked_message,
+    read_lock,
+)
+from tidemark.formats.lock import clear_lock as clear_run_lock
+from tidemark.formats.operators import OperatorEntry, operator_entries
+from tidemark.formats.operators import schema_files as operator_schema_files
+from tidemark.formats.progress import BatchProgress, NumericMetrics, StateOperatorProgress, parse_spark_time
+from tidemark.formats.progress_log import EventType, LogEvent, iter_log, iter_progress, read_progress
+from tidemark.formats.progress_log import log_files as progress_log_files
+from tidemark.formats.progress_log import read_log as read_progress_log
+from tidemark.formats.progress_writer import ProgressLogWriter, log_path_for, utc_now_text
+from tidemark.formats.recovery_marker import RecoveryMarker, archive_marker, marker_paths, place_archived_marker
+from tidemark.formats.recovery_marker import read_marker as read_recovery_marker
+from tidemark.formats.recovery_marker import write_marker as write_recovery_marker
+from tidemark.formats.scan import CheckpointScan, OperatorScan, StoreScan, scan_checkpoint
+from tidemark.formats.sinklog import LogFile as SinkLogFile
+from tidemark.formats.sinklog import SinkLog, entry_rel, partition_start, require_sink
+from tidemark.formats.sinklog import batch_entries as sink_batch_entries
+from tidemark.formats.sinklog import companions as with_checksums
+from tidemark.formats.sinklog import data_files as sink_data_files
+from tidemark.formats.sinklog import entries_in as sink_entries_in
+from tidemark.formats.sinklog import inject_entries as inject_sink_entries
+from tidemark.formats.sinklog import log_files as sink_log_files
+from tidemark.formats.sinklog import log_files_after as sink_log_files_after
+from tidemark.formats.sinklog import log_folder as sink_log_folder
+from tidemark.formats.sinklog import log_names as sink_log_names
+from tidemark.formats.sinklog import log_uri as sink_log_uri
+from tidemark.formats.sinklog import read_log as read_sink_log
+from tidemark.formats.state_files import FetchReport, fetch_state, zip_references
+from tidemark.formats.state_rewrite import MoveResult, StoreMove, helper_spec, run_move, state_root
+from tidemark.formats.state_schema import (
+    ColumnFamilySchema,
+    Field,
+    parse_schema_file,
+    store_schemas,
+    struct_fields,
+    type_signature,
+)
+from tidemark.formats.state_schema import names as field_names
+
+__all__ = [
+    "LOCK_FILE",
+    "PROVIDER_CLASS",
+    "SHUFFLE_PARTITIONS",
+    "BatchProgress",
+    "Checkpoint",
+    "CheckpointScan",
+    "CheckpointStatus",
+    "ColumnFamilySchema",
+    "CommitEntry",
+    "EventType",
+    "FetchReport",
+    "Field",
+    "FileKind",
+    "FileSet",
+    "LedgerEntry",
+    "LockInfo",
+    "LogEvent",
+    "MoveResult",
+    "NumericMetrics",
+    "OffsetEntry",
+    "OperatorEntry",
+    "OperatorFile",
+    "OperatorMetadata",
+    "OperatorScan",
+    "ProgressLogWriter",
+    "RecoveryMarker",
+    "RunLock",
+    "SinkLog",
+    "SinkLogFile",
+    "StateOperatorProgress",
+    "StoreMetadata",
+    "StoreMove",
+    "StoreScan",
+    "archive_marker",
+    "clear_run_lock",
+    "clone_without_state",
+    "compact_ledger",
+    "delete_files",
+    "ensure_unlocked",
+    "entry_rel",
+    "fetch_state",
+    "field_names",
+    "files_after",
+    "files_through",
+    "finish_removals",
+    "helper_spec",
+    "inject_sink_entries",
+    "is_store_data",
+    "iter_log",
+    "iter_progress",
+    "ledger_files",
+    "lock_is_live",
+    "locked_message",
+    "log_path_for",
+    "marker_paths",
+    "operator_entries",
+    "operator_schema_files",
+    "parse_schema_file",
+    "parse_spark_time",
+    "partition_start",
+    "place_archived_marker",
+    "progress_log_files",
+    "read_ledger",
+    "read_lock",
+    "read_progress",
+    "read_progress_log",
+    "read_recovery_marker",
+    "read_sink_log",
+    "record_batch",
+    "remove_files",
+    "repoint_schema_paths",
+    "require_sink",
+    "rewrite_offset_conf",
+    "rewrite_operator_metadata",
+    "run_move",
+    "scan_checkpoint",
+    "sink_batch_entries",
+    "sink_batch_files",
+    "sink_data_files",
+    "sink_entries_in",
+    "sink_log_files",
+    "sink_log_files_after",
+    "sink_log_folder",
+    "sink_log_names",
+    "sink_log_uri",
+    "state_root",
+    "store_schemas",
+    "struct_fields",
+    "type_signature",
+    "unloadable_stores",
+    "utc_now_text",
+    "with_checksums",
+    "write_recovery_marker",
+    "zip_references",
+]

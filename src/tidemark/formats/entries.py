@@ -1,0 +1,240 @@
+"""Spark's small checkpoint files as text: offsets, commits and operator metadata, parsed and rewritten; no I/O.
+
+For a new partition count (repartition): the offset log records the SQL settings a query must keep
+(`spark.sql.shuffle.partitions`, the state store provider, ...) and Spark restores them from the newest entry on
+restart; the operator metadata records each store's partition count and, for transformWithState, the absolute
+paths of its schema files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+PROVIDER_CLASS = "spark.sql.streaming.stateStore.providerClass"
+SCHEMA_PATHS = "stateSchemaFilePaths"
+
+
+def _dump(value: Any) -> str:
+    # Spark writes its log entries as compact JSON.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def rewrite_offset_conf(text: str, updates: dict[str, str]) -> str:
+    """An offsets/<batch> entry with `updates` merged into its recorded conf; source offsets untouched."""
+    lines = text.splitlines()
+    index = next((i for i, line in enumerate(lines) if line.strip() and i > 0), None)
+    if index is None or not lines[0].startswith("v"):
+        msg = "not a Spark offset log entry"
+        raise ValueError(msg)
+    meta = json.loads(lines[index])
+    if not isinstance(meta, dict):
+        msg = "offset log metadata is not a JSON object"
+        raise ValueError(msg)
+    conf = dict(meta.get("conf") or {})
+    conf.update(updates)
+    meta["conf"] = conf
+    lines[index] = _dump(meta)
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+@dataclass(frozen=True)
+class StoreMetadata:
+    """One store as the operator metadata lists it."""
+
+    name: str
+    partitions: int | None
+    prefix_columns: int
+    schema_paths: tuple[str, ...]  # transformWithState (metadata v2): absolute paths of the schema files
+
+
+@dataclass(frozen=True)
+class OperatorFile:
+    """state/<op>/_metadata/metadata (v1) or _metadata/v2/<batch> (v2), with what repartition needs of it."""
+
+    version: int
+    operator_id: int
+    name: str
+    stores: tuple[StoreMetadata, ...]
+    properties: dict[str, Any]  # operatorPropertiesJson (transformWithState: time mode, variables)
+
+    @classmethod
+    def parse(cls, text: str) -> OperatorFile:
+        """Read the file's text (version line, then one JSON object)."""
+        lines = _lines(text)
+        if len(lines) < 2 or not lines[0].startswith("v") or not lines[0][1:].isdigit():
+            msg = "not a Spark operator metadata file"
+            raise ValueError(msg)
+        body = json.loads(lines[1])
+        info = body.get("operatorInfo") or {}
+        stores = tuple(
+            StoreMetadata(
+                name=str(entry.get("storeName", "default")),
+                partitions=int(entry["numPartitions"]) if "numPartitions" in entry else None,
+                prefix_columns=int(entry.get("numColsPrefixKey", 0)),
+                schema_paths=tuple(str(p) for p in entry.get(SCHEMA_PATHS) or ()),
+            )
+            for entry in body.get("stateStoreInfo") or []
+        )
+        raw = body.get("operatorPropertiesJson")
+        properties = json.loads(raw) if isinstance(raw, str) and raw else {}
+        return cls(
+            version=int(lines[0][1:]),
+            operator_id=int(info.get("operatorId", -1)),
+            name=str(info.get("operatorName", "unknown")),
+            stores=stores,
+            properties=properties if isinstance(properties, dict) else {},
+        )
+
+
+def schema_file_name(path: str) -> str:
+    """The file name of a schema path as the metadata records it (a URI or an absolute path)."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def rewrite_operator_metadata(text: str, partitions: int, schema_root: str | None = None) -> str:
+    """Operator metadata with every store's numPartitions set and schema paths moved to <schema_root>/<store>/."""
+    lines = text.splitlines()
+    index = next((i for i, line in enumerate(lines) if line.strip() and i > 0), None)
+    if index is None or not lines[0].startswith("v"):
+        msg = "not a Spark operator metadata file"
+        raise ValueError(msg)
+    body = json.loads(lines[index])
+    for entry in body.get("stateStoreInfo") or []:
+        entry["numPartitions"] = partitions
+        if schema_root is not None and entry.get(SCHEMA_PATHS):
+            folder = f"{schema_root.rstrip('/')}/{entry.get('storeName', 'default')}"
+            entry[SCHEMA_PATHS] = [f"{folder}/{schema_file_name(p)}" for p in entry[SCHEMA_PATHS]]
+    lines[index] = _dump(body)
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def hadoop_uri(path_or_uri: str) -> str:
+    """A location as Hadoop qualifies it in Spark's metadata: 'file:/abs/path' for local paths, else as given."""
+    if "://" in path_or_uri or path_or_uri.startswith("file:"):
+        return path_or_uri
+    return f"file:{path_or_uri}"
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _object(line: str, what: str) -> dict[str, Any]:
+    value = json.loads(line)
+    if not isinstance(value, dict):
+        msg = f"{what} is not a JSON object"
+        raise ValueError(msg)
+    return value
+
+
+@dataclass(frozen=True)
+class OffsetEntry:
+    """One offsets/<batch> file: the batch Spark planned, with its watermark and source offsets."""
+
+    batch: int
+    watermark_ms: int
+    timestamp_ms: int
+    conf: dict[str, str]
+    source_offsets: list[Any]
+
+    @classmethod
+    def parse(cls, batch: int, text: str) -> OffsetEntry:
+        """Read the file's text: version line, batch metadata, then one line per source ("-" when none)."""
+        lines = _lines(text)
+        if len(lines) < 2 or not lines[0].startswith("v"):
+            msg = f"offsets/{batch} does not look like a Spark offset log entry"
+            raise ValueError(msg)
+        meta = _object(lines[1], f"offsets/{batch} line 2")
+        sources: list[Any] = []
+        for line in lines[2:]:
+            if line.strip() == "-":
+                sources.append(None)
+                continue
+            try:
+                sources.append(json.loads(line))
+            except json.JSONDecodeError:
+                sources.append(line)
+        conf = meta.get("conf") or {}
+        return cls(
+            batch=batch,
+            watermark_ms=int(meta.get("batchWatermarkMs", 0)),
+            timestamp_ms=int(meta.get("batchTimestampMs", 0)),
+            conf={str(k): str(v) for k, v in conf.items()},
+            source_offsets=sources,
+        )
+
+
+@dataclass(frozen=True)
+class CommitEntry:
+    """One commits/<batch> file: the batch is done; v2 also names the state files it wrote."""
+
+    batch: int
+    log_version: int
+    next_watermark_ms: int
+    # operator id -> partition -> unique ids of that version's files (one per store); format v2 only.
+    state_unique_ids: dict[int, list[list[str]]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, batch: int, text: str) -> CommitEntry:
+        """Read the file's text: "v1"/"v2", then {nextBatchWatermarkMs[, stateUniqueIds]}."""
+        lines = _lines(text)
+        if not lines or not lines[0].startswith("v") or not lines[0][1:].isdigit():
+            msg = f"commits/{batch} does not look like a Spark commit log entry"
+            raise ValueError(msg)
+        meta = _object(lines[1], f"commits/{batch} line 2") if len(lines) > 1 else {}
+        ids: dict[int, list[list[str]]] = {}
+        for op, partitions in (meta.get("stateUniqueIds") or {}).items():
+            ids[int(op)] = [[str(u) for u in (p if isinstance(p, list) else [p])] for p in partitions]
+        return cls(
+            batch=batch,
+            log_version=int(lines[0][1:]),
+            next_watermark_ms=int(meta.get("nextBatchWatermarkMs", 0)),
+            state_unique_ids=ids,
+        )
+
+
+@dataclass(frozen=True)
+class OperatorMetadata:
+    """What state/<op>/_metadata says about an operator (Spark 4.0+; v2 for transformWithState)."""
+
+    operator_id: int | None
+    name: str | None
+    stores: tuple[tuple[str, int | None], ...]  # (store name, partitions)
+    properties: str | None  # operatorPropertiesJson: transformWithState variables, time mode
+
+    @property
+    def store_names(self) -> list[str]:
+        """The names of the operator's stores."""
+        return [name for name, _ in self.stores]
+
+    @property
+    def partitions(self) -> int | None:
+        """The partition count recorded for the operator's stores."""
+        return next((count for _, count in self.stores if count is not None), None)
+
+    @classmethod
+    def parse(cls, text: str) -> OperatorMetadata:
+        """Read v1 ({operatorInfo, stateStoreInfo[]}) or v2 (transformWithState) operator metadata."""
+        lines = _lines(text)
+        if len(lines) < 2:
+            msg = "operator metadata has no body"
+            raise ValueError(msg)
+        meta = _object(lines[1], "operator metadata")
+        info = meta.get("operatorInfo") or {}
+        stores = tuple(
+            (str(s.get("storeName", "default")), int(s["numPartitions"]) if "numPartitions" in s else None)
+            for s in meta.get("stateStoreInfo") or []
+            if isinstance(s, dict)
+        )
+        name = info.get("operatorName")
+        op_id = info.get("operatorId")
+        properties = meta.get("operatorPropertiesJson")
+        return cls(
+            operator_id=int(op_id) if isinstance(op_id, int | str) and str(op_id).isdigit() else None,
+            name=str(name) if name else None,
+            stores=stores,
+            properties=str(properties) if properties else None,
+        )
