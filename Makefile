@@ -54,6 +54,7 @@ lint: install
 	$(VENV)/bin/ruff check src tests benchmarks setup.py
 	$(VENV)/bin/ruff format --check src tests benchmarks setup.py
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 test: install chromium azurite prometheus lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600

@@ -29,6 +29,7 @@ from tidemark.formats import (
     store_schemas,
     type_signature,
 )
+from tidemark.spark.lines import Feature, first_line_with
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -345,7 +346,8 @@ def check_config(
                 found.problem(
                     "STATE_SCHEMA_MISSING",
                     "the checkpoint has no state schema file for its operator",
-                    "run the query once on Spark 4.1, which writes it",
+                    f"run the query once on Spark {first_line_with(Feature.OPERATOR_METADATA)} or newer, "
+                    "which writes it",
                 )
             else:
                 _check_schemas(stored, expected, found)

@@ -53,14 +53,12 @@ def _ms(delta: object) -> int | None:
 
 
 def _aggregate_state(spark: SparkSession, config: TidemarkConfig) -> dict[str, tuple[Field, ...]]:
-    from tidemark.pipeline.quarantine import validate
-    from tidemark.pipeline.sources import read_stream
-    from tidemark.pipeline.transforms import build_stateful
+    from tidemark.pipeline.query import build_events, build_output
     from tidemark.spark.jvm import call
 
-    events = validate(read_stream(spark, config), config).events
+    events = build_events(spark, config)
     empty = spark.createDataFrame(spark.sparkContext.emptyRDD(), events.schema)
-    build_stateful(empty, config).createOrReplaceTempView(_PROBE_VIEW)
+    build_output(empty, config).createOrReplaceTempView(_PROBE_VIEW)
     try:
         found = json.loads(call(spark, json.dumps({"action": "aggregate_state", "view": _PROBE_VIEW})))
     finally:
@@ -69,10 +67,9 @@ def _aggregate_state(spark: SparkSession, config: TidemarkConfig) -> dict[str, t
 
 
 def _events_fields(spark: SparkSession, config: TidemarkConfig) -> dict[str, Field]:
-    from tidemark.pipeline.quarantine import validate
-    from tidemark.pipeline.sources import read_stream
+    from tidemark.pipeline.query import build_events
 
-    events = validate(read_stream(spark, config), config).events
+    events = build_events(spark, config)
     return {f.name: f for f in struct_fields(events.schema.jsonValue())}
 
 

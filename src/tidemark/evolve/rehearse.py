@@ -63,9 +63,7 @@ def _wait_for_batch(query: StreamingQuery, batch: int) -> None:
 
 def rehearse(spark: SparkSession, config: TidemarkConfig) -> Rehearsal:
     """Run the config's query on a throwaway copy of its checkpoint until its last batch ran again."""
-    from tidemark.pipeline.quarantine import validate
-    from tidemark.pipeline.sources import read_stream
-    from tidemark.pipeline.transforms import build_stateful
+    from tidemark.pipeline.query import build_query
     from tidemark.session import runtime_conf
 
     checkpoint = Checkpoint.open(config.checkpoint.location)
@@ -84,10 +82,9 @@ def rehearse(spark: SparkSession, config: TidemarkConfig) -> Rehearsal:
         failure: str | None = None
         with runtime_conf(spark, rehearsal_config.spark_conf()):
             try:
-                events = validate(read_stream(spark, rehearsal_config), rehearsal_config).events
-                output = build_stateful(events, rehearsal_config)
                 query = (
-                    output.writeStream.format("noop")
+                    build_query(spark, rehearsal_config)
+                    .writeStream.format("noop")
                     .outputMode("append")
                     .option("checkpointLocation", str(copy))
                     .trigger(availableNow=True)

@@ -8,6 +8,7 @@ from tidemark.errors import CheckpointError
 from tidemark.formats.checkpoint import Checkpoint
 from tidemark.formats.entries import OperatorFile, schema_file_name
 from tidemark.formats.layout import operator_metadata_v1, operator_metadata_v2_dir, schema_folder
+from tidemark.spark.lines import Feature, first_line_with
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,9 @@ def operator_entries(checkpoint: Checkpoint) -> list[OperatorEntry]:
         files = _metadata_files(checkpoint, op, latest)
         if not files:
             msg = (
-                f"operator {op} of {checkpoint.uri} has no state metadata (written before Spark 4.0): run the "
-                "query for one batch on Spark 4.1 first, which writes it, then repartition"
+                f"operator {op} of {checkpoint.uri} has no state metadata (written before Spark "
+                f"{first_line_with(Feature.OPERATOR_METADATA)}): run the query for one batch on Spark "
+                f"{first_line_with(Feature.OPERATOR_METADATA)} or newer first, which writes it, then repartition"
             )
             raise CheckpointError(msg)
         text = checkpoint.read_text(files[-1]) or ""

@@ -12,13 +12,10 @@ from typing import Any
 
 from tidemark.errors import TidemarkError
 from tidemark.formats import BatchProgress, Checkpoint
-from tidemark.storage import open_storage
 
 log = logging.getLogger(__name__)
 
 MIN_DEFAULT_STUCK_AFTER = timedelta(minutes=5)
-_CHECKPOINT_PARTS = ("offsets", "commits", "sources", "state")
-_MAX_FILES_COUNTED = 200_000
 
 
 def default_stuck_after(trigger_interval: timedelta, configured: timedelta | None = None) -> timedelta:
@@ -92,19 +89,10 @@ class StuckDiagnosis:
 def checkpoint_file_counts(location: str) -> dict[str, int]:
     """Data files (not .crc) under each part of a checkpoint, counting at most 200,000 per part."""
     try:
-        store = open_storage(location)
+        return Checkpoint.open(location).file_counts()
     except TidemarkError as exc:
         log.debug("no file counts for %s: %s", location, exc)
         return {}
-    counts: dict[str, int] = {}
-    for part in _CHECKPOINT_PARTS:
-        total = 0
-        for entry in store.list_files(part):
-            total += not entry.rel.endswith(".crc")
-            if total > _MAX_FILES_COUNTED:
-                break
-        counts[part] = total
-    return counts
 
 
 def latest_planned_batch(location: str) -> int | None:

@@ -16,14 +16,12 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig
-from tidemark.errors import EnvironmentProblem, TidemarkError
+from tidemark.errors import TidemarkError
 from tidemark.monitor.events import EventKind, json_listener
 from tidemark.pipeline.listener import ProgressHook, RunCounters, make_handler
 from tidemark.pipeline.phases import run_phases
-from tidemark.pipeline.quarantine import validate
-from tidemark.pipeline.sinks import output_writers, writer_for
-from tidemark.pipeline.sources import check_source_path, read_stream
-from tidemark.pipeline.transforms import build_stateful
+from tidemark.pipeline.query import start_query
+from tidemark.pipeline.sources import check_source_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -128,51 +126,6 @@ def _wait_for_listener(query: StreamingQuery, counters: RunCounters, lock: threa
                 return
         time.sleep(0.05)
     log.warning("the last progress event did not arrive in time; counts may be short by one batch")
-
-
-def start_query(
-    spark: SparkSession, config: TidemarkConfig, available_now: bool, replay_from: datetime | None = None
-) -> StreamingQuery:
-    """Build the whole streaming plan from the config and start it.
-
-    replay_from (recovery): only events at or after it are read, and only windows starting at or
-    after it are written, so a replay rewrites exactly the windows the sink does not hold.
-    """
-    from pyspark.sql import functions as F
-
-    raw = read_stream(spark, config)
-    events = validate(raw, config).events
-    if replay_from is not None:
-        events = events.where(F.col(config.event_time.column) >= F.lit(replay_from))
-    output = build_stateful(events, config)
-    if replay_from is not None:
-        start_column = _output_start_column(config)
-        if start_column is not None:
-            output = output.where(F.col(start_column) >= F.lit(replay_from))
-    writers = output_writers(config, task_slots(spark, config))
-    if writers is not None:
-        output = output.coalesce(writers)
-    try:
-        return writer_for(output, config, available_now).start()
-    except Exception as exc:
-        text = str(exc)
-        if "Failed to find data source: kafka" in text:
-            msg = "the Kafka source needs Spark's Kafka connector on the classpath (see README: Kafka)"
-            raise EnvironmentProblem(msg) from exc
-        raise
-
-
-def task_slots(spark: SparkSession, config: TidemarkConfig) -> int:
-    """Task slots of the run: the session's (executors registered so far) or the config's, the larger."""
-    from tidemark.plan.load import conf_from_config
-
-    conf = conf_from_config(config)
-    return max(spark.sparkContext.defaultParallelism, conf.executors * conf.cores)
-
-
-def _output_start_column(config: TidemarkConfig) -> str | None:
-    kind = config.aggregation.kind.value
-    return {"window": "windowStart", "session": "sessionStart"}.get(kind)
 
 
 def _leak_hook(

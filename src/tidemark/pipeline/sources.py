@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.errors import ConfigError, EnvironmentProblem, SourceError
 from tidemark.schema import parse_ddl
+from tidemark.spark.lines import kafka_package
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -16,7 +17,14 @@ if TYPE_CHECKING:
 
 CORRUPT_COLUMN = "_corrupt_record"
 SOURCE_FILE_COLUMN = "_source_file"
-KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1"
+
+
+def kafka_missing() -> str:
+    """The one line for a Kafka source without Spark's Kafka connector on the classpath."""
+    return (
+        "the Kafka source needs Spark's Kafka connector, which is not on the classpath: add "
+        f'spark.jars.packages = "{kafka_package()}" under [spark.conf] (or --packages with spark-submit)'
+    )
 
 
 @dataclass(frozen=True)
@@ -125,11 +133,7 @@ def _kafka_frame(spark: SparkSession, config: TidemarkConfig, options: dict[str,
         raw = reader.load()
     except Exception as exc:
         if "kafka" in str(exc).lower() and "data source" in str(exc).lower():
-            msg = (
-                "the Kafka source needs Spark's Kafka connector, which is not on the classpath: add "
-                f'spark.jars.packages = "{KAFKA_PACKAGE}" under [spark.conf] (or --packages with spark-submit)'
-            )
-            raise EnvironmentProblem(msg) from exc
+            raise EnvironmentProblem(kafka_missing()) from exc
         raise
     line = F.col("value").cast("string")
     parsed = F.from_json(line, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN})

@@ -7,6 +7,10 @@ depend on recovery (which itself runs the pipeline to replay).
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tidemark.config import SinkFormat, TidemarkConfig
@@ -25,8 +29,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def run_with_failover(config: TidemarkConfig, *, spark: SparkSession | None = None, **options: Any) -> RunResult:
-    """Run the pipeline (options as for run_pipeline) after the checks a restart needs.
+def run_with_failover(
+    config: TidemarkConfig,
+    *,
+    available_now: bool | None = None,
+    max_duration: timedelta | None = None,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+    spark: SparkSession | None = None,
+    replay_from: datetime | None = None,
+) -> RunResult:
+    """Run the pipeline (the parameters of run_pipeline) after the checks a restart needs.
 
     Interrupted recoveries, rollbacks or sweeps are finished first (their journals); a recovered
     checkpoint keeps its replay point; a lost checkpoint next to a committed sink fails or recovers
@@ -35,15 +49,24 @@ def run_with_failover(config: TidemarkConfig, *, spark: SparkSession | None = No
     from tidemark.pipeline.sources import check_source_path
 
     check_source_path(config)
+    run = partial(
+        run_pipeline,
+        available_now=available_now,
+        max_duration=max_duration,
+        stop=stop,
+        on_progress=on_progress,
+        on_warning=on_warning,
+        spark=spark,
+    )
     if config.sink.format is not SinkFormat.PARQUET or not config.sink.path:
-        return run_pipeline(config, spark=spark, **options)
+        return run(config, replay_from=replay_from)
     finish_interrupted_moves(config)
     paths = pipeline_locations(config)
-    replay_from = options.pop("replay_from", None) or prepare_failover(config, spark)
+    replay_from = replay_from or prepare_failover(config, spark)
     run_config = config
     if replay_from is not None and checkpoint_state(paths.checkpoint) is not CheckpointStatus.PRESENT:
         run_config = replay_config(config, replay_from)  # a recovery whose replay never committed a batch
-    result = run_pipeline(run_config, spark=spark, replay_from=replay_from, **options)
+    result = run(run_config, replay_from=replay_from)
     if finish_pending(paths.checkpoint, paths.sink):
         log.warning("added the files that survived the recovery to the sink log of %s", paths.sink)
     return result

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import CheckpointError
 from tidemark.formats import Checkpoint
+from tidemark.spark.lines import Feature, first_line_with
 from tidemark.state.logs import OperatorFolder, operator_folders
 
 if TYPE_CHECKING:
@@ -166,9 +167,10 @@ def list_stores(spark: SparkSession, source: StateSource) -> list[StoreInfo]:
 
 
 def legacy_hint(store: StoreInfo) -> str:
-    """What to pass when an operator has no state metadata (checkpoint written before Spark 4.0)."""
+    """What to pass when an operator has no state metadata (a checkpoint written before Spark 4.0)."""
     return (
-        f"operator {store.operator_id} has no state metadata (checkpoint written before Spark 4.0): "
+        f"operator {store.operator_id} has no state metadata (checkpoint written before Spark "
+        f"{first_line_with(Feature.OPERATOR_METADATA)}): "
         f"read it with --operator {store.operator_id} --store {store.store}; "
         "transformWithState and join operators also need their state variable or join store name"
     )

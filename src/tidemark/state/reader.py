@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import Checkpoint, FetchReport, fetch_state
+from tidemark.spark.lines import Feature, first_line_with
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -127,7 +128,8 @@ def explain_read_error(exc: Exception, source: StateSource, target: ReadTarget, 
     if "STDS_FAILED_TO_READ_STATE_SCHEMA" in text or "STDS_INVALID_OPTION_VALUE" in text:
         msg = (
             f"cannot read {where} of {root}: Spark found no state schema for it; check --operator/--store "
-            "(run 'tidemark state stats' to list them), or rerun the query once on Spark 4 to write the metadata"
+            "(run 'tidemark state stats' to list them), or rerun the query once on Spark "
+            f"{first_line_with(Feature.OPERATOR_METADATA)} or newer to write the metadata"
         )
         return CheckpointError(msg)
     if "STDS_REQUIRED_OPTION_UNSPECIFIED" in text:

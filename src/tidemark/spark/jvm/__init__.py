@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.cache import cache_root
 from tidemark.errors import EnvironmentProblem
+from tidemark.spark.lines import installed_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,10 +40,8 @@ def _pyspark_jars() -> Path:
 
 def jar_path() -> Path:
     """Where the helper jar for this pyspark and this source lives in the cache."""
-    import pyspark
-
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    return cache_root() / "jvm" / f"tidemark-state-{pyspark.__version__}-{digest}.jar"
+    return cache_root() / "jvm" / f"tidemark-state-{installed_version()}-{digest}.jar"
 
 
 def build_jar(force: bool = False) -> Path:
