@@ -69,3 +69,17 @@ def test_readme_lists_the_main_commands() -> None:
         "metrics dashboard",
     ):
         assert command in COMMANDS
+
+
+def test_architecture_map_names_every_package_and_the_layering_contract_covers_them() -> None:
+    import tidemark
+
+    root = Path(tidemark.__file__).parent
+    packages = sorted(p.name for p in root.iterdir() if (p / "__init__.py").exists())
+    section = README.split("## Architecture", 1)[1].split("\n## ", 1)[0]
+    assert [p for p in packages if f"{p}/" not in section] == []
+    pyproject = tomllib.loads((root.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    (layers,) = [c for c in pyproject["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    layered = {name.strip() for line in layers["layers"] for name in line.split("|")}
+    modules = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+    assert (set(packages) | modules) - layered == set()
