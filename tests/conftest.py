@@ -11,8 +11,8 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Azurite and moto's S3 server, started on loopback by the tests that ask for them.
-pytest_plugins = ["tests.servers"]
+# Azurite, moto's S3 server and a Kafka broker, started on loopback by the tests that ask for them.
+pytest_plugins = ["tests.servers", "tests.kafka_broker"]
 
 
 @pytest.fixture(scope="session")
