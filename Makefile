@@ -77,4 +77,4 @@ bench: install
 	@echo "benchmarks are run one by one: see BENCHMARKS.md"
 
 clean:
-	rm -rf $(VENV) .uv $(DEMO) .pytest_cache .mypy_cache .ruff_cache tools/azurite/node_modules tools/kafka/classpath.txt tools/kafka/cds
+	rm -rf $(VENV) .uv $(DEMO) .pytest_cache .mypy_cache .ruff_cache tools/azurite/node_modules tools/kafka/classpath.txt

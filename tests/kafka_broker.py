@@ -41,7 +41,7 @@ KAFKA_TOOLS = ROOT / "tools" / "kafka"
 CLASSPATH_FILE = KAFKA_TOOLS / "classpath.txt"
 LOG4J_CONFIG = KAFKA_TOOLS / "log4j2.properties"
 # Class data sharing archives of the broker JVM (gitignored, rebuilt when the jars or the JDK change).
-ARCHIVE_DIR = KAFKA_TOOLS / "cds"
+ARCHIVE_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tidemark-ci" / "kafka-cds"
 
 # Event Hubs' Kafka endpoint takes this literal user name, with the namespace's connection string as password.
 EVENT_HUBS_USER = "$ConnectionString"
