@@ -15,8 +15,10 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+
+from tidemark.compat import UTC
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 GAP = timedelta(minutes=10)

@@ -19,7 +19,11 @@ pytest_plugins = ["tests.servers", "tests.kafka_broker"]
 def spark() -> Iterator[SparkSession]:
     """The one Spark session of the test run (local[2], no UI, 2 shuffle partitions)."""
     from tidemark.session import build_session
+    from tidemark.spark.artifacts import JarFeature
+    from tidemark.spark.jars import fetch
 
+    # The Kafka connector, through tidemark's own jar cache (fetched and verified as a user's first run does).
+    kafka = fetch([JarFeature.KAFKA])
     session = build_session(
         "local[2]",
         {
@@ -27,6 +31,7 @@ def spark() -> Iterator[SparkSession]:
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "2g",
             "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+            "spark.jars": ",".join(str(p) for p in kafka.paths),
         },
         app_name="tidemark-tests",
     )

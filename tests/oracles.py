@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
+
+from tidemark.compat import UTC
 
 
 def read_valid_events(files: Sequence[Path], key: str = "user", ts: str = "ts") -> list[dict[str, object]]:

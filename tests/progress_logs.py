@@ -14,9 +14,11 @@ import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from tidemark.compat import UTC
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "progress"
 START = datetime(2026, 1, 1, tzinfo=UTC)

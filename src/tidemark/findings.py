@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
+
+from tidemark.compat import StrEnum
 
 
 class Severity(StrEnum):

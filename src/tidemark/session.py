@@ -16,8 +16,6 @@ from tidemark.errors import EnvironmentProblem
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tidemark.config import TidemarkConfig
-
 log = logging.getLogger(__name__)
 
 # Settings that only take effect when the JVM starts; on a reused session they are left alone.
@@ -99,8 +97,3 @@ def runtime_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, old)
-
-
-def session_for(config: TidemarkConfig) -> SparkSession:
-    """The session a pipeline config asks for."""
-    return build_session(config.spark.master, config.spark_conf(), app_name=f"tidemark-{config.pipeline.name}")

@@ -7,12 +7,13 @@ import os
 import time
 import urllib.request
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, parse_config
 from tidemark.formats import read_progress_log
 from tidemark.monitor.listener import RunMonitor

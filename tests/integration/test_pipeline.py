@@ -107,7 +107,7 @@ def test_checkpoint_from_before_writers_continues_with_them(
 ) -> None:
     # A checkpoint started by a release that wrote through Spark's own plan (no coalesce after the state
     # operator) restarts with the coalesced plan: the state carries over and no window is lost or doubled.
-    from tidemark.pipeline import run
+    from tidemark.pipeline import query
 
     staging = tmp_path / "staging"
     data = generate_events(staging, events=3000, keys=7, files=6, seed=21, late_fraction=0.03)
@@ -117,7 +117,7 @@ def test_checkpoint_from_before_writers_continues_with_them(
     for file in data.files[:3]:
         file.rename(landing / file.name)
     with monkeypatch.context() as before:
-        before.setattr(run, "output_writers", lambda config, slots: None)
+        before.setattr(query, "output_writers", lambda config, slots: None)
         run_pipeline(config)
     first = _files_per_batch_and_window(tmp_path / "output")
     for file in data.files[3:]:

@@ -92,15 +92,32 @@ def test_missing_source_path_is_one_clear_error(tmp_path: Path, capsys: pytest.C
     assert "source.path" in err and "Traceback" not in err
 
 
-def test_kafka_without_connector_says_what_to_add(spark: Any, tmp_path: Path) -> None:
-    config = load_config(
-        write_config(
-            tmp_path,
-            source={"format": "kafka", "path": None, "bootstrap_servers": "127.0.0.1:9", "topic": "events"},
-        )
+def test_kafka_offline_with_an_empty_jar_cache_names_the_fetch_command(tmp_path: Path) -> None:
+    # A first run with no network: the Kafka connector is neither cached nor downloadable. One line, exit 1,
+    # before any JVM starts.
+    config = write_config(
+        tmp_path,
+        source={"format": "kafka", "path": None, "bootstrap_servers": "127.0.0.1:9", "topic": "events"},
     )
-    with pytest.raises(EnvironmentProblem, match="spark-sql-kafka-0-10"):
-        run_pipeline(config, available_now=True)
+    env = {
+        **os.environ,
+        "TIDEMARK_CACHE_DIR": str(tmp_path / "empty-cache"),
+        "TIDEMARK_MAVEN_REPOSITORY": "http://127.0.0.1:9/",
+        "HOME": str(tmp_path / "home"),  # no ~/.m2 to copy from
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tidemark.cli.main", "run", str(config), "--available-now"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("tidemark running")]
+    assert len(lines) == 1 and "tidemark jars fetch" in lines[0] and "spark-sql-kafka-0-10" in lines[0], lines
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "checkpoint").exists()
 
 
 def test_missing_java_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

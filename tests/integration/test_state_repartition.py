@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -25,6 +25,7 @@ from tests.streaming_queries import HDFS as HDFS_PROVIDER
 from tests.streaming_queries import ROCKSDB as ROCKSDB_PROVIDER
 from tests.streaming_queries import dedup_then_window, join, run_query, write_input
 from tidemark.cli.main import main
+from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.evolve.repartition import RepartitionReport, repartition_checkpoint
 from tidemark.evolve.verify import compare_state

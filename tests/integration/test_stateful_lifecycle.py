@@ -6,13 +6,14 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pytest
 
+from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
 from tidemark.config.model import ROCKSDB_PROVIDER
 from tidemark.stateful import LeakGuard

@@ -143,8 +143,9 @@ def _pipeline(root: str, tmp_path: Path) -> Path:
 
 
 def test_recovery_moves_killed_mid_copy_end_with_every_file_in_one_place(azure_env: Azurite, tmp_path: Path) -> None:
-    from datetime import UTC, datetime
+    from datetime import datetime
 
+    from tidemark.compat import UTC
     from tidemark.config import load_config
     from tidemark.formats import read_recovery_marker
     from tidemark.recovery.apply import finish_interrupted_moves
@@ -157,7 +158,8 @@ def test_recovery_moves_killed_mid_copy_end_with_every_file_in_one_place(azure_e
     plan = plan_recovery(config, newest_event_time=None, now=datetime(2026, 1, 1, tzinfo=UTC))
     assert remote_files(root) == before  # a plan is a dry run
     body = (
-        "from datetime import UTC, datetime\n"
+        "from datetime import datetime\n"
+        "from tidemark.compat import UTC\n"
         "from tidemark.config import load_config\n"
         "from tidemark.recovery.apply import archive_and_mark\n"
         "from tidemark.recovery.plan import plan_recovery\n"

@@ -248,9 +248,11 @@ def test_a_sas_connection_string_lists_through_the_same_signed_pages(
     azure_env: Azurite, monkeypatch: pytest.MonkeyPatch
 ):
     """A SAS token travels in the URL's query: the listing's own query must join it, not replace it."""
-    from datetime import UTC, datetime, timedelta
+    from datetime import datetime, timedelta
 
     from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    from tidemark.compat import UTC
 
     container = azure_env.new_container()
     sas = generate_account_sas(

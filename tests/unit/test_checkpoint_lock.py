@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from tidemark.compat import UTC
 from tidemark.errors import CheckpointLocked
 from tidemark.formats import LOCK_FILE, RunLock, lock_is_live, read_lock
 

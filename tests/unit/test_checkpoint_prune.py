@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import socket
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures.checkpoint import synthetic
 from tidemark.checkpoint.prune import prune_checkpoint
+from tidemark.compat import UTC
 from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
 from tidemark.formats import LOCK_FILE
 

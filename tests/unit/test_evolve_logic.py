@@ -6,7 +6,7 @@ import json
 import os
 import socket
 import struct
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ import pytest
 from tests.fixtures.checkpoint import synthetic
 from tests.helpers import write_config
 from tidemark.cli.main import main
+from tidemark.compat import UTC
 from tidemark.config import load_config
 from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
 from tidemark.evolve.check import _check_settings, _Findings

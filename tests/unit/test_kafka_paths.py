@@ -4,13 +4,14 @@ offset range a quarantine re-read of one micro-batch gets, and Event Hubs' Kafka
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers import write_config
+from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.formats import Checkpoint
 from tidemark.pipeline import reconcile

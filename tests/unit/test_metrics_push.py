@@ -273,7 +273,8 @@ def test_loopback_hosts_need_no_extra_setting() -> None:
 
 def test_the_docs_monitor_block_is_a_valid_config(tmp_path: Path) -> None:
     import re
-    import tomllib
+
+    from tidemark.compat import tomllib
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
     block = re.search(r"```toml\n(\[monitor\]\n.*?)```", docs, re.S)

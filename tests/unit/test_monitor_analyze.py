@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import tracemalloc
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ import pytest
 
 from tests.progress_logs import write_long_log
 from tidemark.cli.main import main
+from tidemark.compat import UTC
 from tidemark.monitor.analyze import analyze
 from tidemark.monitor.report import render_report
 

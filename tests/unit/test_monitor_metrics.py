@@ -6,10 +6,11 @@ import shutil
 import subprocess
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pytest
 
+from tidemark.compat import UTC
 from tidemark.formats import BatchProgress
 from tidemark.monitor.metrics import FAMILIES, MetricsRegistry, MetricsServer, RunState, parse_exposition
 

@@ -6,9 +6,10 @@ import json
 import subprocess
 import sys
 import threading
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
+from tidemark.compat import UTC
 from tidemark.formats import ProgressLogWriter, log_path_for, read_progress, read_progress_log, utc_now_text
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
+from tidemark.compat import UTC
 from tidemark.errors import UsageError
 from tidemark.plan.breaking import BreakPoint, break_point
 from tidemark.plan.memory import MemoryConf

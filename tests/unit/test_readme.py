@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from tidemark.cli.main import main
+from tidemark.compat import tomllib
 from tidemark.config import parse_config
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers import write_config
+from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 from pyspark.sql.types import LongType, StructField, StructType
 
+from tidemark.compat import UTC
 from tidemark.stateful import KeyContext, KeyedProcessor, TimeMode, clamp_expiry
 from tidemark.stateful.expiry import from_epoch_ms, to_epoch_ms
 from tidemark.stateful.lifecycle import LifecycleProcessor

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from email.utils import format_datetime
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 from xml.sax.saxutils import escape
 
+from tidemark.compat import UTC
 from tidemark.storage import parse_location
 from tidemark.storage.azure import AzureBackend
 from tidemark.storage.azure_list import list_query, next_marker_of, parse_page

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from tidemark.checkpoint.findings import FindingsInput, Thresholds, find_problems
@@ -16,6 +16,7 @@ from tidemark.checkpoint.report import (
     StoreReport,
 )
 from tidemark.checkpoint.sink_report import inspect_sink
+from tidemark.compat import UTC
 from tidemark.errors import CheckpointError
 from tidemark.formats import (
     Checkpoint,

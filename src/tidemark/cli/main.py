@@ -30,6 +30,7 @@ COMMAND_MODULES = {
     "cluster": "cluster",
     "metrics": "metrics",
     "check": "evolve",
+    "jars": "jars",
 }
 _debug = {"on": False}
 _QUIET_LOGGERS = ("azure", "adlfs", "botocore", "aiobotocore", "s3fs", "gcsfs", "fsspec", "urllib3", "py4j")

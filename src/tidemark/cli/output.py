@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from enum import Enum
 from pathlib import Path
@@ -15,6 +16,29 @@ from rich.console import Console
 # Results go to stdout; human progress and errors go to stderr.
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def download_progress() -> Callable[[str, int, int], None] | None:
+    """A progress callback for downloads (file, bytes so far, total) drawn on stderr; None when not a terminal."""
+    if not err.is_terminal:
+        return None
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=err)
+    tasks: dict[str, Any] = {}
+
+    def update(name: str, done: int, total: int) -> None:
+        if name not in tasks:
+            if not bar.live.is_started:
+                bar.start()
+            tasks[name] = bar.add_task(name, total=total)
+        bar.update(tasks[name], completed=done)
+        if done >= total:
+            bar.remove_task(tasks.pop(name))
+            if not tasks:
+                bar.stop()
+
+    return update
 
 
 def to_jsonable(value: Any) -> Any:

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tidemark.cli.output import err, out
+from tidemark.cli.output import download_progress, err, out
 
 ConfigArg = Annotated[Path, typer.Argument(help="The pipeline's TOML config file.", show_default=False)]
 
@@ -43,10 +43,13 @@ def run(
     from tidemark.durations import parse_duration
     from tidemark.monitor.publish import endpoint_lines
     from tidemark.recovery.failover import run_with_failover
+    from tidemark.spark.environment import session_conf
 
     settings = load_config(config)
     deadline = parse_duration(max_duration) if max_duration else None
     err.print(f"[bold]tidemark[/bold] running [cyan]{settings.pipeline.name}[/cyan] on {settings.spark.master}")
+    # Jars fetched (first run) and verified here, with progress, before the session starts.
+    session_conf(settings, progress=download_progress(), hint=f"tidemark jars fetch {config}")
     for line in endpoint_lines(settings.monitor):
         err.print(escape(line))
     result = run_with_failover(

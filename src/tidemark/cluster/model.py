@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from tidemark.compat import StrEnum
 from tidemark.errors import EnvironmentProblem
 
 RECORD_FILE = "cluster.json"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from tidemark.compat import tomllib
 from tidemark.config.model import TidemarkConfig
 from tidemark.errors import ConfigError
 

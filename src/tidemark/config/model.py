@@ -5,12 +5,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from datetime import timedelta
-from enum import StrEnum
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
+from tidemark.compat import StrEnum
 from tidemark.config.rocksdb import DEFAULT_BOUNDED_MEMORY_MB, rocksdb_conf
 from tidemark.durations import human, parse_duration
 from tidemark.errors import UsageError

@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 import shutil
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
+from tidemark.compat import UTC
 from tidemark.config.model import HDFS_PROVIDER, PROVIDER_CLASSES, StateStoreKind
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.evolve.partitioning import store_moves

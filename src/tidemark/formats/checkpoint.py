@@ -10,9 +10,9 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Any, TypeVar
 
+from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError
 from tidemark.formats.entries import CommitEntry, OffsetEntry, OperatorMetadata
 from tidemark.formats.layout import (

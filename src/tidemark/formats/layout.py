@@ -5,7 +5,7 @@ Imported only inside formats/: everything else asks the format modules, never bu
 
 from __future__ import annotations
 
-from enum import StrEnum
+from tidemark.compat import StrEnum
 
 OFFSETS = "offsets"
 COMMITS = "commits"

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
+from tidemark.compat import UTC
 from tidemark.errors import CheckpointError
 from tidemark.formats.layout import LEDGER_DIR
 from tidemark.formats.sinklog import COMPACT, batch_entries, log_names, read_log

@@ -8,10 +8,11 @@ import os
 import socket
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol
 
+from tidemark.compat import UTC
 from tidemark.errors import CheckpointLocked
 from tidemark.formats.layout import LOCK_FILE
 from tidemark.storage import Storage, open_storage

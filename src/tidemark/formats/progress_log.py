@@ -11,13 +11,13 @@ import logging
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from enum import StrEnum
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from tidemark.compat import UTC, StrEnum
 from tidemark.errors import UsageError
 from tidemark.formats.progress import BatchProgress, parse_spark_time
 from tidemark.storage import open_storage, parse_location

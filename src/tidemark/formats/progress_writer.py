@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tidemark.compat import UTC
 from tidemark.errors import EnvironmentProblem, TidemarkError
 from tidemark.formats.progress_log import LOG_SUFFIX
 from tidemark.storage import Storage, open_storage, parse_location

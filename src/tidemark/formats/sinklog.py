@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from tidemark.compat import UTC
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats.layout import SINK_LOG_DIR, crc_companions, sink_log_batch
 from tidemark.storage import Backend, FileEntry, Location, Storage, open_storage, parse_location

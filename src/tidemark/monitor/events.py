@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Any, ClassVar
+
+from tidemark.compat import StrEnum
 
 log = logging.getLogger(__name__)
 

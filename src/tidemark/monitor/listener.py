@@ -8,9 +8,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tidemark.compat import UTC
 from tidemark.formats import BatchProgress, EventType, ProgressLogWriter, log_path_for
 from tidemark.monitor.events import EventKind, json_listener
 from tidemark.monitor.metrics import MetricsRegistry, RunState

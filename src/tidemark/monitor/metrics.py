@@ -7,10 +7,10 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tidemark.compat import StrEnum
 from tidemark.formats import BatchProgress
 from tidemark.plan.advice import batch_commit_ms
 

@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 
+from tidemark.compat import StrEnum
 from tidemark.config.model import SourceFormat
 from tidemark.plan.memory import DEFAULT_TARGET_UTILIZATION, MemoryConf, MemoryLoad, layout_for, per_executor_usage
 

@@ -6,9 +6,10 @@ import os
 import random
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
+from tidemark.compat import UTC
 from tidemark.errors import UsageError
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
 from tidemark.errors import ConfigError
 from tidemark.storage import Storage, open_storage

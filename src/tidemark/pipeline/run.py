@@ -10,11 +10,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from tidemark.compat import UTC, StrEnum
 from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig
 from tidemark.errors import TidemarkError
 from tidemark.monitor.events import EventKind, json_listener
@@ -176,7 +176,8 @@ def run_pipeline(
     replay_from: datetime | None = None,
 ) -> RunResult:
     """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
-    from tidemark.session import runtime_conf, session_for
+    from tidemark.session import runtime_conf
+    from tidemark.spark.environment import session_for
 
     check_source_path(config)  # before the JVM starts: a wrong path should cost nothing
     run_id = new_run_id()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
+from tidemark.compat import StrEnum
 from tidemark.config.model import StateStoreKind
 from tidemark.plan.memory import MemoryConf, layout_for
 from tidemark.plan.resident import (

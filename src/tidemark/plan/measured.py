@@ -5,10 +5,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidemark.compat import UTC
 from tidemark.config.model import ROCKSDB_PROVIDER, StateStoreKind
 from tidemark.errors import UsageError
 from tidemark.formats import BatchProgress, read_progress

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from tidemark.compat import StrEnum
 from tidemark.config.model import StateStoreKind
 from tidemark.errors import UsageError
 from tidemark.sizes import format_size

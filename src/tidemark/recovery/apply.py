@@ -162,7 +162,7 @@ def recover_pipeline(
     """
     from tidemark.recovery.plan import plan_recovery
     from tidemark.recovery.replay import check_replayable, newest_landing_event
-    from tidemark.session import session_for
+    from tidemark.spark.environment import session_for
 
     check_replayable(config)
     if apply:

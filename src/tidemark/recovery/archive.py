@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from enum import StrEnum
+from datetime import datetime
 
+from tidemark.compat import UTC, StrEnum
 from tidemark.config import TidemarkConfig
 from tidemark.errors import UsageError
 from tidemark.storage import Location, parse_location

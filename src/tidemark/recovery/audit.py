@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from tidemark.compat import StrEnum
 from tidemark.config import AggregationKind, SourceFormat, TidemarkConfig
 from tidemark.errors import CheckpointError
 from tidemark.formats import (

@@ -150,7 +150,7 @@ def _recover(config: TidemarkConfig, spark: SparkSession | None) -> datetime:
     from tidemark.recovery.apply import apply_recovery
     from tidemark.recovery.plan import plan_recovery
     from tidemark.recovery.replay import newest_landing_event
-    from tidemark.session import session_for
+    from tidemark.spark.environment import session_for
 
     session = spark or session_for(config)
     plan = plan_recovery(config, newest_landing_event(session, config))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
+from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointLocked
 from tidemark.formats import (

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from tidemark.compat import UTC
 from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.errors import UsageError
 

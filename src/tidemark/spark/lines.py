@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 
+from tidemark.compat import StrEnum
 from tidemark.errors import EnvironmentProblem
 
 

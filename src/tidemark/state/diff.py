@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidemark.compat import StrEnum
 from tidemark.errors import UsageError
 from tidemark.formats import FetchReport
 from tidemark.state.metadata import StoreInfo, list_stores

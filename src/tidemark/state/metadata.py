@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError
 from tidemark.formats import Checkpoint
 from tidemark.spark.lines import Feature, first_line_with

@@ -7,10 +7,10 @@ import datetime as dt
 import decimal
 import json
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidemark.compat import StrEnum
 from tidemark.errors import UsageError
 from tidemark.formats import FetchReport
 from tidemark.state.metadata import StoreInfo, list_stores

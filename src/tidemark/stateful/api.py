@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from tidemark.compat import StrEnum
 from tidemark.stateful.expiry import ClampedExpiry, clamp_expiry, from_epoch_ms, to_epoch_ms
 
 if TYPE_CHECKING:

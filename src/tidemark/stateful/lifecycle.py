@@ -31,7 +31,8 @@ def events_to_epoch_ms(column: pd.Series) -> pd.Series:
     import pandas as pd
 
     stamps = pd.to_datetime(column, utc=True)
-    return (stamps - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(milliseconds=1)
+    epoch_ms: pd.Series = (stamps - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(milliseconds=1)
+    return epoch_ms
 
 
 class LifecycleProcessor(StatefulProcessor):

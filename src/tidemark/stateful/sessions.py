@@ -112,7 +112,8 @@ class SessionProcessor(KeyedProcessor):
         data["count"] = [s.count for s in sessions]
         data["firstEventTime"] = stamps([s.first_ms for s in sessions])
         data["lastEventTime"] = stamps([s.last_ms for s in sessions])
-        return pd.DataFrame(data)
+        frame: pd.DataFrame = pd.DataFrame(data)
+        return frame
 
 
 def _load(state: dict[str, Any] | None) -> list[Session]:

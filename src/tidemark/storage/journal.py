@@ -15,8 +15,9 @@ import os
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
+from tidemark.compat import UTC
 from tidemark.errors import StorageError
 from tidemark.storage.base import Storage, join
 from tidemark.storage.objectstore import ObjectStore

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from enum import StrEnum
 from urllib.parse import unquote, urlparse
 
+from tidemark.compat import StrEnum
 from tidemark.errors import StorageError
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from tidemark.compat import StrEnum
 from tidemark.config import TidemarkConfig
 from tidemark.durations import spark_interval
 
