@@ -301,15 +301,15 @@ spark.stop()
 
 
 def ivy_settings(path: Path) -> Path:
-    """An ivysettings.xml for Spark's Ivy: the local Maven repository, then the Maven repository tidemark uses."""
-    m2 = (Path.home() / ".m2" / "repository").as_uri()
+    """An ivysettings.xml for Spark's Ivy naming only the Maven repository tidemark uses.
+
+    Not ~/.m2 (Spark's default chain tries it first): Maven keeps POMs there without their jars, and Ivy then
+    fails the download instead of asking the next repository (`download failed: org.slf4j#slf4j-api;2.0.16`).
+    """
     text = f"""<ivysettings>
-  <settings defaultResolver="tidemark"/>
+  <settings defaultResolver="repository"/>
   <resolvers>
-    <chain name="tidemark" returnFirst="true">
-      <ibiblio name="local-m2" root="{m2}" m2compatible="true" checkmodified="true" changingPattern=".*SNAPSHOT"/>
-      <ibiblio name="repository" root="{repository()}" m2compatible="true"/>
-    </chain>
+    <ibiblio name="repository" root="{repository()}" m2compatible="true"/>
   </resolvers>
 </ivysettings>
 """
