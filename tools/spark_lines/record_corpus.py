@@ -348,8 +348,11 @@ def read_state(spark: SparkSession, checkpoint: Path, batch_id: int) -> dict[str
             if option == "stateVarName":
                 reader = reader.option("storeName", entry["stateStoreName"])
             try:
-                count = reader.load(str(checkpoint)).count()
-                counts.append({"operatorId": entry["operatorId"], option: name, "rows": count})
+                count = {"operatorId": entry["operatorId"], option: name, "rows": reader.load(str(checkpoint)).count()}
+                if option == "stateVarName":  # list state: one row per grouping key instead of per element
+                    unflattened = reader.option("flattenCollectionTypes", "false").load(str(checkpoint))
+                    count["rows_unflattened"] = unflattened.count()
+                counts.append(count)
             except Exception as exc:  # a figure Spark could not give is recorded as such, never guessed
                 message = str(exc).strip().splitlines()[0][:300]
                 counts.append({"operatorId": entry["operatorId"], option: name, "rows": None, "error": message})
@@ -425,6 +428,7 @@ def expected_figures(case: Case, target: Path, recorded: dict[str, Any]) -> dict
                         {
                             "name": c["stateVarName"],
                             "rows": c["rows"],
+                            "rows_unflattened": c.get("rows_unflattened"),
                             **({"rows_error": c["error"]} if c.get("error") else {}),
                             "rows_source": _reader_source(c, last_batch),
                         }
@@ -477,7 +481,12 @@ def _reader_source(count: dict[str, Any], batch_id: int) -> str:
     option = "stateVarName" if "stateVarName" in count else "storeName"
     if count.get("error"):
         return f"Spark's statestore reader failed (option {option}={count[option]}, batchId={batch_id})"
-    extra = " (list and map variables: one row per element/entry)" if option == "stateVarName" else ""
+    extra = (
+        "; rows: flattenCollectionTypes=true (the default: one row per list element or map entry),"
+        " rows_unflattened: flattenCollectionTypes=false (one row per grouping key for a list or a map)"
+        if option == "stateVarName"
+        else ""
+    )
     return (
         f'spark.read.format("statestore").option("batchId", {batch_id}).option("operatorId", ...)'
         f'.option("{option}", "{count[option]}").load(checkpoint).count(){extra}'
