@@ -172,11 +172,11 @@ def input_rows(minute: int) -> list[dict[str, Any]]:
     return [*rows, dict(rows[0])]
 
 
-def write_input(folder: Path, files: int) -> None:
+def write_input(folder: Path, files: int, first: int = 0) -> None:
     """One file per minute; modification times one second apart, so the file source reads them in minute order."""
     folder.mkdir(parents=True, exist_ok=True)
-    start = int(time.time()) - files - 60
-    for minute in range(files):
+    start = int(time.time()) - 120
+    for minute in range(first, first + files):
         path = folder / f"m{minute:03d}.json"
         path.write_text("".join(json.dumps(row) + "\n" for row in input_rows(minute)))
         os.utime(path, (start + minute, start + minute))
@@ -310,19 +310,26 @@ def run_case(case: Case, target: Path) -> dict[str, Any]:
     try:
         with tempfile.TemporaryDirectory(prefix="corpus-input-") as scratch:
             source = Path(scratch) / "input"
-            write_input(source, case.files)
             build, mode = QUERIES[case.query]
-            frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
-            query = (
-                build(frame)
-                .writeStream.format("noop")
-                .option("checkpointLocation", str(target / "checkpoint"))
-                .outputMode(mode)
-                .trigger(availableNow=True)
-                .start()
-            )
-            query.awaitTermination()
-            events = progress_events(query)
+
+            def start(trigger: dict[str, bool]) -> Any:
+                frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+                writer = build(frame).writeStream.format("noop").outputMode(mode)
+                writer = writer.option("checkpointLocation", str(target / "checkpoint")).trigger(**trigger)
+                return writer.start()
+
+            events: list[dict[str, Any]] = []
+            if spark_line(spark.version) >= (3, 3):
+                write_input(source, case.files)
+                query = start({"availableNow": True})
+                query.awaitTermination()
+                events = progress_events(query)
+            else:  # no availableNow before 3.3: one file, then one Trigger.Once run, per batch
+                for minute in range(case.files):
+                    write_input(source, 1, first=minute)
+                    query = start({"once": True})
+                    query.awaitTermination()
+                    events += progress_events(query)
         readers = read_state(spark, target / "checkpoint", events[-1]["batchId"])
         return {"spark_version": spark.version, "progress": events, "readers": readers}
     finally:
