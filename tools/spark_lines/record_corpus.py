@@ -445,7 +445,7 @@ def expected_figures(case: Case, target: Path, recorded: dict[str, Any]) -> dict
         operators.append(
             {
                 "operator_id": operator_id,
-                "operator_name": progress["operatorName"],
+                "operator_name": progress.get("operatorName"),  # absent from Spark 3.1's progress events
                 "stores": stores,
                 "store_names_source": "folders under state/<op>/<partition>/ (a partition without store folders"
                 " is the single store `default`)" + ("; matches state-metadata" if meta else ""),

@@ -14,10 +14,11 @@ import os
 import platform
 import sys
 
+import pandas as pd  # module level: pyspark resolves the UDF's type hints ('pd.Series') in these globals
+
 
 def main() -> None:
     import numpy
-    import pandas as pd
     import pyarrow
     import pyspark
     from pyspark.sql import SparkSession
