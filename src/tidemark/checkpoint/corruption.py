@@ -131,8 +131,6 @@ def describe(problem: FileProblem) -> str:
     return f"{problem.rel}: {detail}"
 
 
-
-
 def _impact(problem: FileProblem, point: RestartPoint) -> str:
     part, batch = problem.part, problem.batch
     if part == "metadata":
