@@ -77,7 +77,7 @@ from tidemark.formats.sinklog import log_folder as sink_log_folder
 from tidemark.formats.sinklog import log_names as sink_log_names
 from tidemark.formats.sinklog import log_uri as sink_log_uri
 from tidemark.formats.sinklog import read_log as read_sink_log
-from tidemark.formats.state_files import FetchReport, fetch_state, zip_references
+from tidemark.formats.state_files import FetchReport, fetch_state, private_copy, zip_references
 from tidemark.formats.state_replay import Method as StateReadMethod
 from tidemark.formats.state_replay import Provider as StoreProvider
 from tidemark.formats.state_replay import StateNotReadable, StoreRows, read_store
@@ -168,6 +168,7 @@ __all__ = [
     "parse_spark_time",
     "partition_start",
     "place_archived_marker",
+    "private_copy",
     "progress_log_files",
     "read_health",
     "read_ledger",

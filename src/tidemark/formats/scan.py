@@ -36,6 +36,7 @@ class StoreScan:
     store: str
     files: int = 0
     bytes: int = 0
+    crc_bytes: int = 0  # of those, checksum files
     # version -> bits of the kinds present at that version
     versions: dict[int, int] = field(default_factory=dict)
     # (version, unique id, kind) of checkpoint-format-v2 files
@@ -105,6 +106,7 @@ def _scan_store_folder(op: OperatorScan, store: StoreScan, listing: DirListing) 
     versions = store.versions
     files = 0
     total = 0
+    crc = 0
     for name, size in listing.files:
         kind, version, unique_id = _classify(name)
         counter = kinds[kind]
@@ -112,12 +114,15 @@ def _scan_store_folder(op: OperatorScan, store: StoreScan, listing: DirListing) 
         counter[1] += size
         files += 1
         total += size
+        if kind is FileKind.CRC:
+            crc += size
         if version is not None:
             versions[version] = versions.get(version, 0) | KIND_BITS[kind]
             if unique_id is not None:
                 store.unique_ids.append((version, unique_id, kind))
     store.files += files
     store.bytes += total
+    store.crc_bytes += crc
 
 
 def _scan_state(result: CheckpointScan, parts: list[str], listing: DirListing) -> None:

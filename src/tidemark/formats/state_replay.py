@@ -304,13 +304,12 @@ def _read_rocksdb(
         msg = (
             f"{rel} records no row count (the query ran with "
             "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows=false) and its rows are in RocksDB SST "
-            "files, which only Spark's state reader reads"
+            "files, which only Spark's state reader (Spark 4.0+) reads"
         )
         raise StateNotReadable(msg)
     held = sorted(listing.files)
-    what = "rows" if replay.keep else "row count"
     msg = (
         f"{folder} holds version {version} as a RocksDB snapshot plus changelogs (versions {held[0]}..{held[-1]} "
-        f"on disk): its {what} are in SST files, which only Spark's state reader reads"
+        "on disk): its rows are in the snapshot's SST files, which only Spark's state reader (Spark 4.0+) reads"
     )
     raise StateNotReadable(msg)
