@@ -92,7 +92,7 @@ def _value(kind: Any, data: bytes, base: int, slot: int, limit: int) -> Any:
             except UnicodeDecodeError as exc:
                 msg = "a string field is not UTF-8"
                 raise RowDecodeError(msg) from exc
-        if kind == "null":
+        if kind in ("null", "void"):
             return None
         msg = f"type {kind!r} is not supported by tidemark's row decoder"
         raise RowDecodeError(msg)
@@ -122,6 +122,8 @@ def _hashable(value: Any) -> Any:
 def _element_width(kind: Any) -> int:
     if isinstance(kind, str) and kind in _FIXED:
         return _FIXED[kind][1]
+    if kind in ("null", "void"):
+        return 8
     if isinstance(kind, str):
         match = _DECIMAL.fullmatch(kind)
         if match and int(match.group(1)) <= 18:

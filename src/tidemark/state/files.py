@@ -26,6 +26,10 @@ from tidemark.formats import (
 )
 from tidemark.state.metadata import StoreInfo
 
+# Deduplication stores a one-field row holding null as every value; Spark 3.1 and 3.2 recorded the input row as its
+# value schema instead (which is why their own reader fails on those checkpoints).
+NULL_PLACEHOLDER = b"\x01" + bytes(15)
+
 
 @dataclass(frozen=True)
 class FileCounts:
@@ -181,9 +185,13 @@ def rows_from_files(
             raise StateNotReadable(msg)
         for key, value in sorted((replayed.entries or {}).items()):
             flat: dict[str, Any] = {}
+            raw_value = value[replayed.value_prefix :]
             try:
                 _flat("key", decode_row(key[replayed.key_prefix :], key_fields), key_fields, flat)
-                _flat("value", decode_row(value[replayed.value_prefix :], value_fields), value_fields, flat)
+                if raw_value == NULL_PLACEHOLDER and len(value_fields) != 1:
+                    _flat("value", None, value_fields, flat)
+                else:
+                    _flat("value", decode_row(raw_value, value_fields), value_fields, flat)
             except RowDecodeError as exc:
                 msg = f"the state rows of operator {store.operator_id} do not fit the schema: {exc}"
                 raise UsageError(msg) from exc

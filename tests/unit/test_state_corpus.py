@@ -1,0 +1,181 @@
+"""Every tool that reads without Spark, on every checkpoint of the corpus (tests/fixtures/corpus): Spark 2.4 to 4.3.
+
+`checkpoint inspect` must be right on all of them; `state stats --reader files` exact against the figures Spark
+itself reported (expected.json: numRowsTotal of the last progress event, per-store counts of Spark's reader) or,
+where the files cannot give them, a "cannot read state of operator N" and exit 1; `state show --reader files`
+must decode exactly the rows an independent pandas computation over the corpus input leaves in state. None of
+them may change a byte, a name or a modification time in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tidemark.checkpoint.inspect import inspect_checkpoint
+from tidemark.cli.main import main
+from tidemark.state.show import show_state
+from tidemark.state.stats import Reader, state_stats
+
+CORPUS = Path(__file__).parents[1] / "fixtures" / "corpus"
+CASES = sorted(f"{case.parent.name}/{case.name}" for case in CORPUS.glob("spark-*/*") if case.is_dir())
+# The files cannot give these: version 30 is a RocksDB snapshot (SST files) plus changelogs, and the older
+# changelogs were cleaned by Spark itself. Spark 4.1+ snapshot every version here, whose metadata holds the count.
+UNREADABLE_FROM_FILES = {"spark-3.5.9/rocksdb_changelog_long_run", "spark-4.0.5/rocksdb_changelog_long_run"}
+PROVIDERS = {
+    "HDFSBackedStateStoreProvider": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "RocksDBStateStoreProvider": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
+
+def _expected(case: str) -> dict[str, Any]:
+    return json.loads((CORPUS / case / "expected.json").read_text())
+
+
+def listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder below root: size (-1 for folders) and modification time."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            stat = path.stat()
+            found[str(path.relative_to(root))] = (stat.st_size if name in files else -1, stat.st_mtime_ns)
+    return found
+
+
+def copy(case: str, tmp_path: Path) -> Path:
+    """A copy of the case's checkpoint, so a tool that wrote into it could not spoil the corpus."""
+    return Path(shutil.copytree(CORPUS / case / "checkpoint", tmp_path / "checkpoint"))
+
+
+def test_the_corpus_is_there() -> None:
+    assert len(CASES) >= 50 and any(c.startswith("spark-2.4.8/") for c in CASES)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_inspect_is_right(case: str, tmp_path: Path) -> None:
+    checkpoint = copy(case, tmp_path)
+    expected = _expected(case)
+    before = listing(checkpoint)
+    report = inspect_checkpoint(str(checkpoint))
+    assert listing(checkpoint) == before
+    assert report.findings == [], report.findings
+    assert report.latest_committed_batch == expected["last_committed_batch"]
+    assert report.oldest_offset_batch == expected["offsets_batches"][0]
+    assert report.latest_offset_batch == expected["offsets_batches"][-1]
+    provider = expected["settings"]["spark.sql.streaming.stateStore.providerClass"]
+    assert PROVIDERS[report.state_provider or ""] == provider
+    watermark = expected.get("last_batch_watermark_ms")
+    if isinstance(watermark, str) and watermark != "1970-01-01T00:00:00.000Z":
+        stamp = dt.datetime.fromisoformat(watermark.replace("Z", "+00:00"))
+        assert report.latest_offset_watermark == stamp
+    assert [op.id for op in report.operators] == [op["operator_id"] for op in expected["operators"]]
+    for op, spec in zip(report.operators, expected["operators"], strict=True):
+        assert op.store_names == [s["name"] for s in spec["stores"]]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_state_stats_from_the_files_is_exact_or_says_why_not(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = copy(case, tmp_path)
+    expected = _expected(case)
+    before = listing(checkpoint)
+    result = state_stats(checkpoint, reader=Reader.FILES)
+    assert listing(checkpoint) == before
+    if case in UNREADABLE_FROM_FILES:
+        assert result.unreadable and all(op.rows is None for op in result.operators)
+        assert "SST" in (result.operators[0].error or "")
+        assert main(["state", "stats", str(checkpoint), "--reader", "files"]) == 1
+        assert "cannot read state of operator 0" in capsys.readouterr().err.replace("\n", " ")
+        return
+    assert result.unreadable == []
+    assert result.batch == expected["last_committed_batch"]
+    for spec in expected["operators"]:
+        stores = {op.store: op for op in result.operators if op.id == spec["operator_id"]}
+        assert sorted(stores) == sorted(s["name"] for s in spec["stores"])
+        for store in spec["stores"]:
+            if store.get("rows") is not None:
+                assert stores[store["name"]].rows == store["rows"], store["name"]
+        # numRowsTotal of a join counts the keyWithIndexToValue stores (one row per buffered input row).
+        counted = [s for name, s in stores.items() if "keyToNumValues" not in name]
+        assert sum(s.rows or 0 for s in counted) == spec["num_rows_total"]
+        assert all(s.reader is Reader.FILES for s in stores.values())
+    assert main(["state", "stats", str(checkpoint), "--reader", "files", "--json"]) == 0
+    assert listing(checkpoint) == before
+
+
+# --- state show: the decoded rows against the input ------------------------------------------------------------
+
+
+def corpus_input(minutes: int) -> pd.DataFrame:
+    """The recorder's input as its README describes it: minute m holds 6 events k{j % 3} at 00:m:(10 j)s with
+    v = 10 m + j, plus one exact copy of its first event."""
+    rows = []
+    for minute in range(minutes):
+        events = [(f"k{j % 3}", pd.Timestamp("2024-01-01", tz="UTC") + pd.Timedelta(minutes=minute, seconds=10 * j),
+                   10 * minute + j) for j in range(6)]  # fmt: skip
+        rows += [*events, events[0]]
+    return pd.DataFrame(rows, columns=["k", "ts", "v"])
+
+
+WATERMARK = pd.Timestamp("2024-01-01T00:01:50", tz="UTC")  # of the last batch: max event time of batch 2 - 1 min
+
+
+def window_state() -> set[tuple[Any, ...]]:
+    """Windows still open after the last batch: end after its watermark; count and sum per (window, key)."""
+    events = corpus_input(4)
+    events["start"] = events["ts"].dt.floor("1min")
+    grouped = events.groupby(["start", "k"]).agg(n=("v", "size"), s=("v", "sum")).reset_index()
+    kept = grouped[grouped["start"] + pd.Timedelta(minutes=1) > WATERMARK]
+    return {(r.start.to_pydatetime(), r.k, int(r.n), int(r.s)) for r in kept.itertuples()}
+
+
+def dedup_state() -> set[tuple[Any, ...]]:
+    """Distinct (k, ts) whose event time is after the last batch's watermark."""
+    events = corpus_input(4).drop_duplicates(["k", "ts"])
+    return {(r.ts.to_pydatetime(), r.k) for r in events[events["ts"] > WATERMARK].itertuples()}
+
+
+SHOWN = [c for c in CASES if c.split("/")[1] in ("hdfs_window", "hdfs_dedup", "rocksdb_changelog_window")]
+SHOWN += [c for c in CASES if c.endswith("/rocksdb_v2_window") and not c.startswith("spark-4.0")]
+
+
+@pytest.mark.parametrize("case", SHOWN)
+def test_state_show_from_the_files_decodes_the_rows_the_input_leaves(case: str, tmp_path: Path) -> None:
+    checkpoint = copy(case, tmp_path)
+    before = listing(checkpoint)
+    schemas: dict[str, str | None] = {"key_schema": None, "value_schema": None}
+    if case.startswith("spark-2.4.8/"):  # Spark 2.x wrote no schema file: the user gives it
+        window = "window STRUCT<start: TIMESTAMP, end: TIMESTAMP>, k STRING"
+        schemas = {"key_schema": window, "value_schema": "n BIGINT, s BIGINT"}
+        if "dedup" in case:
+            schemas = {"key_schema": "k STRING, ts TIMESTAMP", "value_schema": ""}
+    shown = show_state(checkpoint, limit=None, reader="files", **schemas)
+    assert listing(checkpoint) == before
+    rows = [dict(zip(shown.columns, row, strict=True)) for row in shown.rows]
+    key = [c for c in shown.columns if c.startswith("key_")]
+    value = [c for c in shown.columns if c.startswith("value_")]
+    if "dedup" in case:
+        got = {(dt.datetime.fromisoformat(r[key[1]]), r[key[0]]) for r in rows}
+        assert got == dedup_state()
+    else:
+        got = {(dt.datetime.fromisoformat(r[key[0]]), r[key[2]], r[value[0]], r[value[1]]) for r in rows}
+        assert got == window_state()
+    assert len(rows) == len(got)  # no key twice
+
+
+def test_show_without_a_schema_file_asks_for_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint = copy("spark-2.4.8/hdfs_window", tmp_path)
+    assert main(["state", "show", str(checkpoint), "--reader", "files"]) == 2
+    assert "--key-schema" in capsys.readouterr().err
+    wrong = ["--key-schema", "a STRING, b STRING, c STRING, d STRING", "--value-schema", "x STRING"]
+    assert main(["state", "show", str(checkpoint), *wrong]) == 2
+    assert "do not fit the schema" in capsys.readouterr().err
