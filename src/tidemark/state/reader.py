@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 TIMERS = "$timers"
+PYSPARK_ERROR_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
 
 
 @dataclass(frozen=True)
@@ -106,10 +107,17 @@ def quiet_jvm(spark: SparkSession) -> Iterator[None]:
         return
     context = spark.sparkContext
     context.setLogLevel("OFF")
+    # PySpark logs every analysis error with its Java stack as one JSON line of its own (handlers of their own).
+    loggers = [logging.getLogger(name) for name in PYSPARK_ERROR_LOGGERS]
+    was = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
     try:
         yield
     finally:
         context.setLogLevel("ERROR")
+        for logger, disabled in zip(loggers, was, strict=True):
+            logger.disabled = disabled
 
 
 @contextmanager

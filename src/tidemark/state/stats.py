@@ -6,7 +6,7 @@ import logging
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError
@@ -107,20 +107,35 @@ def _count_target(
 ) -> tuple[dict[int, int], int]:
     """Rows per partition and approximate bytes (key + value as JSON text, sampled) of one target, in one pass."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
 
     frame = read_state(spark, source, target, batch)
+    nested = (StructType, MapType, ArrayType)
+    measured_columns = [
+        F.to_json(F.col(f.name)) if isinstance(f.dataType, nested) else F.col(f.name).cast("string")
+        for f in frame.schema.fields
+        if f.name != "partition_id"
+    ]
     if target.timers:
         size = F.lit(None).cast("long")
     else:
         row = F.monotonically_increasing_id().bitwiseAND((1 << _ROW_INDEX_BITS) - 1)
         measured = (row < _FULLY_MEASURED_ROWS) | (row.bitwiseAND(_MEASURE_EVERY - 1) == 0)
-        text = F.octet_length(F.to_json(F.col("key"))) + F.coalesce(F.octet_length(F.to_json(F.col("value"))), F.lit(0))
+        # key + value, or a map state's key, user_map_key and user_map_value: every column but the partition.
+        text = sum(
+            (F.coalesce(F.octet_length(column), F.lit(0)) for column in measured_columns),
+            F.lit(0),
+        )
         size = F.when(measured, text)
-    # Non-deterministic ids may not sit inside an aggregate: measure in a projection first.
-    sized = frame.select("partition_id", size.alias("size"))
-    query = sized.groupBy("partition_id").agg(
-        F.count(F.lit(1)).alias("rows"), F.sum("size").alias("bytes"), F.count("size").alias("measured")
-    )
+
+    def _query() -> Any:
+        # Non-deterministic ids may not sit inside an aggregate: measure in a projection first.
+        sized = frame.select("partition_id", size.alias("size"))
+        return sized.groupBy("partition_id").agg(
+            F.count(F.lit(1)).alias("rows"), F.sum("size").alias("bytes"), F.count("size").alias("measured")
+        )
+
+    query = run_action(_query, source, target, batch)
     rows = run_action(query.collect, source, target, batch)
     per_partition = {int(r["partition_id"]): int(r["rows"]) for r in rows}
     estimate = sum(int(r["bytes"] or 0) * int(r["rows"]) / int(r["measured"]) for r in rows if r["measured"])

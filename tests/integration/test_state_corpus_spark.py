@@ -1,0 +1,123 @@
+"""`state stats` and `state show` with Spark's reader (the suite's Spark 4.1) on checkpoints other Sparks wrote.
+
+Where Spark's reader works its figures must equal what Spark reported when it wrote the checkpoint
+(expected.json); where it fails (Spark 2.4 wrote no schema file, Spark 3.1 recorded a wrong one for deduplication,
+Spark 4.3's list state is a format 4.1 cannot decode) tidemark reads the files instead, still exact, and says so.
+No command leaves anything behind in the checkpoint (Spark's reader writes `state/<op>/<part>/_metadata` into
+the folder it reads), and a reader failure is one line, never a Java stack (checked in a process of its own, so
+the JVM's own output is captured too). Every corpus case is read from the files in tests/unit/test_state_corpus.py;
+here one or two per kind of failure and per line keep the JVM part short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.unit.test_state_corpus import CORPUS, listing
+from tidemark.cli.main import main
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.integration
+
+# case -> who reads it: Spark's reader, or the files after Spark's reader failed.
+CASES = {
+    "spark-2.4.8/hdfs_window": "files",  # no state schema file before Spark 3.1
+    "spark-3.1.3/hdfs_dedup": "files",  # Spark 3.1 recorded the input row as dedup's value schema
+    "spark-3.1.3/hdfs_window": "spark",
+    "spark-3.3.4/rocksdb_window": "spark",
+    "spark-3.5.9/rocksdb_changelog_join": "spark",
+    "spark-3.5.9/rocksdb_changelog_long_run": "spark",  # the files cannot: a snapshot's SSTs; Spark's reader can
+    "spark-3.5.9/hdfs_apply_in_pandas_with_state": "spark",
+    "spark-4.1.4/rocksdb_transform_with_state_in_pandas": "spark",
+    "spark-4.3.0/rocksdb_changelog_transform_with_state": "files",  # list state v2: Spark 4.1 cannot decode it
+    "spark-4.3.0/rocksdb_v2_window": "spark",
+}
+
+
+def _copy(case: str, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(CORPUS / case / "checkpoint", tmp_path / "checkpoint"))
+
+
+def _check_figures(result: dict[str, Any], expected: dict[str, Any], reader: str) -> None:
+    for spec in expected["operators"]:
+        stores = {op["store"]: op for op in result["operators"] if op["id"] == spec["operator_id"]}
+        assert sorted(stores) == sorted(s["name"] for s in spec["stores"])
+        for store in spec["stores"]:
+            got = stores[store["name"]]
+            assert got["reader"] == reader and got["error"] is None
+            if store.get("rows") is not None:
+                assert got["rows"] == store["rows"]
+            if reader == "spark" and store.get("state_variables"):
+                # Spark's reader counts a list's elements and a map's entries, as expected.json recorded them.
+                variables = {v["name"]: v["rows"] for v in got["state_variables"]}
+                assert variables == {v["name"]: v["rows"] for v in store["state_variables"]}
+        if reader == "files" or not any(s.get("state_variables") for s in spec["stores"]):
+            counted = [s for name, s in stores.items() if "keyToNumValues" not in name]
+            assert sum(s["rows"] for s in counted) == spec["num_rows_total"]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_state_stats_with_spark_is_exact_and_leaves_nothing(
+    case: str, spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = _copy(case, tmp_path)
+    before = listing(checkpoint)
+    assert main(["state", "stats", str(checkpoint), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    _check_figures(result, json.loads((CORPUS / case / "expected.json").read_text()), CASES[case])
+    if CASES[case] == "files":
+        assert all("Spark's reader failed" in op["note"] for op in result["operators"])
+    assert listing(checkpoint) == before
+
+
+def test_every_read_only_command_leaves_the_checkpoint_as_it_was(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = _copy("spark-3.5.9/hdfs_window", tmp_path)
+    before = listing(checkpoint)
+    commands = [
+        ["checkpoint", "inspect", str(checkpoint)],
+        ["checkpoint", "prune", str(checkpoint), "--keep", "1"],
+        ["state", "stats", str(checkpoint)],
+        ["state", "show", str(checkpoint)],
+        ["state", "show", str(checkpoint), "--reader", "files"],
+        ["state", "diff", str(checkpoint), "--from", "2", "--to", "3"],
+        ["state", "expired", str(checkpoint)],
+    ]
+    for argv in commands:
+        assert main(argv) == 0, argv
+        assert listing(checkpoint) == before, argv
+    capsys.readouterr()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    command = [sys.executable, "-m", "tidemark.cli.main", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+@pytest.mark.slow
+def test_a_reader_failure_is_one_line_not_a_java_stack(tmp_path: Path) -> None:
+    """Issue 25: on a Spark 3.1 deduplication `state stats --json` printed 76 lines of Java stack (exit 0) and
+    `state show` about 200. Spark's reader still fails there; the user sees the figures (read from the files),
+    and `state show --reader spark` one error line."""
+    checkpoint = _copy("spark-3.1.3/hdfs_dedup", tmp_path)
+    stats = _cli("state", "stats", str(checkpoint), "--json")
+    assert stats.returncode == 0, stats.stderr[-2000:]
+    assert json.loads(stats.stdout)["operators"][0]["rows"] == 12
+    shown = _cli("state", "show", str(checkpoint), "--reader", "spark")
+    assert shown.returncode == 1
+    for output in (stats.stderr, shown.stderr):
+        assert "\tat " not in output and "Traceback" not in output, output[-3000:]
+    errors = [line for line in shown.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "VALUE_ROW_FORMAT_VALIDATION_FAILURE" in errors[0]
