@@ -60,7 +60,7 @@ def read_context(checkpoint: Checkpoint, batch: int | None) -> ReadContext:
         committed = checkpoint.commit_batches()
         span = f"{committed[0]}..{committed[-1]}" if committed else "none"
         msg = f"batch {at} is not a committed batch of {checkpoint.uri} (committed: {span}): pass --batch in that range"
-        raise UsageError(msg)
+        raise CheckpointError(msg)
     conf = offsets.conf if offsets else {}
     row_checksum = "spark.sql.streaming.stateStore.rowChecksum.enabled"
     partitions = conf.get("spark.sql.shuffle.partitions", "")
