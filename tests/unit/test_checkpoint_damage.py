@@ -238,3 +238,19 @@ def test_a_missing_sst_of_the_newest_snapshot(tmp_path: Path) -> None:
         os.remove(sst)
     errors = [f for f in inspect_checkpoint(str(root)).findings if f.severity is Severity.ERROR]
     assert errors and errors[0].code == "CORRUPT_STATE_FILE" and "SSTs" in errors[0].message
+
+
+def test_a_removed_join_store_folder(tmp_path: Path) -> None:
+    corpus = Path(__file__).parents[1] / "fixtures" / "corpus" / "spark-3.5.9" / "rocksdb_changelog_join"
+    root = Path(shutil.copytree(corpus / "checkpoint", tmp_path / "join"))
+    shutil.rmtree(root / "state" / "0" / "1" / "left-keyToNumValues")
+    [finding] = [f for f in inspect_checkpoint(str(root)).findings if f.severity is Severity.ERROR]
+    assert finding.code == "STATE_VERSION_MISSING"
+    assert "partition 1 store left-keyToNumValues (its folder is gone)" in finding.message
+
+
+def test_a_damaged_source_entry_is_moved_by_the_manual_fix(tmp_path: Path) -> None:
+    root = _copy("hdfs_window", tmp_path)
+    _garbage(root / "sources" / "0" / "2")
+    [finding] = inspect_checkpoint(str(root)).findings
+    assert "--to-batch 1 " in finding.fix and "sources/0/2" in finding.fix.split("by hand")[1]

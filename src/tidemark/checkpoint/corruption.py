@@ -98,8 +98,9 @@ def rollback_target(
     return None
 
 
-def rollback_fix(target: int | None, point: RestartPoint) -> str:
-    """How to restart: the rollback to `target`, or what is left when there is none."""
+def rollback_fix(target: int | None, point: RestartPoint, also: tuple[str, ...] = ()) -> str:
+    """How to restart: the rollback to `target` (by hand also moving the damaged files `also`), or what is left
+    when there is none."""
     if target is None:
         return (
             "no committed batch can be restarted from with these files: restore them from a backup or the copy this "
@@ -114,6 +115,8 @@ def rollback_fix(target: int | None, point: RestartPoint) -> str:
             f"move aside offsets/ and commits/ entries after {target} and the state files of versions after {after}"
             f" (with their .crc files)"
         )
+    if also:
+        hand += f", {', '.join(also)}"
     return (
         f"roll back to batch {target}: `tidemark recover CONFIG --to-batch {target} --apply` for a tidemark pipeline "
         f"(it also rolls the sink back); by hand, {hand}, and a file sink's _spark_metadata entries after {target}. "
@@ -190,7 +193,7 @@ def damaged_file_findings(
     target = None
     if blocking or blocking_sources:
         target = rollback_target(health, scan, blocking, blocking_sources, missing_stores)
-    fix = rollback_fix(target, point)
+    fix = rollback_fix(target, point, tuple(s.problem.rel for s in blocking_sources))
     found = [*_metadata_findings(health), *_log_findings(logs, point, fix)]
     found += _state_findings(state_problems, point, fix)
     found += _source_findings(sources, point, target, fix)
