@@ -179,3 +179,36 @@ def test_show_without_a_schema_file_asks_for_one(tmp_path: Path, capsys: pytest.
     wrong = ["--key-schema", "a STRING, b STRING, c STRING, d STRING", "--value-schema", "x STRING"]
     assert main(["state", "show", str(checkpoint), *wrong]) == 2
     assert "do not fit the schema" in capsys.readouterr().err
+
+
+@pytest.fixture
+def spark_35(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed Spark is 3.5 (no state reader), and no Spark session may start."""
+
+    def no_session(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr("tidemark.spark.lines.installed_version", lambda: "3.5.7")
+    monkeypatch.setattr("tidemark.session.build_session", no_session)
+
+
+@pytest.mark.usefixtures("spark_35")
+def test_without_spark_s_reader_auto_reads_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    window = copy("spark-3.5.9/rocksdb_window", tmp_path / "a")
+    [op] = state_stats(window).operators
+    assert (op.rows, op.reader) == (9, Reader.FILES)  # RocksDB snapshots: the count Spark recorded in each zip
+    assert "row count Spark recorded" in (op.note or "")
+
+    long_run = copy("spark-3.5.9/rocksdb_changelog_long_run", tmp_path / "b")
+    assert main(["state", "stats", str(long_run)]) == 1
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert "cannot read state of operator 0" in err and "Spark 4.0+" in err
+
+    assert main(["state", "stats", str(window), "--reader", "spark"]) == 1
+    assert "needs Spark 4.0 or newer" in capsys.readouterr().err
+
+    hdfs = copy("spark-3.5.9/hdfs_window", tmp_path / "c")
+    assert main(["state", "show", str(hdfs), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["reader"] == "files"
+    assert main(["state", "show", str(window)]) == 1  # RocksDB snapshot rows are in SST files
+    assert "SST" in capsys.readouterr().err
