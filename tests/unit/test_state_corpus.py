@@ -212,3 +212,20 @@ def test_without_spark_s_reader_auto_reads_the_files(tmp_path: Path, capsys: pyt
     assert json.loads(capsys.readouterr().out)["reader"] == "files"
     assert main(["state", "show", str(window)]) == 1  # RocksDB snapshot rows are in SST files
     assert "SST" in capsys.readouterr().err
+
+
+def test_join_stores_report_their_own_disk_bytes(tmp_path: Path) -> None:
+    checkpoint = copy("spark-3.5.9/rocksdb_changelog_join", tmp_path)
+    result = state_stats(checkpoint, reader=Reader.FILES)
+    on_disk = {
+        op.store: sum(
+            f.stat().st_size
+            for part in (checkpoint / "state" / "0").iterdir()
+            if part.name.isdigit()
+            for f in (part / op.store).rglob("*")
+            if f.is_file() and not f.name.endswith(".crc") and "_metadata" not in f.parts  # data, not its schema
+        )
+        for op in result.operators
+    }
+    assert {op.store: op.disk_bytes for op in result.operators} == on_disk
+    assert len(set(on_disk.values())) == 4  # four different figures, not the operator's total four times

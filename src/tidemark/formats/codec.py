@@ -253,15 +253,3 @@ def decompress(data: bytes) -> tuple[Codec, bytes]:
     """The codec of a whole state file and its decompressed bytes; CodecError when it is not complete."""
     codec = detect(data[:16])
     return codec, _DECODERS[codec](data)
-
-
-def codec_setting(conf: dict[str, str]) -> str:
-    """The codec a checkpoint's recorded conf names for state files (Spark's default lz4 when it names none)."""
-    value = conf.get("spark.sql.streaming.stateStore.compression.codec") or conf.get("spark.io.compression.codec")
-    if not value:
-        return Codec.LZ4.value
-    short = value.rsplit(".", 1)[-1].lower()
-    for codec in Codec:
-        if short.startswith(codec.value):
-            return codec.value
-    return value

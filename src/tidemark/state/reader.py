@@ -121,6 +121,18 @@ def quiet_jvm(spark: SparkSession) -> Iterator[None]:
 
 
 @contextmanager
+def private_state_source(path: str | Path, batches: tuple[int | None, ...] = (None,)) -> Iterator[StateSource]:
+    """The checkpoint as Spark's readers should see it: a private copy of what loading these batches' state
+    reads (Spark's reader writes into the folder it reads; the user's checkpoint must stay as it was)."""
+    checkpoint = Checkpoint.open(str(path))
+    checkpoint.require()
+    latest = checkpoint.latest_committed_batch()
+    versions = {(latest if b is None else b) + 1 for b in batches}
+    with private_copy(checkpoint, versions) as (root, report):
+        yield StateSource(checkpoint.uri, root, Checkpoint.open(str(root)), report)
+
+
+@contextmanager
 def state_session(
     path: str | Path, batches: tuple[int | None, ...] = (None,)
 ) -> Iterator[tuple[SparkSession, StateSource]]:
@@ -131,12 +143,7 @@ def state_session(
     """
     from tidemark.session import build_session, runtime_conf
 
-    checkpoint = Checkpoint.open(str(path))
-    checkpoint.require()
-    latest = checkpoint.latest_committed_batch()
-    versions = {(latest if b is None else b) + 1 for b in batches}
-    with private_copy(checkpoint, versions) as (root, report):
-        source = StateSource(checkpoint.uri, root, Checkpoint.open(str(root)), report)
+    with private_state_source(path, batches) as source:
         spark = build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
         # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
         spark.streams.active  # noqa: B018
