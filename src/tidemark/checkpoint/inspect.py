@@ -114,7 +114,7 @@ def inspect_checkpoint(
         raise CheckpointError(msg)
     scan = checkpoint.scan()
     # Every log entry and the metadata file read as Spark reads them: damaged ones become findings, not warnings.
-    health = read_health(checkpoint)
+    health = read_health(checkpoint, scan)
     parsed_offsets = health.offsets.offsets
     latest_offset = parsed_offsets[max(parsed_offsets)] if parsed_offsets else None
     commits = health.commits.commits

@@ -114,14 +114,23 @@ def _text(data: bytes, rel: str, part: str, batch: int | None) -> tuple[str | No
         return None, FileProblem(rel, part, batch, Damage.NOT_TEXT, "it is not UTF-8 text (binary garbage)")
 
 
-def read_log(checkpoint: Checkpoint, folder: str) -> LogHealth:
-    """Every entry of offsets/ or commits/, parsed; damaged and misplaced entries as problems."""
-    listing = checkpoint.store.list_dir(folder)
-    health = LogHealth(present=listing is not None)
-    if listing is None:
+def read_log(checkpoint: Checkpoint, folder: str, scan: CheckpointScan | None = None) -> LogHealth:
+    """Every entry of offsets/ or commits/, parsed; damaged and misplaced entries as problems (the batch ids
+    from the scan's listing when given, saving a listing request on object stores)."""
+    if scan is not None:
+        is_offsets = folder == OFFSETS
+        names = scan.offset_batches if is_offsets else scan.commit_batches
+        folders = scan.offset_folders if is_offsets else scan.commit_folders
+        present = bool(names or folders) or (folder in scan.folders) or checkpoint.store.exists(folder)
+        files = {b: str(b) for b in names}
+    else:
+        listing = checkpoint.store.list_dir(folder)
+        present = listing is not None
+        files = {b: name for name, _ in (listing.files if listing else []) if (b := log_batch(name)) is not None}
+        folders = [b for name in (listing.dirs if listing else []) if (b := log_batch(name)) is not None]
+    health = LogHealth(present=present)
+    if not present:
         return health
-    files = {b: name for name, _ in listing.files if (b := log_batch(name)) is not None}
-    folders = [b for name in listing.dirs if (b := log_batch(name)) is not None]
     health.batches = sorted(set(files) | set(folders))
     for batch in folders:
         detail = "it is a folder, where Spark expects the batch's log file"
@@ -241,8 +250,11 @@ def _state_problem(rel: str, version: int, ids: tuple[int, int, str], damage: Da
     return FileProblem(rel, "state", version, damage, detail, ids[0], ids[1], ids[2])
 
 
-def check_state_file(checkpoint: Checkpoint, rel: str, version: int, ids: tuple[int, int, str]) -> FileProblem | None:
-    """Read one `.delta`/`.snapshot`/`.changelog` (decoded when small) or `.zip` as a restart would."""
+def check_state_file(
+    checkpoint: Checkpoint, rel: str, version: int, ids: tuple[int, int, str], shared: set[str] | None = None
+) -> FileProblem | None:
+    """Read one `.delta`/`.snapshot`/`.changelog` (decoded when small) or `.zip` as a restart would; `shared` are
+    the names in the store's SSTs/ and logs/ (listed here when not given)."""
     kind = classify(rel.rsplit("/", 1)[-1])[0]
     entry = checkpoint.store.stat(rel)
     if entry is None:
@@ -250,7 +262,7 @@ def check_state_file(checkpoint: Checkpoint, rel: str, version: int, ids: tuple[
     if entry.size == 0:
         return _state_problem(rel, version, ids, Damage.EMPTY, "it is empty (0 bytes)")
     if kind is FileKind.ZIP:
-        return _check_zip(checkpoint, rel, version, ids)
+        return _check_zip(checkpoint, rel, version, ids, shared)
     try:
         if entry.size <= DECODE_LIMIT:
             parse_state_file(checkpoint.store.read_bytes(rel) or b"", kind)
@@ -261,7 +273,9 @@ def check_state_file(checkpoint: Checkpoint, rel: str, version: int, ids: tuple[
     return None
 
 
-def _check_zip(checkpoint: Checkpoint, rel: str, version: int, ids: tuple[int, int, str]) -> FileProblem | None:
+def _check_zip(
+    checkpoint: Checkpoint, rel: str, version: int, ids: tuple[int, int, str], shared: set[str] | None = None
+) -> FileProblem | None:
     try:
         # Streamed from a seekable handle: a snapshot zip's central directory is at its end.
         with checkpoint.store.open_read(rel) as handle:
@@ -276,10 +290,11 @@ def _check_zip(checkpoint: Checkpoint, rel: str, version: int, ids: tuple[int, i
         detail = f"it is not a readable RocksDB snapshot zip ({exc})"
         return _state_problem(rel, version, ids, Damage.CORRUPT, detail)
     folder = rel.rsplit("/", 1)[0]
-    present: set[str] = set()
-    for sub in ("SSTs", "logs"):
-        listing = checkpoint.store.list_dir(f"{folder}/{sub}")
-        present |= {name for name, _ in (listing.files if listing else [])}
+    present: set[str] = set(shared or ())
+    if shared is None:
+        for sub in ("SSTs", "logs"):
+            listing = checkpoint.store.list_dir(f"{folder}/{sub}")
+            present |= {name for name, _ in (listing.files if listing else [])}
     missing = sorted(references - present)
     if missing:
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
@@ -320,16 +335,16 @@ def check_newest_state(
             index = names.index(name)
             unique_id = per_store[index] if index < len(per_store) else None
             for rel in newest_state_files(store, op_id, version, unique_id):
-                problem = check_state_file(checkpoint, rel, version, (op_id, partition, name))
+                problem = check_state_file(checkpoint, rel, version, (op_id, partition, name), store.shared)
                 if problem is not None:
                     found.append(problem)
     return found
 
 
-def read_health(checkpoint: Checkpoint) -> CheckpointHealth:
+def read_health(checkpoint: Checkpoint, scan: CheckpointScan | None = None) -> CheckpointHealth:
     """The logs and the metadata file, read whole."""
-    offsets = read_log(checkpoint, OFFSETS)
-    commits = read_log(checkpoint, COMMITS)
+    offsets = read_log(checkpoint, OFFSETS, scan)
+    commits = read_log(checkpoint, COMMITS, scan)
     present, query_id, problem = read_metadata(checkpoint)
     health = CheckpointHealth(offsets, commits, present, query_id)
     health.problems = [*offsets.problems, *commits.problems, *([problem] if problem else [])]
