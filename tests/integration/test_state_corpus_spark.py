@@ -121,3 +121,34 @@ def test_a_reader_failure_is_one_line_not_a_java_stack(tmp_path: Path) -> None:
         assert "\tat " not in output and "Traceback" not in output, output[-3000:]
     errors = [line for line in shown.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "VALUE_ROW_FORMAT_VALIDATION_FAILURE" in errors[0]
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])  # lz4, the default, is in the corpus; lzf in the unit tests
+def test_the_files_reader_reads_every_state_codec_spark_writes(codec: str, spark: SparkSession, tmp_path: Path) -> None:
+    """HDFS-backed state written through snappy-java and zstd-jni by this Spark: the files reader gives the rows
+    Spark's own reader gives."""
+    from tests.streaming_queries import HDFS, run_query, windowed, write_input
+    from tidemark.formats.codec import decompress
+    from tidemark.session import runtime_conf
+    from tidemark.state.show import show_state
+    from tidemark.state.stats import Reader, state_stats
+
+    write_input(tmp_path / "in", range(3))
+    checkpoint = tmp_path / "ck"
+    with runtime_conf(spark, {"spark.sql.streaming.stateStore.compression.codec": codec}):
+        run_query(spark, tmp_path / "in", windowed, checkpoint, tmp_path / "out", (HDFS, "false", "1", "true"))
+    delta = next((checkpoint / "state" / "0" / "0").glob("*.delta"))
+    assert decompress(delta.read_bytes())[0].value == codec
+    by_files = state_stats(checkpoint, reader=Reader.FILES)
+    by_spark = state_stats(checkpoint, reader=Reader.SPARK)
+    assert [(op.store, op.rows) for op in by_files.operators] == [(op.store, op.rows) for op in by_spark.operators]
+    assert by_files.operators[0].rows
+    files_rows = show_state(checkpoint, limit=None, reader="files")
+    spark_rows = show_state(checkpoint, limit=None, reader="spark")
+    assert files_rows.columns == spark_rows.columns
+
+    def naive(rows: tuple[tuple[Any, ...], ...]) -> list[tuple[Any, ...]]:
+        # The files reader says UTC explicitly; Spark's collect gives the session's (UTC) wall time.
+        return sorted(tuple(v.removesuffix("+00:00") if isinstance(v, str) else v for v in row) for row in rows)
+
+    assert naive(files_rows.rows) == naive(spark_rows.rows)
