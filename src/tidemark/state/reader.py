@@ -163,7 +163,12 @@ def one_line(exc: BaseException) -> str:
         except Exception:  # the JVM is gone: fall back to the text
             log.debug("cannot walk the Java cause chain", exc_info=True)
     text = str(exc)
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    lines = [line.strip().lstrip(": ") for line in text.splitlines()]
+    # py4j's own preamble ("An error occurred while calling o88.collect.") says nothing: the next line does.
+    first = next(
+        (line for line in lines if line and not line.startswith("An error occurred while calling")),
+        next((line for line in lines if line), type(exc).__name__),
+    )
     marker = "most recent failure:"
     if marker in first:
         tail = first.split(marker, 1)[1]
