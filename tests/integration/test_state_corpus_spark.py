@@ -152,3 +152,16 @@ def test_the_files_reader_reads_every_state_codec_spark_writes(codec: str, spark
         return sorted(tuple(v.removesuffix("+00:00") if isinstance(v, str) else v for v in row) for row in rows)
 
     assert naive(files_rows.rows) == naive(spark_rows.rows)
+
+
+def test_show_falls_back_to_the_files_where_spark_s_reader_fails(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = _copy("spark-3.1.3/hdfs_dedup", tmp_path)
+    before = listing(checkpoint)
+    assert main(["state", "show", str(checkpoint), "--json"]) == 0
+    captured = capsys.readouterr()
+    shown = json.loads(captured.out)
+    assert shown["reader"] == "files" and len(shown["rows"]) == 12  # the distinct (k, ts) after the watermark
+    assert "Spark's reader failed" in shown["note"] and "VALUE_ROW_FORMAT_VALIDATION_FAILURE" in shown["note"]
+    assert listing(checkpoint) == before
