@@ -100,26 +100,33 @@ def test_every_read_only_command_leaves_the_checkpoint_as_it_was(
     capsys.readouterr()
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    command = [sys.executable, "-m", "tidemark.cli.main", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+SCRIPT = """
+import json, sys
+from tidemark.cli.main import main
+stats = main(["state", "stats", sys.argv[1], "--json"])
+sys.stdout.flush()
+print("=== show ===", flush=True)
+show = main(["state", "show", sys.argv[1], "--reader", "spark"])
+sys.exit(10 * stats + show)
+"""
 
 
 @pytest.mark.slow
 def test_a_reader_failure_is_one_line_not_a_java_stack(tmp_path: Path) -> None:
     """Issue 25: on a Spark 3.1 deduplication `state stats --json` printed 76 lines of Java stack (exit 0) and
     `state show` about 200. Spark's reader still fails there; the user sees the figures (read from the files),
-    and `state show --reader spark` one error line."""
+    and `state show --reader spark` one error line. Run in a process (and JVM) of its own, so that what the JVM
+    itself prints is captured too; both commands in one JVM."""
     checkpoint = _copy("spark-3.1.3/hdfs_dedup", tmp_path)
-    stats = _cli("state", "stats", str(checkpoint), "--json")
-    assert stats.returncode == 0, stats.stderr[-2000:]
-    assert json.loads(stats.stdout)["operators"][0]["rows"] == 12
-    shown = _cli("state", "show", str(checkpoint), "--reader", "spark")
-    assert shown.returncode == 1
-    for output in (stats.stderr, shown.stderr):
-        assert "\tat " not in output and "Traceback" not in output, output[-3000:]
-    errors = [line for line in shown.stderr.splitlines() if line.startswith("error:")]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(checkpoint)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 10 * 0 + 1, done.stderr[-3000:]
+    stats_out = done.stdout.split("=== show ===")[0]
+    assert json.loads(stats_out)["operators"][0]["rows"] == 12
+    assert "\tat " not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "VALUE_ROW_FORMAT_VALIDATION_FAILURE" in errors[0]
 
 
