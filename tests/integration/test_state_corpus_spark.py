@@ -36,7 +36,7 @@ CASES = {
     "spark-3.1.3/hdfs_window": "spark",
     "spark-3.3.4/rocksdb_window": "spark",
     "spark-3.5.9/rocksdb_changelog_join": "spark",
-    "spark-3.5.9/rocksdb_changelog_long_run": "spark",  # the files cannot: a snapshot's SSTs; Spark's reader can
+    "spark-3.5.9/rocksdb_changelog_long_run": "spark",  # a snapshot's SSTs plus a changelog, Spark cleaned the rest
     "spark-3.5.9/hdfs_apply_in_pandas_with_state": "spark",
     "spark-4.1.4/rocksdb_transform_with_state_in_pandas": "spark",
     "spark-4.3.0/rocksdb_changelog_transform_with_state": "files",  # list state v2: Spark 4.1 cannot decode it

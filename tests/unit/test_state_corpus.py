@@ -26,9 +26,6 @@ from tidemark.state.stats import Reader, state_stats
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "corpus"
 CASES = sorted(f"{case.parent.name}/{case.name}" for case in CORPUS.glob("spark-*/*") if case.is_dir())
-# The files cannot give these: version 30 is a RocksDB snapshot (SST files) plus changelogs, and the older
-# changelogs were cleaned by Spark itself. Spark 4.1+ snapshot every version here, whose metadata holds the count.
-UNREADABLE_FROM_FILES = {"spark-3.5.9/rocksdb_changelog_long_run", "spark-4.0.5/rocksdb_changelog_long_run"}
 PROVIDERS = {
     "HDFSBackedStateStoreProvider": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
     "RocksDBStateStoreProvider": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -82,20 +79,12 @@ def test_inspect_is_right(case: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_state_stats_from_the_files_is_exact_or_says_why_not(
-    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_state_stats_from_the_files_is_exact(case: str, tmp_path: Path) -> None:
     checkpoint = copy(case, tmp_path)
     expected = _expected(case)
     before = listing(checkpoint)
     result = state_stats(checkpoint, reader=Reader.FILES)
     assert listing(checkpoint) == before
-    if case in UNREADABLE_FROM_FILES:
-        assert result.unreadable and all(op.rows is None for op in result.operators)
-        assert "SST" in (result.operators[0].error or "")
-        assert main(["state", "stats", str(checkpoint), "--reader", "files"]) == 1
-        assert "cannot read state of operator 0" in capsys.readouterr().err.replace("\n", " ")
-        return
     assert result.unreadable == []
     assert result.batch == expected["last_committed_batch"]
     for spec in expected["operators"]:
@@ -144,7 +133,9 @@ def dedup_state() -> set[tuple[Any, ...]]:
     return {(r.ts.to_pydatetime(), r.k) for r in events[events["ts"] > WATERMARK].itertuples()}
 
 
-SHOWN = [c for c in CASES if c.split("/")[1] in ("hdfs_window", "hdfs_dedup", "rocksdb_changelog_window")]
+SHOWN = [
+    c for c in CASES if c.split("/")[1] in ("hdfs_window", "hdfs_dedup", "rocksdb_window", "rocksdb_changelog_window")
+]
 SHOWN += [c for c in CASES if c.endswith("/rocksdb_v2_window") and not c.startswith("spark-4.0")]
 
 
@@ -196,13 +187,10 @@ def spark_35(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_without_spark_s_reader_auto_reads_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     window = copy("spark-3.5.9/rocksdb_window", tmp_path / "a")
     [op] = state_stats(window).operators
-    assert (op.rows, op.reader) == (9, Reader.FILES)  # RocksDB snapshots: the count Spark recorded in each zip
-    assert "row count Spark recorded" in (op.note or "")
+    assert (op.rows, op.reader) == (9, Reader.FILES)  # RocksDB snapshots: the rows of their SST files
 
     long_run = copy("spark-3.5.9/rocksdb_changelog_long_run", tmp_path / "b")
-    assert main(["state", "stats", str(long_run)]) == 1
-    err = capsys.readouterr().err.replace("\n", " ")
-    assert "cannot read state of operator 0" in err and "Spark 4.0+" in err
+    assert [op.rows for op in state_stats(long_run).operators] == [9]  # a snapshot's SSTs plus a changelog
 
     assert main(["state", "stats", str(window), "--reader", "spark"]) == 1
     assert "needs Spark 4.0 or newer" in capsys.readouterr().err
@@ -210,8 +198,26 @@ def test_without_spark_s_reader_auto_reads_the_files(tmp_path: Path, capsys: pyt
     hdfs = copy("spark-3.5.9/hdfs_window", tmp_path / "c")
     assert main(["state", "show", str(hdfs), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["reader"] == "files"
-    assert main(["state", "show", str(window)]) == 1  # RocksDB snapshot rows are in SST files
-    assert "SST" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("spark_35")
+def test_state_the_files_cannot_give_is_an_error_not_a_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    long_run = copy("spark-3.5.9/rocksdb_changelog_long_run", tmp_path)
+    for sst in (long_run / "state" / "0" / "1" / "SSTs").glob("*.sst"):
+        sst.unlink()  # what the newest snapshot of partition 1 is made of
+    assert main(["state", "stats", str(long_run)]) == 1
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert "cannot read state of operator 0" in err and "which is gone" in err
+    assert main(["state", "show", str(long_run)]) == 1
+    assert "which is gone" in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_a_snapshot_whose_ssts_cannot_be_read_is_counted_from_its_metadata(tmp_path: Path) -> None:
+    window = copy("spark-3.5.9/rocksdb_window", tmp_path)
+    for sst in (window / "state" / "0" / "0" / "SSTs").glob("*.sst"):
+        sst.write_bytes(sst.read_bytes()[:-20])  # no footer any more
+    [op] = state_stats(window, reader=Reader.FILES).operators
+    assert op.rows == 9 and op.approx_bytes is None and "row count Spark recorded" in (op.note or "")
 
 
 def test_join_stores_report_their_own_disk_bytes(tmp_path: Path) -> None:

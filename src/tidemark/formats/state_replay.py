@@ -1,11 +1,11 @@
 """One store's rows at one state version, rebuilt from its files the way Spark's providers load it, no Spark.
 
 HDFS-backed: the newest `<s>.snapshot` at or below the version, then every `<v>.delta` after it (from empty when
-there is no snapshot); a snapshot wins over a delta of the same version. RocksDB: its snapshots (`<v>.zip`) hold
-SST files this module does not read, so a version is rebuilt from changelogs when every changelog from version 1
-is still there (checkpoint format v2: the chain the changelog's lineage names), and otherwise counted from the
-`numKeys` Spark recorded in the snapshot's metadata when the query tracked it
-(`spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows`, Spark's default). Everything else is a
+there is no snapshot); a snapshot wins over a delta of the same version. RocksDB: every changelog from version 1
+when they are all still there; else the newest snapshot (`<v>.zip`, whose metadata names the SST files holding
+its rows: formats/rocksdb_sst.py reads them) and every changelog after it (checkpoint format v2: the chain the
+changelog's lineage names). Where the SSTs use something that reader does not know, a version that is itself a
+snapshot is counted from the `numKeys` Spark recorded in it when the query tracked it. Everything else is a
 `StateNotReadable` saying why, never a zero.
 
 RocksDB keys carry bytes in front of the UnsafeRow: the column family id (2 bytes, little-endian; stores with
@@ -24,6 +24,7 @@ from tidemark.errors import CheckpointError
 from tidemark.formats.checkpoint import Checkpoint
 from tidemark.formats.codec import Codec
 from tidemark.formats.layout import STATE, FileKind, classify
+from tidemark.formats.rocksdb_sst import SstError, merge_snapshot
 from tidemark.formats.state_files import MAX_ZIP_METADATA_BYTES
 from tidemark.formats.state_records import RecordKind, StateFileError, parse_state_file
 
@@ -238,24 +239,75 @@ def read_store(
     return _read_rocksdb(checkpoint, folder, listing, (op, partition, store, version), unique_id, replay)
 
 
-def _changelog_chain(
+def _chain(
     listing: _Listing, version: int, unique_id: str | None, checkpoint: Checkpoint, folder: str
-) -> list[str] | None:
-    """The changelog files, version 1 first, that rebuild `version` from empty; None when one is gone."""
+) -> tuple[str | None, list[str]] | None:
+    """The snapshot zip to start from (None: from empty) and the changelogs after it, in order, that rebuild
+    `version` as Spark loads it; None when a file of that chain is gone.
+
+    Format v1 names: the newest snapshot at or below the version and every changelog after it, or every changelog
+    from version 1. Format v2 (`<v>_<uuid>`): the chain the version's changelog names in its lineage (its first
+    item is the snapshot), or the version's own snapshot.
+    """
     name = listing.name(version, FileKind.CHANGELOG, unique_id)
-    if name is None:
+    own_zip = listing.name(version, FileKind.ZIP, unique_id)
+    if name is not None and (unique_id is not None or classify(name)[2] is not None):
+        replay = _Replay(keep=False, row_checksum=False)
+        lineage = sorted(replay.apply(checkpoint, f"{folder}/{name}", FileKind.CHANGELOG))
+        chain = [*lineage, (version, classify(name)[2] or "")]
+        base = listing.name(chain[0][0], FileKind.ZIP, chain[0][1]) if chain[0][0] > 1 or lineage else None
+        if base is not None:
+            chain = chain[1:]
+        elif chain[0][0] != 1:
+            return None
+        names = [listing.name(v, FileKind.CHANGELOG, u) for v, u in chain]
+        if any(n is None for n in names):
+            return None
+        return (f"{folder}/{base}" if base else None), [f"{folder}/{n}" for n in names if n]
+    if own_zip is not None and unique_id is not None:
+        return f"{folder}/{own_zip}", []
+    changelogs = {v: listing.name(v, FileKind.CHANGELOG) for v in range(1, version + 1)}
+    if all(changelogs.values()):
+        return None, [f"{folder}/{changelogs[v]}" for v in range(1, version + 1)]
+    snapshots = [v for v, kinds in listing.files.items() if FileKind.ZIP in kinds and v <= version]
+    if not snapshots:
         return None
-    if unique_id is None and classify(name)[2] is None:
-        names = [listing.name(v, FileKind.CHANGELOG) for v in range(1, version + 1)]
-        return None if any(n is None for n in names) else [f"{folder}/{n}" for n in names if n]
-    # Checkpoint format v2: the changelog names its predecessors (back to the newest snapshot) in its lineage.
-    replay = _Replay(keep=False, row_checksum=False)
-    lineage = replay.apply(checkpoint, f"{folder}/{name}", FileKind.CHANGELOG)
-    chain = [*sorted(lineage), (version, classify(name)[2] or "")]
-    if not chain or chain[0][0] != 1:
+    base_version = max(snapshots)
+    after = [changelogs.get(v) for v in range(base_version + 1, version + 1)]
+    if any(n is None for n in after):
         return None
-    names = [listing.name(v, FileKind.CHANGELOG, u) for v, u in chain]
-    return None if any(n is None for n in names) else [f"{folder}/{n}" for n in names if n]
+    return f"{folder}/{listing.name(base_version, FileKind.ZIP)}", [f"{folder}/{n}" for n in after if n]
+
+
+def _snapshot_entries(checkpoint: Checkpoint, folder: str, zip_rel: str) -> dict[bytes, bytes]:
+    """The rows of a RocksDB snapshot: its zip's metadata names the SST files (in SSTs/) that hold them."""
+    data = checkpoint.store.read_bytes(zip_rel)
+    if data is None:
+        msg = f"{zip_rel} is gone"
+        raise StateNotReadable(msg)
+    meta = _zip_metadata(checkpoint, zip_rel)
+    with zipfile.ZipFile(BytesIO(data)) as archive:
+        if any(i.filename.endswith(".log") and i.file_size > 0 for i in archive.infolist()):
+            msg = f"{zip_rel} holds a non-empty RocksDB write-ahead log, which tidemark does not read"
+            raise StateNotReadable(msg)
+    logs = meta.get("logFiles")
+    if isinstance(logs, list) and any(isinstance(f, dict) and f.get("sizeBytes") for f in logs):
+        msg = f"{zip_rel} names RocksDB write-ahead logs, which tidemark does not read"
+        raise StateNotReadable(msg)
+    files = []
+    listed = meta.get("sstFiles")
+    for entry in listed if isinstance(listed, list) else []:
+        rel = f"{folder}/SSTs/{entry['dfsSstFileName']}" if isinstance(entry, dict) else ""
+        sst = checkpoint.store.read_bytes(rel) if rel else None
+        if sst is None:
+            msg = f"{zip_rel} lists {rel or entry}, which is gone"
+            raise StateNotReadable(msg)
+        files.append(sst)
+    try:
+        return merge_snapshot(files)
+    except SstError as exc:
+        msg = f"the SST files of {zip_rel} are not readable here: {exc}"
+        raise StateNotReadable(msg) from exc
 
 
 def _read_rocksdb(
@@ -272,44 +324,50 @@ def _read_rocksdb(
         return StoreRows(
             op, partition, store, 0, Provider.ROCKSDB, Method.REPLAYED, 0, 0, (), entries={} if replay.keep else None
         )
-    chain = _changelog_chain(listing, version, unique_id, checkpoint, folder)
-    if chain is not None:
-        for rel in chain:
-            replay.apply(checkpoint, rel, FileKind.CHANGELOG)
-        with_families = families is not None or bool(replay.format_versions & {2, 4})
-        per_family: dict[str, int] = {}
-        counted = 0
-        for key in replay.sizes:
-            if not with_families:
-                counted += 1
-                continue
-            cf = int.from_bytes(key[:2], "little")
-            name = families.names.get(cf, f"#{cf}") if families else f"#{cf}"
-            per_family[name] = per_family.get(name, 0) + 1
-            if families is None or name not in families.internal:
-                counted += 1
-        return StoreRows(
-            op, partition, store, version, Provider.ROCKSDB, Method.REPLAYED, counted,
-            sum(len(k) + v for k, v in replay.sizes.items()), tuple(chain), frozenset(replay.codecs),
-            key_prefix=3 if with_families else 1, value_prefix=1, families=per_family,
-            entries=replay.entries if replay.keep else None,
-        )  # fmt: skip
-    snapshot = listing.name(version, FileKind.ZIP, unique_id)
-    if snapshot is not None and not replay.keep:
-        rel = f"{folder}/{snapshot}"
-        meta = _zip_metadata(checkpoint, rel)
-        keys = meta.get("numKeys")
-        if isinstance(keys, int) and keys >= 0:
-            return StoreRows(op, partition, store, version, Provider.ROCKSDB, Method.SNAPSHOT_COUNT, keys, None, (rel,))
+    chain = _chain(listing, version, unique_id, checkpoint, folder)
+    if chain is None:
+        held = sorted(listing.files)
         msg = (
-            f"{rel} records no row count (the query ran with "
-            "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows=false) and its rows are in RocksDB SST "
-            "files, which only Spark's state reader (Spark 4.0+) reads"
+            f"{folder} cannot rebuild version {version}: a snapshot or changelog of its chain is gone (versions "
+            f"{held[0]}..{held[-1]} on disk)"
         )
         raise StateNotReadable(msg)
-    held = sorted(listing.files)
-    msg = (
-        f"{folder} holds version {version} as a RocksDB snapshot plus changelogs (versions {held[0]}..{held[-1]} "
-        "on disk): its rows are in the snapshot's SST files, which only Spark's state reader (Spark 4.0+) reads"
-    )
-    raise StateNotReadable(msg)
+    base, changelogs = chain
+    try:
+        if base is not None:
+            entries = _snapshot_entries(checkpoint, folder, base)
+            replay.sizes = {k: len(v) for k, v in entries.items()}
+            if replay.keep:
+                replay.entries = entries
+        for rel in changelogs:
+            replay.apply(checkpoint, rel, FileKind.CHANGELOG)
+    except StateNotReadable:
+        own = listing.name(version, FileKind.ZIP, unique_id)
+        if base is None or base != f"{folder}/{own}" or replay.keep:
+            raise
+        # The version's own snapshot: Spark recorded its row count when the query tracked it.
+        keys = _zip_metadata(checkpoint, base).get("numKeys")
+        if isinstance(keys, int) and keys >= 0:
+            return StoreRows(
+                op, partition, store, version, Provider.ROCKSDB, Method.SNAPSHOT_COUNT, keys, None, (base,)
+            )
+        raise
+    with_families = families is not None or bool(replay.format_versions & {2, 4})
+    per_family: dict[str, int] = {}
+    counted = 0
+    for key in replay.sizes:
+        if not with_families:
+            counted += 1
+            continue
+        cf = int.from_bytes(key[:2], "little")
+        name = families.names.get(cf, f"#{cf}") if families else f"#{cf}"
+        per_family[name] = per_family.get(name, 0) + 1
+        if families is None or name not in families.internal:
+            counted += 1
+    files = tuple([base] if base else []) + tuple(changelogs)
+    return StoreRows(
+        op, partition, store, version, Provider.ROCKSDB, Method.REPLAYED, counted,
+        sum(len(k) + v for k, v in replay.sizes.items()), files, frozenset(replay.codecs),
+        key_prefix=3 if with_families else 1, value_prefix=1, families=per_family,
+        entries=replay.entries if replay.keep else None,
+    )  # fmt: skip
