@@ -235,3 +235,12 @@ def test_join_stores_report_their_own_disk_bytes(tmp_path: Path) -> None:
     }
     assert {op.store: op.disk_bytes for op in result.operators} == on_disk
     assert len(set(on_disk.values())) == 4  # four different figures, not the operator's total four times
+
+
+@pytest.mark.usefixtures("spark_35")
+def test_commands_that_need_spark_s_reader_say_which_spark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint = copy("spark-3.5.9/hdfs_window", tmp_path)
+    for argv in (["state", "diff", str(checkpoint), "--from", "2", "--to", "3"], ["state", "expired", str(checkpoint)]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert "needs Spark 4.0 or newer (installed: Spark 3.5.7)" in err and len(err.strip().splitlines()) == 1

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import Checkpoint, FetchReport, fetch_state, private_copy
-from tidemark.spark.lines import Feature, first_line_with
+from tidemark.spark.lines import Feature, first_line_with, require
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -143,6 +143,7 @@ def state_session(
     """
     from tidemark.session import build_session, runtime_conf
 
+    require(Feature.STATE_READER)  # one line naming the Spark that has it, before any JVM starts
     with private_state_source(path, batches) as source:
         spark = build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
         # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
