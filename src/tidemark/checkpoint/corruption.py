@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from tidemark.findings import Finding, Severity
 from tidemark.formats import CheckpointHealth, CheckpointScan, Damage, FileProblem, SourceEntryProblem
 
-PARTITIONS_KEY = "spark.sql.shuffle.partitions"
-
 
 @dataclass(frozen=True)
 class RestartPoint:
@@ -108,7 +106,7 @@ def rollback_fix(target: int | None, point: RestartPoint, also: tuple[str, ...] 
             "from what the sink holds, nothing lost or duplicated)"
         )
     after = target + 1
-    if point.latest_planned is not None and target == point.latest_committed and point.latest_planned > target:
+    if target == point.latest_committed and point.latest_planned == target + 1:
         hand = f"move offsets/{point.latest_planned} (and its .crc files) aside"
     else:
         hand = (
