@@ -172,3 +172,21 @@ def test_show_falls_back_to_the_files_where_spark_s_reader_fails(
     assert shown["reader"] == "files" and len(shown["rows"]) == 12  # the distinct (k, ts) after the watermark
     assert "Spark's reader failed" in shown["note"] and "VALUE_ROW_FORMAT_VALIDATION_FAILURE" in shown["note"]
     assert listing(checkpoint) == before
+
+
+def test_spark_reads_through_symbolic_links_across_file_systems(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where the checkpoint and tidemark's cache are on different file systems (no hard links), the private copy
+    is symbolic links: Spark reads through them and still writes nothing into the checkpoint."""
+
+    def no_hard_links(source: str, target: object) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr("tidemark.formats.state_files.os.link", no_hard_links)
+    checkpoint = _copy("spark-3.5.9/rocksdb_window", tmp_path)
+    before = listing(checkpoint)
+    assert main(["state", "stats", str(checkpoint), "--json", "--reader", "spark"]) == 0
+    [op] = json.loads(capsys.readouterr().out)["operators"]
+    assert (op["rows"], op["reader"]) == (9, "spark")
+    assert listing(checkpoint) == before

@@ -182,11 +182,16 @@ def _sst_paths(zip_rel: str, local: Path, shared: dict[str, set[str]]) -> list[s
 
 
 def _link_or_copy(source: str, target: Path) -> int:
+    """A hard link (same file system), else a symbolic link, else a copy: never gigabytes of state copied just to
+    be read, and the original is never opened for writing (Spark's readers only add files of their own)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        os.link(source, target)  # same file system: no bytes copied, and the original is never opened for writing
+        os.link(source, target)
     except OSError:
-        shutil.copy2(source, target)
+        try:
+            os.symlink(source, target)
+        except OSError:
+            shutil.copy2(source, target)
     return target.stat().st_size
 
 
@@ -195,9 +200,9 @@ def private_copy(checkpoint: Checkpoint, versions: set[int]) -> Iterator[tuple[P
     """A local folder holding what loading these state versions reads, for Spark's readers to write into.
 
     Spark's statestore reader writes into the checkpoint it reads (empty `state/<op>/<part>/_metadata` folders,
-    schema files): read-only commands hand it this copy instead. Local files are hard-linked (copied across file
-    systems) with their checksum companions into a temporary folder removed on exit; a remote checkpoint is
-    fetched into tidemark's cache as before.
+    schema files): read-only commands hand it this copy instead. Local files are linked (hard links, symbolic
+    links across file systems) with their checksum companions into a temporary folder removed on exit; a remote
+    checkpoint is fetched into tidemark's cache as before.
     """
     if not checkpoint.store.location.is_local:
         root, report = fetch_state(checkpoint, versions)
