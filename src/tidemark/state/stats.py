@@ -227,10 +227,15 @@ def _unreadable(store: StoreInfo, reason: str) -> OperatorStats:
 
 
 def _by_files(
-    checkpoint: Checkpoint, stores: list[StoreInfo], context: ReadContext, spark_error: str | None
+    checkpoint: Checkpoint,
+    stores: list[StoreInfo],
+    context: ReadContext,
+    spark_error: str | None,
+    every_store: list[StoreInfo] | None = None,
 ) -> list[OperatorStats]:
     found = []
-    names = {s.operator_id: {t.store for t in stores if t.operator_id == s.operator_id} for s in stores}
+    known = every_store or stores
+    names = {s.operator_id: {t.store for t in known if t.operator_id == s.operator_id} for s in known}
     for store in stores:
         try:
             stats = _files_stats(checkpoint, store, context, len(names[store.operator_id]) == 1)
@@ -276,7 +281,7 @@ def state_stats(
                     operators.append(_unreadable(store, str(exc)))
                     continue
                 log.debug("Spark's reader failed on operator %d: %s", store.operator_id, exc)
-                operators += _by_files(checkpoint, [store], context, str(exc))
+                operators += _by_files(checkpoint, [store], context, str(exc), stores)
         return StateStats(source.uri, context.batch, _origin(stores), tuple(operators), source.fetched)
 
 
