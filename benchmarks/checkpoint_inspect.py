@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -19,6 +20,14 @@ from pathlib import Path
 
 FILES_PER_VERSION = 4  # <v>.delta, .<v>.delta.crc, <v>.delta.crc (Spark 4.1 checksum), .<v>.delta.crc.crc
 FIND = "find {path} -type f -printf '%s\\n' | awk '{{s+=$1}} END {{print NR, s}}'"
+
+
+def delta_file(size: int) -> bytes:
+    """A delta of `size` bytes as Spark writes it: one record in a raw lz4-java block, then the end block."""
+    key = b"k" * (size - 54)
+    records = struct.pack(">i", len(key)) + key + struct.pack(">ii", 0, -1)
+    block = b"LZ4Block" + bytes([0x15]) + struct.pack("<iii", len(records), len(records), 0) + records
+    return block + b"LZ4Block" + bytes([0x15]) + struct.pack("<iii", 0, 0, 0)
 
 
 def build(root: Path, files: int, partitions: int = 200) -> None:
@@ -29,7 +38,8 @@ def build(root: Path, files: int, partitions: int = 200) -> None:
     (root / "metadata").write_text('{"id":"bench"}')
     for b in range(versions):
         (root / "offsets" / str(b)).write_text(
-            'v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{"logOffset":0}'
+            'v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{"spark.sql.shuffle.partitions":"200"}}\n'
+            '{"logOffset":0}'
         )
         (root / "commits" / str(b)).write_text('v1\n{"nextBatchWatermarkMs":0}')
     for p in range(partitions):
@@ -42,6 +52,10 @@ def build(root: Path, files: int, partitions: int = 200) -> None:
                 (f"{v}.delta.crc", 160),
                 (f".{v}.delta.crc.crc", 12),
             ):
+                if v == versions and name == f"{v}.delta":
+                    # The version a restart loads is read and decoded by inspect: a real (raw lz4) delta file.
+                    (folder / name).write_bytes(delta_file(size))
+                    continue
                 fd = os.open(folder / name, os.O_CREAT | os.O_WRONLY, 0o644)
                 os.ftruncate(fd, size)  # sparse: sizes without data blocks
                 os.close(fd)

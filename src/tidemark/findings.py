@@ -24,8 +24,18 @@ class Finding:
     severity: Severity
     message: str
     fix: str
+    file: str | None = None  # the file (or folder) it is about, relative to what was inspected
+    impact: str | None = None  # what it breaks: can the query restart, and from which batch
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Finding:
         """Rebuild a finding from its JSON form."""
-        return cls(str(data["code"]), Severity(data["severity"]), str(data["message"]), str(data["fix"]))
+        file, impact = data.get("file"), data.get("impact")
+        return cls(
+            str(data["code"]),
+            Severity(data["severity"]),
+            str(data["message"]),
+            str(data["fix"]),
+            str(file) if file is not None else None,
+            str(impact) if impact is not None else None,
+        )

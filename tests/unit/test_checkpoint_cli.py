@@ -33,7 +33,7 @@ def test_inspect_json_keys_and_exit_codes(tmp_path: Path, capsys: pytest.Capture
     synthetic.offsets(broken, [0])
     assert main(["checkpoint", "inspect", str(broken), "--json"]) == 1
     findings = json.loads(capsys.readouterr().out)["findings"]
-    assert findings[0].keys() == {"code", "severity", "message", "fix"}
+    assert findings[0].keys() == {"code", "severity", "message", "fix", "file", "impact"}
     assert main(["checkpoint", "inspect", str(broken)]) == 1
     assert "NO_COMMITTED_BATCH" in capsys.readouterr().out
 

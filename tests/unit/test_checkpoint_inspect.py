@@ -113,7 +113,7 @@ def test_missing_state_version_is_an_error(tmp_path: Path) -> None:
     assert [f.code for f in report.findings] == ["STATE_VERSION_MISSING"]
     assert "partition 1" in report.findings[0].message
     shutil.rmtree(root / "state/0/1")
-    assert "partition 1 (no folder)" in inspect_checkpoint(str(root)).findings[0].message
+    assert "state/0/1 is gone" in inspect_checkpoint(str(root)).findings[0].message
 
 
 def test_snapshot_covers_missing_old_deltas(tmp_path: Path) -> None:

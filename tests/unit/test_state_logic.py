@@ -193,3 +193,20 @@ def test_operator_metadata_files() -> None:
     v2 = OperatorMetadata.parse("v2\n" + json.dumps(body))
     assert v2.stores == (("default", 4),)
     assert parse_operator_properties(v2.properties)[0] == "EventTime"
+
+
+def test_a_spark_failure_becomes_its_useful_line() -> None:
+    from tidemark.state.reader import one_line
+
+    task = Exception(
+        "An error occurred while calling o88.collectToPython.\n: org.apache.spark.SparkException: Job aborted due to "
+        "stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0 in stage 3.0 (TID 3) "
+        "(192.0.2.2 executor driver): java.io.EOFException: Error reading delta file 3.delta\n\tat org.apache..."
+    )
+    assert one_line(task) == "java.io.EOFException: Error reading delta file 3.delta"
+    failed = Exception(
+        "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0 in "
+        "stage 3.0 (TID 3) (192.0.2.2 executor driver): java.io.EOFException: Error reading delta file\n\tat x"
+    )
+    assert one_line(failed) == "java.io.EOFException: Error reading delta file"
+    assert "\n" not in one_line(Exception("a\nb" * 500)) and len(one_line(Exception("x" * 900))) == 300

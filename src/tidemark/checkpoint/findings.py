@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tidemark.checkpoint.corruption import RestartPoint, damaged_file_findings, gap_findings, missing_state_findings
 from tidemark.checkpoint.report import FolderCount, OperatorReport, SinkReport
 from tidemark.findings import Finding, Severity
-from tidemark.formats import CheckpointScan, CommitEntry, StoreScan
+from tidemark.formats import (
+    CheckpointHealth,
+    CheckpointScan,
+    CommitEntry,
+    FileProblem,
+    LogHealth,
+    SourceEntryProblem,
+    StoreScan,
+)
 from tidemark.sizes import format_size
 
 PRUNE_HINT = "stop the query and run `tidemark checkpoint prune PATH --keep 100 --apply`"
@@ -34,15 +43,34 @@ class FindingsInput:
     commits: Mapping[int, CommitEntry]
     metadata_partitions: Mapping[int, int]
     sink: SinkReport | None
+    # What reading every log entry and the newest state files found (None: only the scan's listing is known).
+    health: CheckpointHealth | None = None
+    state_problems: list[FileProblem] = field(default_factory=list)
+    source_problems: list[SourceEntryProblem] = field(default_factory=list)
+    conf_partitions: int | None = None  # spark.sql.shuffle.partitions recorded in the offsets: every store's count
+    store_names: Mapping[int, list[str]] = field(default_factory=dict)  # from the operator metadata (Spark 4.0+)
+
+    def restart_point(self) -> RestartPoint:
+        """Where a restart starts (from the listing alone when the logs were not read)."""
+        if self.health is not None:
+            return RestartPoint.of(self.health)
+        offsets, commits = self.scan.offset_batches, self.scan.commit_batches
+        health = CheckpointHealth(LogHealth(True, offsets), LogHealth(True, commits), True, None)
+        return RestartPoint.of(health)
 
 
 def _batches(batches: list[int]) -> str:
     return f"batch {batches[0]}" if len(batches) == 1 else f"batches {batches[0]}..{batches[-1]}"
 
 
-def check_batches(scan: CheckpointScan) -> list[Finding]:
-    """NO_COMMITTED_BATCH and UNCOMMITTED_BATCH from the offsets and commits logs."""
+def check_batches(scan: CheckpointScan, point: RestartPoint | None = None) -> list[Finding]:
+    """NO_COMMITTED_BATCH and UNCOMMITTED_BATCH from the offsets and commits logs (a checkpoint without a commit log,
+    written before Spark 2.2, is NO_COMMIT_LOG's case instead)."""
     offsets, commits = scan.offset_batches, scan.commit_batches
+    if point is not None:
+        if not point.commit_log:
+            return []
+        offsets = sorted(set(offsets) | ({point.latest_planned} if point.latest_planned is not None else set()))
     if not offsets:
         return []
     latest = offsets[-1]
@@ -147,45 +175,33 @@ def _orphans(store: StoreScan, op_id: int, last_version: int, commits: Mapping[i
 
 
 def check_state(data: FindingsInput) -> list[Finding]:
-    """ORPHAN_FILES and STATE_VERSION_MISSING against the latest commit."""
+    """ORPHAN_FILES against the latest commit, and STATE_VERSION_MISSING for the version a restart loads."""
     commits = data.scan.commit_batches
-    if not commits:
-        return []
-    committed = commits[-1]
-    needed = committed + 1  # batch b writes state version b + 1
     found = []
-    for op_id, op in sorted(data.scan.operators.items()):
-        stores = sorted(op.stores.values(), key=lambda s: (s.partition, s.store))
-        if not stores:
-            continue
-        orphan_counts = {(s.partition, s.store): _orphans(s, op_id, needed, data.commits) for s in stores}
-        orphans = sum(orphan_counts.values())
-        if orphans:
-            worst = max(orphan_counts, key=lambda key: orphan_counts[key])
-            message = (
-                f"state/{op_id} holds {orphans} state file(s) no commit refers to (versions after {needed}, the "
-                f"state of the last committed batch {committed}, or other attempts' unique ids); most in partition "
-                f"{worst[0]}, store {worst[1]}"
-            )
-            fix = "harmless to a restart (Spark writes those versions again); `tidemark checkpoint prune` removes them"
-            found.append(Finding("ORPHAN_FILES", Severity.WARNING, message, fix))
-        missing = [f"partition {s.partition} store {s.store}" for s in stores if not s.can_load(needed)]
-        expected = data.metadata_partitions.get(op_id)
-        present = {s.partition for s in stores}
-        if expected is not None:
-            missing += [f"partition {p} (no folder)" for p in range(expected) if p not in present]
-        if missing:
-            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-            message = (
-                f"state/{op_id} cannot rebuild version {needed} (after committed batch {committed}): files are "
-                f"missing for {shown}"
-            )
-            fix = (
-                "restore the missing state files from a backup or the copy this checkpoint came from; without them "
-                "the query fails on restart and only a new checkpoint (reprocessing the input) recovers"
-            )
-            found.append(Finding("STATE_VERSION_MISSING", Severity.ERROR, message, fix))
-    return found
+    if commits:
+        committed = commits[-1]
+        needed = committed + 1  # batch b writes state version b + 1
+        for op_id, op in sorted(data.scan.operators.items()):
+            stores = sorted(op.stores.values(), key=lambda s: (s.partition, s.store))
+            orphan_counts = {(s.partition, s.store): _orphans(s, op_id, needed, data.commits) for s in stores}
+            orphans = sum(orphan_counts.values())
+            if orphans:
+                worst = max(orphan_counts, key=lambda key: orphan_counts[key])
+                message = (
+                    f"state/{op_id} holds {orphans} state file(s) no commit refers to (versions after {needed}, the "
+                    f"state of the last committed batch {committed}, or other attempts' unique ids); most in "
+                    f"partition {worst[0]}, store {worst[1]}"
+                )
+                fix = "harmless to a restart (Spark writes those versions again); `checkpoint prune` removes them"
+                found.append(Finding("ORPHAN_FILES", Severity.WARNING, message, fix))
+    return [*found, *_missing_state(data)[0]]
+
+
+def _missing_state(data: FindingsInput) -> tuple[list[Finding], bool]:
+    point = data.restart_point()
+    partitions = {op: data.metadata_partitions.get(op) or data.conf_partitions for op in data.scan.operators}
+    expected = {op: n for op, n in partitions.items() if n}
+    return missing_state_findings(data.scan, point.state_version, point.latest_committed, expected, data.store_names)
 
 
 def check_sink(sink: SinkReport | None, thresholds: Thresholds) -> list[Finding]:
@@ -209,8 +225,12 @@ def check_sink(sink: SinkReport | None, thresholds: Thresholds) -> list[Finding]
 
 def find_problems(data: FindingsInput, thresholds: Thresholds) -> list[Finding]:
     """Every check, errors first."""
-    found = [
-        *check_batches(data.scan),
+    found = [*check_batches(data.scan, data.restart_point() if data.health is not None else None)]
+    if data.health is not None:
+        whole_folders = _missing_state(data)[1]
+        found += damaged_file_findings(data.health, data.scan, data.state_problems, data.source_problems, whole_folders)
+        found += gap_findings(data.health)
+    found += [
         *check_state(data),
         *check_files(data.scan, data.folders, thresholds),
         *check_replay(data.operators, thresholds),

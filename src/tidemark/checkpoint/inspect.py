@@ -6,6 +6,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from tidemark.checkpoint.corruption import RestartPoint
 from tidemark.checkpoint.findings import FindingsInput, Thresholds, find_problems
 from tidemark.checkpoint.report import (
     CheckpointReport,
@@ -19,12 +20,16 @@ from tidemark.checkpoint.sink_report import inspect_sink
 from tidemark.compat import UTC
 from tidemark.errors import CheckpointError
 from tidemark.formats import (
+    SHUFFLE_PARTITIONS,
     Checkpoint,
     CheckpointScan,
     CommitEntry,
     FileKind,
     OperatorMetadata,
     OperatorScan,
+    check_newest_state,
+    read_health,
+    read_source_logs,
 )
 from tidemark.storage import Backend
 
@@ -108,14 +113,23 @@ def inspect_checkpoint(
         msg = f"checkpoint {path} does not exist: pass the folder given as checkpointLocation"
         raise CheckpointError(msg)
     scan = checkpoint.scan()
-    latest_offset = checkpoint.find_offset(scan.offset_batches[-1]) if scan.offset_batches else None
-    commits = read_commits(checkpoint, scan)
+    # Every log entry and the metadata file read as Spark reads them: damaged ones become findings, not warnings.
+    health = read_health(checkpoint, scan)
+    parsed_offsets = health.offsets.offsets
+    latest_offset = parsed_offsets[max(parsed_offsets)] if parsed_offsets else None
+    commits = health.commits.commits
     latest_commit = commits.get(scan.commit_batches[-1]) if scan.commit_batches else None
     load_version = latest_commit.batch + 1 if latest_commit else None
     metas = {op_id: checkpoint.operator_metadata(op_id) for op_id in scan.operators}
     operators = [_operator_report(op, metas[op_id], load_version) for op_id, op in sorted(scan.operators.items())]
     folders = [FolderCount(name, files, size) for name, (files, size) in sorted(scan.folders.items())]
     sink_report: SinkReport | None = inspect_sink(sink, backend, spark=spark) if sink else None
+    point = RestartPoint.of(health)
+    state_problems = []
+    if point.state_version is not None:
+        unique_ids = latest_commit.state_unique_ids if latest_commit else {}
+        state_problems = check_newest_state(checkpoint, scan, point.state_version, unique_ids)
+    partitions = latest_offset.conf.get(SHUFFLE_PARTITIONS) if latest_offset else None
     findings = find_problems(
         FindingsInput(
             scan=scan,
@@ -124,12 +138,17 @@ def inspect_checkpoint(
             commits=commits,
             metadata_partitions={i: m.partitions for i, m in metas.items() if m is not None and m.partitions},
             sink=sink_report,
+            health=health,
+            state_problems=state_problems,
+            source_problems=read_source_logs(checkpoint),
+            conf_partitions=int(partitions) if partitions and partitions.isdigit() else None,
+            store_names={i: m.store_names for i, m in metas.items() if m is not None},
         ),
         thresholds,
     )
     return CheckpointReport(
         path=path,
-        query_id=checkpoint.query_id(),
+        query_id=health.query_id,
         latest_offset_batch=scan.offset_batches[-1] if scan.offset_batches else None,
         latest_committed_batch=scan.commit_batches[-1] if scan.commit_batches else None,
         oldest_offset_batch=scan.offset_batches[0] if scan.offset_batches else None,

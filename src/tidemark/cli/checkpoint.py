@@ -75,6 +75,8 @@ def _render_report(report: CheckpointReport) -> None:
     for finding in report.findings:
         style = _SEVERITY_STYLE[finding.severity.value]
         out.print(f"[{style}]{finding.severity.value.upper()} {finding.code}[/{style}]: {escape(finding.message)}")
+        if finding.impact:
+            out.print(f"  impact: {escape(finding.impact)}")
         out.print(f"  fix: {escape(finding.fix)}")
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from tidemark.state.diff import StateDiff
     from tidemark.state.expired import ExpiredReport
     from tidemark.state.show import StateRows
-    from tidemark.state.stats import StateStats
+    from tidemark.state.stats import Reader, StateStats
 
 state_app = typer.Typer(
     name="state",
@@ -57,13 +57,22 @@ def _render_stats(result: StateStats) -> None:
     for op in result.operators:
         skew = f"{op.skew:.2f}" if op.skew is not None else "-"
         timers = str(op.timers) if op.timers is not None else ""
+        rows = f"{op.rows:,}" if op.rows is not None else "[red]unreadable[/red]"
+        size = _size(op.approx_bytes) if op.approx_bytes is not None else "-"
         table.add_row(
-            str(op.id), op.name, op.store, f"{op.rows:,}", _size(op.approx_bytes), _size(op.disk_bytes),
-            str(len(op.partitions)), skew, timers,
+            str(op.id), op.name, op.store, rows, size, _size(op.disk_bytes), str(len(op.partitions)), skew, timers,
         )  # fmt: skip
         for var in op.state_variables:
             table.add_row(
-                "", f"  {var.kind}", f"  {var.name}", f"{var.rows:,}", _size(var.approx_bytes), "", "", "", ""
+                "",
+                f"  {var.kind}",
+                f"  {var.name}",
+                f"{var.rows:,}",
+                _size(var.approx_bytes) if var.approx_bytes is not None else "-",
+                "",
+                "",
+                "",
+                "",
             )
     out.print(table)
     for op in result.operators:
@@ -71,14 +80,44 @@ def _render_stats(result: StateStats) -> None:
             out.print(f"[yellow]operator {op.id}:[/yellow] {escape(op.note)}")
 
 
+ReaderOpt = Annotated[
+    str,
+    typer.Option(
+        "--reader",
+        help="auto: Spark's state reader (Spark 4.0+), the files where it lacks or fails; spark; files (no JVM).",
+    ),
+]
+
+
+def _reader(value: str) -> Reader:
+    from tidemark.state.stats import Reader
+
+    try:
+        return Reader(value)
+    except ValueError:
+        msg = f"--reader must be one of {', '.join(r.value for r in Reader)}, not {value!r}"
+        raise UsageError(msg) from None
+
+
 @state_app.command("stats")
-def stats(path: PathArg, batch: BatchOpt = None, operator: OperatorOpt = None, as_json: JsonOpt = False) -> None:
-    """Rows, approximate bytes and partition skew per operator, store and state variable."""
+def stats(
+    path: PathArg,
+    batch: BatchOpt = None,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+    reader: ReaderOpt = "auto",
+) -> None:
+    """Rows, bytes and partition skew per operator, store and state variable; exit 1 for state it cannot read."""
     from tidemark.state.stats import state_stats
 
-    result = state_stats(path, batch=batch, operator=operator)
+    result = state_stats(path, batch=batch, operator=operator, reader=_reader(reader))
     _fetched(result.fetched)
     print_json(result) if as_json else _render_stats(result)
+    for op in result.unreadable:
+        where = f"operator {op.id}[/bold red] (store {escape(op.store)})"
+        err.print(f"[bold red]cannot read state of {where}: {escape(op.error or '')}")
+    if result.unreadable:
+        raise typer.Exit(1)
 
 
 def _render_rows(result: StateRows) -> None:
@@ -111,6 +150,14 @@ def show(
     as_json: JsonOpt = False,
     csv: Annotated[Path | None, typer.Option("--csv", help="Write the rows to this CSV file.")] = None,
     parquet: Annotated[Path | None, typer.Option("--parquet", help="Write the rows to this Parquet file.")] = None,
+    reader: ReaderOpt = "auto",
+    key_schema: Annotated[
+        str | None,
+        typer.Option("--key-schema", help="Key schema as Spark DDL, to decode the files (reads them without Spark)."),
+    ] = None,
+    value_schema: Annotated[
+        str | None, typer.Option("--value-schema", help="Value schema as Spark DDL (with --key-schema).")
+    ] = None,
 ) -> None:
     """The state rows themselves, keys and values flattened into columns."""
     from tidemark.state.show import ExportFormat, show_state
@@ -120,9 +167,14 @@ def show(
         raise UsageError(msg)
     export = ExportFormat.CSV if csv else ExportFormat.PARQUET if parquet else None
     rows_limit = limit if limit is not None or export is not None else 20
-    result = show_state(path, operator, store, batch, key, rows_limit, export, csv or parquet)
+    result = show_state(
+        path, operator, store, batch, key, rows_limit, export, csv or parquet,
+        reader=_reader(reader).value, key_schema=key_schema, value_schema=value_schema,
+    )  # fmt: skip
     _fetched(result.fetched)
     print_json(result) if as_json else _render_rows(result)
+    if result.note:
+        err.print(f"[yellow]note:[/yellow] {escape(result.note)}")
 
 
 def _render_diff(result: StateDiff) -> None:

@@ -216,14 +216,15 @@ def _check_watermark(stored: ColumnFamilySchema, expected: ExpectedState, found:
 
 def _state_sample(spark: SparkSession, config: TidemarkConfig, columns: list[str]) -> list[Any]:
     from tidemark.session import runtime_conf
-    from tidemark.state.reader import ReadTarget, open_state_source, read_state, run_action, session_conf
+    from tidemark.state.reader import ReadTarget, private_state_source, read_state, run_action, session_conf
 
-    source = open_state_source(config.checkpoint.location)
     target = ReadTarget(0, "default")
-    # Read with the checkpoint's format, whatever the new config asks for.
-    with runtime_conf(spark, {FORMAT_VERSION_KEY: "1", **session_conf(source.checkpoint)}):
-        frame = read_state(spark, source, target).selectExpr(*columns).limit(_SAMPLE_ROWS)
-        return list(run_action(frame.collect, source, target, None))
+    # A private copy: Spark's reader writes into the folder it reads, and `check` only reads.
+    with private_state_source(config.checkpoint.location) as source:
+        # Read with the checkpoint's format, whatever the new config asks for.
+        with runtime_conf(spark, {FORMAT_VERSION_KEY: "1", **session_conf(source.checkpoint)}):
+            frame = read_state(spark, source, target).selectExpr(*columns).limit(_SAMPLE_ROWS)
+            return list(run_action(frame.collect, source, target, None))
 
 
 def _check_window(

@@ -31,6 +31,16 @@ from tidemark.formats.entries import (
     rewrite_offset_conf,
     rewrite_operator_metadata,
 )
+from tidemark.formats.integrity import (
+    CheckpointHealth,
+    Damage,
+    FileProblem,
+    LogHealth,
+    SourceEntryProblem,
+    check_newest_state,
+    read_health,
+    read_source_logs,
+)
 from tidemark.formats.layout import LOCK_FILE, FileKind
 from tidemark.formats.ledger import LedgerEntry, compact_ledger, ledger_files, read_ledger, record_batch
 from tidemark.formats.ledger import batch_files as sink_batch_files
@@ -67,7 +77,10 @@ from tidemark.formats.sinklog import log_folder as sink_log_folder
 from tidemark.formats.sinklog import log_names as sink_log_names
 from tidemark.formats.sinklog import log_uri as sink_log_uri
 from tidemark.formats.sinklog import read_log as read_sink_log
-from tidemark.formats.state_files import FetchReport, fetch_state, zip_references
+from tidemark.formats.state_files import FetchReport, fetch_state, private_copy, zip_references
+from tidemark.formats.state_replay import Method as StateReadMethod
+from tidemark.formats.state_replay import Provider as StoreProvider
+from tidemark.formats.state_replay import StateNotReadable, StoreRows, read_store
 from tidemark.formats.state_rewrite import MoveResult, StoreMove, helper_spec, run_move, state_root
 from tidemark.formats.state_schema import (
     ColumnFamilySchema,
@@ -78,6 +91,7 @@ from tidemark.formats.state_schema import (
     type_signature,
 )
 from tidemark.formats.state_schema import names as field_names
+from tidemark.formats.unsafe_row import RowDecodeError, decode_row, fields_from_ddl
 
 __all__ = [
     "LOCK_FILE",
@@ -85,18 +99,22 @@ __all__ = [
     "SHUFFLE_PARTITIONS",
     "BatchProgress",
     "Checkpoint",
+    "CheckpointHealth",
     "CheckpointScan",
     "CheckpointStatus",
     "ColumnFamilySchema",
     "CommitEntry",
+    "Damage",
     "EventType",
     "FetchReport",
     "Field",
     "FileKind",
+    "FileProblem",
     "FileSet",
     "LedgerEntry",
     "LockInfo",
     "LogEvent",
+    "LogHealth",
     "MoveResult",
     "NumericMetrics",
     "OffsetEntry",
@@ -106,22 +124,31 @@ __all__ = [
     "OperatorScan",
     "ProgressLogWriter",
     "RecoveryMarker",
+    "RowDecodeError",
     "RunLock",
     "SinkLog",
     "SinkLogFile",
+    "SourceEntryProblem",
+    "StateNotReadable",
     "StateOperatorProgress",
+    "StateReadMethod",
     "StoreMetadata",
     "StoreMove",
+    "StoreProvider",
+    "StoreRows",
     "StoreScan",
     "archive_marker",
+    "check_newest_state",
     "clear_run_lock",
     "clone_without_state",
     "compact_ledger",
+    "decode_row",
     "delete_files",
     "ensure_unlocked",
     "entry_rel",
     "fetch_state",
     "field_names",
+    "fields_from_ddl",
     "files_after",
     "files_through",
     "finish_removals",
@@ -141,13 +168,17 @@ __all__ = [
     "parse_spark_time",
     "partition_start",
     "place_archived_marker",
+    "private_copy",
     "progress_log_files",
+    "read_health",
     "read_ledger",
     "read_lock",
     "read_progress",
     "read_progress_log",
     "read_recovery_marker",
     "read_sink_log",
+    "read_source_logs",
+    "read_store",
     "record_batch",
     "remove_files",
     "repoint_schema_paths",

@@ -123,11 +123,37 @@ def _lines(text: str) -> list[str]:
 
 
 def _object(line: str, what: str) -> dict[str, Any]:
-    value = json.loads(line)
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        msg = f"{what} is not valid JSON, cut short or garbage ({exc.msg} at character {exc.pos})"
+        raise ValueError(msg) from exc
     if not isinstance(value, dict):
         msg = f"{what} is not a JSON object"
         raise ValueError(msg)
     return value
+
+
+# The newest log formats tidemark knows: offsets v2 (named sources, Spark 4.2+), commits v2 (format v2 ids, 4.0+).
+MAX_OFFSET_LOG_VERSION = 2
+MAX_COMMIT_LOG_VERSION = 2
+
+
+def log_version(line: str, what: str, newest: int) -> int:
+    """The version of a log entry's first line ("v1"), as Spark's MetadataVersionUtil reads it."""
+    text = line.strip()
+    if not (text.startswith("v") and text[1:].isdigit() and int(text[1:]) > 0):
+        msg = f"{what} does not start with a version line like 'v1' (found {text[:20]!r})"
+        raise ValueError(msg)
+    version = int(text[1:])
+    if version > newest:
+        msg = f"{what} is format v{version}, newer than any Spark tidemark knows writes (v1..v{newest})"
+        raise UnknownVersionError(msg)
+    return version
+
+
+class UnknownVersionError(ValueError):
+    """A log entry of a format version newer than tidemark knows."""
 
 
 @dataclass(frozen=True)
@@ -139,31 +165,51 @@ class OffsetEntry:
     timestamp_ms: int
     conf: dict[str, str]
     source_offsets: list[Any]
+    version: int = 1
+    source_names: tuple[str, ...] = ()  # v2 (named sources): the name of each offset, in order
+    has_metadata: bool = True  # Spark before 2.1 wrote an empty metadata line
 
     @classmethod
     def parse(cls, batch: int, text: str) -> OffsetEntry:
-        """Read the file's text: version line, batch metadata, then one line per source ("-" when none)."""
-        lines = _lines(text)
-        if len(lines) < 2 or not lines[0].startswith("v"):
-            msg = f"offsets/{batch} does not look like a Spark offset log entry"
+        """Read the file's text as Spark's OffsetSeqLog does: version line, metadata line (may be empty), then
+        one line per source (JSON, or "-" for none; v2: "<source id>:<offset>")."""
+        lines = text.splitlines() or [""]
+        version = log_version(lines[0], f"offsets/{batch}", MAX_OFFSET_LOG_VERSION)
+        if len(lines) < 2:
+            msg = f"offsets/{batch} ends after its version line (no metadata line): it is truncated"
             raise ValueError(msg)
-        meta = _object(lines[1], f"offsets/{batch} line 2")
+        meta = _object(lines[1], f"offsets/{batch} line 2") if lines[1].strip() else {}
         sources: list[Any] = []
-        for line in lines[2:]:
-            if line.strip() == "-":
+        names: list[str] = []
+        for number, line in enumerate(lines[2:], start=3):
+            value = line
+            if version >= 2:
+                name, colon, value = line.partition(":")
+                if not colon:
+                    msg = f"offsets/{batch} line {number} is not '<source id>:<offset>'"
+                    raise ValueError(msg)
+                names.append(name)
+            if value.strip() == "-":
                 sources.append(None)
                 continue
             try:
-                sources.append(json.loads(line))
-            except json.JSONDecodeError:
-                sources.append(line)
+                sources.append(json.loads(value))
+            except json.JSONDecodeError as exc:
+                msg = f"offsets/{batch} line {number} is not a JSON offset ({exc.msg})"
+                raise ValueError(msg) from exc
         conf = meta.get("conf") or {}
+        if not isinstance(conf, dict):
+            msg = f"offsets/{batch}: its conf is not a JSON object"
+            raise ValueError(msg)
         return cls(
             batch=batch,
             watermark_ms=int(meta.get("batchWatermarkMs", 0)),
             timestamp_ms=int(meta.get("batchTimestampMs", 0)),
             conf={str(k): str(v) for k, v in conf.items()},
             source_offsets=sources,
+            version=version,
+            source_names=tuple(names),
+            has_metadata=bool(lines[1].strip()),
         )
 
 
@@ -179,18 +225,17 @@ class CommitEntry:
 
     @classmethod
     def parse(cls, batch: int, text: str) -> CommitEntry:
-        """Read the file's text: "v1"/"v2", then {nextBatchWatermarkMs[, stateUniqueIds]}."""
-        lines = _lines(text)
-        if not lines or not lines[0].startswith("v") or not lines[0][1:].isdigit():
-            msg = f"commits/{batch} does not look like a Spark commit log entry"
-            raise ValueError(msg)
+        """Read the file's text: "v1"/"v2", then an optional JSON line {nextBatchWatermarkMs[, stateUniqueIds]}
+        (Spark 2.2 wrote "{}")."""
+        lines = text.splitlines() or [""]
+        version = log_version(lines[0], f"commits/{batch}", MAX_COMMIT_LOG_VERSION)
         meta = _object(lines[1], f"commits/{batch} line 2") if len(lines) > 1 else {}
         ids: dict[int, list[list[str]]] = {}
         for op, partitions in (meta.get("stateUniqueIds") or {}).items():
             ids[int(op)] = [[str(u) for u in (p if isinstance(p, list) else [p])] for p in partitions]
         return cls(
             batch=batch,
-            log_version=int(lines[0][1:]),
+            log_version=version,
             next_watermark_ms=int(meta.get("nextBatchWatermarkMs", 0)),
             state_unique_ids=ids,
         )

@@ -10,6 +10,7 @@ from tidemark.formats.layout import (
     NON_STORE_FOLDERS,
     OFFSETS,
     REPLAY_KINDS,
+    SHARED_FOLDERS,
     SNAPSHOT_KINDS,
     STATE,
     TIDEMARK_DIR,
@@ -36,10 +37,12 @@ class StoreScan:
     store: str
     files: int = 0
     bytes: int = 0
+    crc_bytes: int = 0  # of those, checksum files
     # version -> bits of the kinds present at that version
     versions: dict[int, int] = field(default_factory=dict)
     # (version, unique id, kind) of checkpoint-format-v2 files
     unique_ids: list[tuple[int, str, FileKind]] = field(default_factory=list)
+    shared: set[str] = field(default_factory=set)  # RocksDB: the file names in its SSTs/ and logs/ folders
 
     def newest_snapshot(self, at_most: int | None = None) -> int | None:
         """The newest version with a snapshot (or RocksDB zip), optionally not after at_most."""
@@ -89,6 +92,9 @@ class CheckpointScan:
     folders: dict[str, list[int]] = field(default_factory=dict)
     offset_batches: list[int] = field(default_factory=list)
     commit_batches: list[int] = field(default_factory=list)
+    # Batch ids that name a folder in offsets/ or commits/ (where Spark expects a file): damage to report.
+    offset_folders: list[int] = field(default_factory=list)
+    commit_folders: list[int] = field(default_factory=list)
     operators: dict[int, OperatorScan] = field(default_factory=dict)
 
 
@@ -105,6 +111,7 @@ def _scan_store_folder(op: OperatorScan, store: StoreScan, listing: DirListing) 
     versions = store.versions
     files = 0
     total = 0
+    crc = 0
     for name, size in listing.files:
         kind, version, unique_id = _classify(name)
         counter = kinds[kind]
@@ -112,12 +119,15 @@ def _scan_store_folder(op: OperatorScan, store: StoreScan, listing: DirListing) 
         counter[1] += size
         files += 1
         total += size
+        if kind is FileKind.CRC:
+            crc += size
         if version is not None:
             versions[version] = versions.get(version, 0) | KIND_BITS[kind]
             if unique_id is not None:
                 store.unique_ids.append((version, unique_id, kind))
     store.files += files
     store.bytes += total
+    store.crc_bytes += crc
 
 
 def _scan_state(result: CheckpointScan, parts: list[str], listing: DirListing) -> None:
@@ -145,7 +155,10 @@ def _scan_state(result: CheckpointScan, parts: list[str], listing: DirListing) -
     if key not in op.stores and inner == [] and not any(_classify(name)[1] is not None for name, _ in listing.files):
         _count_files(op, listing)
         return
-    _scan_store_folder(op, op.store(*key), listing)
+    store = op.store(*key)
+    _scan_store_folder(op, store, listing)
+    if inner and inner[0] in SHARED_FOLDERS:
+        store.shared.update(name for name, _ in listing.files)
 
 
 def scan_checkpoint(fs: Storage) -> CheckpointScan:
@@ -172,4 +185,6 @@ def scan_checkpoint(fs: Storage) -> CheckpointScan:
             batches = [b for b in (log_batch(name) for name, _ in listing.files) if b is not None]
             target = result.offset_batches if rel == OFFSETS else result.commit_batches
             target.extend(sorted(batches))
+            folders = [b for b in (log_batch(name) for name in listing.dirs) if b is not None]
+            (result.offset_folders if rel == OFFSETS else result.commit_folders).extend(sorted(folders))
     return result

@@ -13,8 +13,12 @@ import hashlib
 import io
 import json
 import logging
+import os
+import shutil
+import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -31,6 +35,7 @@ from tidemark.formats.layout import (
     STATE,
     FileKind,
     classify,
+    crc_companions,
 )
 from tidemark.storage import join
 
@@ -174,3 +179,60 @@ def _sst_paths(zip_rel: str, local: Path, shared: dict[str, set[str]]) -> list[s
         names = shared.get(join(store_folder, sub), set())
         found.extend(join(join(store_folder, sub), n) for n in sorted(references & names))
     return found
+
+
+def _link_or_copy(source: str, target: Path) -> int:
+    """A hard link (same file system), else a symbolic link, else a copy: never gigabytes of state copied just to
+    be read, and the original is never opened for writing (Spark's readers only add files of their own)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        try:
+            os.symlink(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+    return target.stat().st_size
+
+
+@contextmanager
+def private_copy(checkpoint: Checkpoint, versions: set[int]) -> Iterator[tuple[Path, FetchReport | None]]:
+    """A local folder holding what loading these state versions reads, for Spark's readers to write into.
+
+    Spark's statestore reader writes into the checkpoint it reads (empty `state/<op>/<part>/_metadata` folders,
+    schema files): read-only commands hand it this copy instead. Local files are linked (hard links, symbolic
+    links across file systems) with their checksum companions into a temporary folder removed on exit; a remote
+    checkpoint is fetched into tidemark's cache as before.
+    """
+    if not checkpoint.store.location.is_local:
+        root, report = fetch_state(checkpoint, versions)
+        yield root, report
+        return
+    base = Path(checkpoint.store.location.key)
+    scratch = cache_root() / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="read-", dir=scratch) as folder:
+        root = Path(folder)
+        needed = files_for_versions(checkpoint, versions)
+        pending = list(needed.files)
+        seen: set[str] = set()
+        total = 0
+        while pending:
+            rel = pending.pop()
+            if rel in seen:
+                continue
+            seen.add(rel)
+            source = base / rel
+            if not source.is_file():
+                continue
+            total += _link_or_copy(str(source), root / rel)
+            parent, _, name = rel.rpartition("/")
+            for companion in crc_companions(name):
+                extra = f"{parent}/{companion}" if parent else companion
+                if (base / extra).is_file() and extra not in seen:
+                    seen.add(extra)
+                    _link_or_copy(str(base / extra), root / extra)
+            if classify(name)[0] is FileKind.ZIP:
+                pending.extend(_sst_paths(rel, source, needed.shared))
+        log.debug("linked %d files (%d bytes) of %s into %s", len(seen), total, checkpoint.uri, root)
+        yield root, None

@@ -1,5 +1,6 @@
 """Spark's state schema files: the key and value schema of each store (v2) or column family (v3).
 
+v1 (Spark 3.0): writeUTF("v1") and the key and value schema JSON, one writeUTF each.
 v2 (`state/<op>/0/[<store>/]_metadata/schema`, aggregations, deduplication, joins, sessions): Java's
 writeUTF("v2"), then the key and the value schema JSON, each as an int chunk count and writeUTF chunks.
 v3 (`state/<op>/_stateSchema/<store>/<batch>_<uuid>`, transformWithState): writeUTF("v3"), an int count of
@@ -111,6 +112,9 @@ def parse_schema_file(data: bytes) -> list[ColumnFamilySchema]:
     """Every column family a v2 or v3 schema file lists (a v2 file lists one, named 'default')."""
     reader = _Reader(data)
     version = reader.utf()
+    if version == "v1":  # Spark 3.0: the two schemas as one writeUTF each
+        key, value = _json(reader.utf()), _json(reader.utf())
+        return [ColumnFamilySchema("default", struct_fields(key), struct_fields(value))]
     if version == "v2":
         key, value = _json(reader.chunks()), _json(reader.chunks())
         return [ColumnFamilySchema("default", struct_fields(key), struct_fields(value))]

@@ -17,6 +17,7 @@ class OperatorFolder:
     has_operator_metadata: bool
     has_changelog: bool
     disk_bytes: int
+    store_bytes: dict[str, int]  # each store's own files, every partition (checksum files left out)
 
 
 def operator_folders(checkpoint: Checkpoint) -> list[OperatorFolder]:
@@ -30,6 +31,9 @@ def operator_folders(checkpoint: Checkpoint) -> list[OperatorFolder]:
             # for an operator that does not exist: not an operator.
             continue
         keys = sorted(op.stores)
+        store_bytes: dict[str, int] = {}
+        for (_, name), store in op.stores.items():
+            store_bytes[name] = store_bytes.get(name, 0) + store.bytes - store.crc_bytes
         found.append(
             OperatorFolder(
                 operator_id=op_id,
@@ -38,6 +42,7 @@ def operator_folders(checkpoint: Checkpoint) -> list[OperatorFolder]:
                 has_operator_metadata=has_metadata,
                 has_changelog=op.kinds[FileKind.CHANGELOG][0] > 0,
                 disk_bytes=size,
+                store_bytes=store_bytes,
             )
         )
     return found

@@ -96,7 +96,7 @@ def _from_folder(folder: OperatorFolder) -> list[StoreInfo]:
             variables=(),
             has_timers=False,
             has_changelog=folder.has_changelog,
-            disk_bytes=folder.disk_bytes,
+            disk_bytes=folder.store_bytes.get(store, 0),
             from_metadata=False,
         )
         for store in folder.stores
@@ -137,6 +137,20 @@ def list_stores(spark: SparkSession, source: StateSource) -> list[StoreInfo]:
     rows = _read_metadata_files(source.checkpoint, folders)
     if rows is None:
         rows = spark.read.format("state-metadata").load(str(source.root)).collect() if folders else []
+    return _stores(rows, folders)
+
+
+def stores_from_files(checkpoint: Checkpoint, folders_only: bool = False) -> list[StoreInfo] | None:
+    """The same without Spark: None when an operator's metadata file does not parse (Spark's reader then), or
+    with folders_only the operators as their folders show them."""
+    folders = {f.operator_id: f for f in operator_folders(checkpoint)}
+    rows = _read_metadata_files(checkpoint, folders)
+    if rows is None:
+        return _stores([], folders) if folders_only else None
+    return _stores(rows, folders)
+
+
+def _stores(rows: list[Any], folders: dict[int, OperatorFolder]) -> list[StoreInfo]:
     stores: list[StoreInfo] = []
     described: set[int] = set()
     for row in sorted(rows, key=lambda r: (int(r["operatorId"]), str(r["stateStoreName"]))):
@@ -156,7 +170,7 @@ def list_stores(spark: SparkSession, source: StateSource) -> list[StoreInfo]:
                 variables=variables,
                 has_timers=has_timers,
                 has_changelog=folder.has_changelog if folder else False,
-                disk_bytes=folder.disk_bytes if folder else 0,
+                disk_bytes=folder.store_bytes.get(str(row["stateStoreName"]), 0) if folder else 0,
                 from_metadata=True,
             )
         )

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import CheckpointError, UsageError
-from tidemark.formats import Checkpoint, FetchReport, fetch_state
-from tidemark.spark.lines import Feature, first_line_with
+from tidemark.formats import Checkpoint, FetchReport, fetch_state, private_copy
+from tidemark.spark.lines import Feature, first_line_with, require
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 TIMERS = "$timers"
+PYSPARK_ERROR_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
 
 
 @dataclass(frozen=True)
@@ -98,24 +99,88 @@ def open_state_source(path: str | Path, batches: tuple[int | None, ...] = (None,
 
 
 @contextmanager
+def quiet_jvm(spark: SparkSession) -> Iterator[None]:
+    """Spark's own log lines (a failed task's stack, dozens of lines) off while tidemark reads state: a reader
+    failure reaches the user as one line. `tidemark --debug` (debug logging) keeps them."""
+    if logging.getLogger("tidemark").isEnabledFor(logging.DEBUG):
+        yield
+        return
+    context = spark.sparkContext
+    context.setLogLevel("OFF")
+    # PySpark logs every analysis error with its Java stack as one JSON line of its own (handlers of their own).
+    loggers = [logging.getLogger(name) for name in PYSPARK_ERROR_LOGGERS]
+    was = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        context.setLogLevel("ERROR")
+        for logger, disabled in zip(loggers, was, strict=True):
+            logger.disabled = disabled
+
+
+@contextmanager
+def private_state_source(path: str | Path, batches: tuple[int | None, ...] = (None,)) -> Iterator[StateSource]:
+    """The checkpoint as Spark's readers should see it: a private copy of what loading these batches' state
+    reads (Spark's reader writes into the folder it reads; the user's checkpoint must stay as it was)."""
+    checkpoint = Checkpoint.open(str(path))
+    checkpoint.require()
+    latest = checkpoint.latest_committed_batch()
+    versions = {(latest if b is None else b) + 1 for b in batches}
+    with private_copy(checkpoint, versions) as (root, report):
+        yield StateSource(checkpoint.uri, root, Checkpoint.open(str(root)), report)
+
+
+@contextmanager
 def state_session(
     path: str | Path, batches: tuple[int | None, ...] = (None,)
 ) -> Iterator[tuple[SparkSession, StateSource]]:
-    """A Spark session ready to read this checkpoint's state; settings it changes are restored on exit."""
+    """A Spark session ready to read this checkpoint's state; settings it changes are restored on exit.
+
+    Spark reads a private copy of what it needs (formats.private_copy): its state reader writes into the folder it
+    reads, and the user's checkpoint must stay as it was.
+    """
     from tidemark.session import build_session, runtime_conf
 
-    source = open_state_source(path, batches)
-    spark = build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
-    # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
-    spark.streams.active  # noqa: B018
-    with runtime_conf(spark, session_conf(source.checkpoint)):
-        yield spark, source
+    require(Feature.STATE_READER)  # one line naming the Spark that has it, before any JVM starts
+    with private_state_source(path, batches) as source:
+        spark = build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
+        # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
+        spark.streams.active  # noqa: B018
+        with quiet_jvm(spark), runtime_conf(spark, session_conf(source.checkpoint)):
+            yield spark, source
+
+
+def one_line(exc: BaseException) -> str:
+    """The useful line of a Spark error: the root Java cause, or the failed task's exception, not the stack."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            cause = java
+            while cause.getCause() is not None:
+                cause = cause.getCause()
+            return f"{cause.getClass().getName()}: {cause.getMessage()}"[:300]
+        except Exception:  # the JVM is gone: fall back to the text
+            log.debug("cannot walk the Java cause chain", exc_info=True)
+    text = str(exc)
+    lines = [line.strip().lstrip(": ") for line in text.splitlines()]
+    # py4j's own preamble ("An error occurred while calling o88.collect.") says nothing: the next line does.
+    first = next(
+        (line for line in lines if line and not line.startswith("An error occurred while calling")),
+        next((line for line in lines if line), type(exc).__name__),
+    )
+    marker = "most recent failure:"
+    if marker in first:
+        tail = first.split(marker, 1)[1]
+        first = tail.split("): ", 1)[1] if "): " in tail else tail.strip()
+    return first[:300]
 
 
 def explain_read_error(exc: Exception, source: StateSource, target: ReadTarget, batch: int | None) -> CheckpointError:
     """Turn a Spark reader failure into a one-line CheckpointError that says what to pass instead."""
     text = str(exc)
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    first = one_line(exc)
     where = f"operator {target.operator_id} store {target.label}"
     root = source.uri
     if "STDS_COMMITTED_BATCH_UNAVAILABLE" in text or "STDS_OFFSET_LOG_UNAVAILABLE" in text:
@@ -138,7 +203,7 @@ def explain_read_error(exc: Exception, source: StateSource, target: ReadTarget, 
     if "STATE_STORE_PROVIDER_DOES_NOT_SUPPORT" in text or "readChangeFeed" in text:
         msg = f"cannot read the change feed of {where}: {first}"
         return CheckpointError(msg)
-    msg = f"cannot read {where} of {root} at batch {batch if batch is not None else 'latest'}: {first[:300]}"
+    msg = f"cannot read {where} of {root} at batch {batch if batch is not None else 'latest'}: {first}"
     return CheckpointError(msg)
 
 

@@ -6,14 +6,16 @@ import base64
 import datetime as dt
 import decimal
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import StrEnum
-from tidemark.errors import UsageError
-from tidemark.formats import FetchReport
-from tidemark.state.metadata import StoreInfo, list_stores
+from tidemark.errors import CheckpointError, UsageError
+from tidemark.formats import Checkpoint, FetchReport
+from tidemark.spark.lines import Feature, lacking
+from tidemark.state.files import read_context, rows_from_files
+from tidemark.state.metadata import StoreInfo, list_stores, stores_from_files
 from tidemark.state.reader import (
     TIMERS,
     ReadTarget,
@@ -48,6 +50,8 @@ class StateRows:
     rows: tuple[tuple[Any, ...], ...]
     exported_to: str | None
     fetched: FetchReport | None = None  # what was copied from remote storage to read it
+    reader: str = "spark"  # "spark" or "files"
+    note: str | None = None  # why the files were read (Spark's reader failed)
 
 
 def plain(value: Any) -> Any:
@@ -101,6 +105,57 @@ def _filtered(frame: DataFrame, predicate: Column, text: str) -> DataFrame:
         raise UsageError(msg.splitlines()[0]) from exc
 
 
+def _export(columns: tuple[str, ...], rows: list[tuple[Any, ...]], export: ExportFormat, output: str | Path) -> str:
+    import pandas as pd
+
+    table = pd.DataFrame(rows, columns=list(columns))
+    destination = Path(output)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    if export is ExportFormat.CSV:
+        table.to_csv(destination, index=False)
+    else:
+        table.to_parquet(destination, index=False)
+    return str(destination)
+
+
+def _show_from_files(
+    path: str | Path,
+    operator: int | None,
+    store: str | None,
+    batch: int | None,
+    schemas: tuple[str | None, str | None],
+    limit: int | None,
+    export: ExportFormat | None,
+    output: str | Path | None,
+) -> StateRows:
+    checkpoint = Checkpoint.open(str(path))
+    checkpoint.require()
+    context = read_context(checkpoint, batch)
+    stores = stores_from_files(checkpoint, folders_only=True) or []
+    target = choose_target(stores, operator, store)
+    chosen = next(
+        (s for s in stores if s.operator_id == target.operator_id and s.store == target.store),
+        None,
+    )
+    if chosen is None:
+        names = ", ".join(sorted({s.store for s in stores if s.operator_id == target.operator_id})) or "none"
+        msg = f"operator {target.operator_id} has no store {target.store!r} in its files (stores: {names})"
+        raise UsageError(msg)
+    single = len({s.store for s in stores if s.operator_id == chosen.operator_id}) == 1
+    columns, rows = rows_from_files(checkpoint, chosen, context, single, schemas, limit)
+    exported = _export(columns, rows, export, output) if export is not None and output is not None else None
+    return StateRows(
+        checkpoint=checkpoint.uri,
+        batch=context.batch,
+        operator=chosen.operator_id,
+        store=chosen.store,
+        columns=columns,
+        rows=() if exported else tuple(tuple(plain(v) for v in row) for row in rows),
+        exported_to=exported,
+        reader="files",
+    )
+
+
 def show_state(
     path: str | Path,
     operator: int | None = None,
@@ -110,14 +165,61 @@ def show_state(
     limit: int | None = 20,
     export: ExportFormat | None = None,
     output: str | Path | None = None,
+    reader: str = "auto",
+    key_schema: str | None = None,
+    value_schema: str | None = None,
 ) -> StateRows:
-    """Read one store's rows, flattened; with export, write them all (or `limit`) to a CSV or Parquet file."""
+    """Read one store's rows, flattened; with export, write them all (or `limit`) to a CSV or Parquet file.
+
+    reader "auto" uses Spark's statestore reader where the installed Spark has one and the files where it has none
+    or fails; "files" decodes the store files without Spark, with the schema Spark recorded (3.1+) or the DDL
+    given as key_schema/value_schema.
+    """
     if limit is not None and limit < 0:
         msg = "--limit must be 0 or more"
         raise UsageError(msg)
     if export is not None and output is None:
         msg = f"--{export.value} needs an output file path"
         raise UsageError(msg)
+    if reader not in ("auto", "spark", "files"):
+        msg = f"--reader must be one of auto, spark, files, not {reader!r}"
+        raise UsageError(msg)
+    schemas = (key_schema, value_schema)
+    use_files = reader == "files" or key_schema is not None or value_schema is not None
+    missing = lacking(Feature.STATE_READER)
+    if reader == "spark" and missing is not None:
+        msg = f"--reader spark: {missing}"
+        raise CheckpointError(msg)
+    if use_files or missing is not None:
+        if key is not None:
+            msg = (
+                "--key filters need Spark's state reader (--reader spark, Spark 4.0+); the files reader shows all rows"
+            )
+            raise UsageError(msg)
+        return _show_from_files(path, operator, store, batch, schemas, limit, export, output)
+    try:
+        return _show_with_spark(path, operator, store, batch, key, limit, export, output)
+    except CheckpointError as exc:
+        if reader == "spark" or key is not None:
+            raise
+        try:
+            shown = _show_from_files(path, operator, store, batch, schemas, limit, export, output)
+        except CheckpointError as files_error:
+            msg = f"{exc}; reading the files instead: {files_error}"
+            raise CheckpointError(msg) from files_error
+        return replace(shown, note=f"read from the files: Spark's reader failed ({exc})")
+
+
+def _show_with_spark(
+    path: str | Path,
+    operator: int | None,
+    store: str | None,
+    batch: int | None,
+    key: str | None,
+    limit: int | None,
+    export: ExportFormat | None,
+    output: str | Path | None,
+) -> StateRows:
     with state_session(path, (batch,)) as (spark, source):
         target = choose_target(list_stores(spark, source), operator, store)
         frame = read_state(spark, source, target, batch)

@@ -1,0 +1,208 @@
+"""State read from its files, without Spark: row counts for `state stats`, decoded rows for `state show`.
+
+The one way to read state where Spark's reader cannot (Spark 3.5 and older have none; it needs schema files Spark
+wrote only from 3.1 on): formats/ replays each partition's store the way Spark's provider loads it. Counts are the
+keys in the store, i.e. what Spark's numRowsTotal reports; rows are decoded with the schema Spark recorded
+(`state/<op>/<part>/_metadata/schema`, Spark 3.1+) or the one the user passes as DDL.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tidemark.errors import CheckpointError, UsageError
+from tidemark.formats import (
+    Checkpoint,
+    Field,
+    RowDecodeError,
+    StateNotReadable,
+    StateReadMethod,
+    decode_row,
+    fields_from_ddl,
+    read_store,
+    store_schemas,
+)
+from tidemark.state.metadata import StoreInfo
+
+# Deduplication stores a one-field row holding null as every value; Spark 3.1 and 3.2 recorded the input row as its
+# value schema instead (which is why their own reader fails on those checkpoints).
+NULL_PLACEHOLDER = b"\x01" + bytes(15)
+
+
+@dataclass(frozen=True)
+class FileCounts:
+    """One store's rows per partition, bytes and (RocksDB with column families) rows per family, from its files."""
+
+    per_partition: dict[int, int]
+    size: int | None  # key + value bytes as stored; None when a partition was counted from snapshot metadata
+    families: dict[str, int]
+    methods: frozenset[StateReadMethod]
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """What reading one batch's state needs to know of the logs."""
+
+    batch: int
+    row_checksum: bool
+    unique_ids: dict[int, list[list[str]]]  # checkpoint format v2: operator -> partition -> ids, one per store
+    partitions: int | None  # spark.sql.shuffle.partitions recorded in the offsets
+
+
+def read_context(checkpoint: Checkpoint, batch: int | None) -> ReadContext:
+    """The batch (latest committed when None), its recorded conf and its commit's unique ids."""
+    at = batch if batch is not None else checkpoint.latest_committed_batch()
+    offsets = checkpoint.find_offset(at)
+    commit = checkpoint.find_commit(at)
+    if commit is None:
+        committed = checkpoint.commit_batches()
+        span = f"{committed[0]}..{committed[-1]}" if committed else "none"
+        msg = f"batch {at} is not a committed batch of {checkpoint.uri} (committed: {span}): pass --batch in that range"
+        raise CheckpointError(msg)
+    conf = offsets.conf if offsets else {}
+    row_checksum = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+    partitions = conf.get("spark.sql.shuffle.partitions", "")
+    return ReadContext(
+        batch=at,
+        row_checksum=conf.get(row_checksum, "false").lower() == "true",
+        unique_ids=commit.state_unique_ids,
+        partitions=int(partitions) if partitions.isdigit() else None,
+    )
+
+
+def _partitions(store: StoreInfo, context: ReadContext) -> range:
+    return range(max(store.num_partitions, context.partitions or 0))
+
+
+def _unique_id(store: StoreInfo, partition: int, context: ReadContext, single_store: bool) -> str | None:
+    ids = context.unique_ids.get(store.operator_id, [])
+    if not single_store or partition >= len(ids) or not ids[partition]:
+        return None
+    return ids[partition][0]
+
+
+def count_from_files(checkpoint: Checkpoint, store: StoreInfo, context: ReadContext, single_store: bool) -> FileCounts:
+    """Rows of one (operator, store) at the context's batch; StateNotReadable says why not."""
+    per_partition: dict[int, int] = {}
+    size: int | None = 0
+    families: dict[str, int] = {}
+    methods = set()
+    for partition in _partitions(store, context):
+        rows = read_store(
+            checkpoint,
+            store.operator_id,
+            partition,
+            store.store,
+            context.batch + 1,
+            unique_id=_unique_id(store, partition, context, single_store),
+            row_checksum=context.row_checksum,
+        )
+        per_partition[partition] = rows.rows
+        size = None if size is None or rows.size is None else size + rows.size
+        methods.add(rows.method)
+        for name, count in rows.families.items():
+            families[name] = families.get(name, 0) + count
+    return FileCounts(per_partition, size, families, frozenset(methods))
+
+
+def _schema(
+    checkpoint: Checkpoint, store: StoreInfo, key_ddl: str | None, value_ddl: str | None
+) -> tuple[tuple[Field, ...], tuple[Field, ...]]:
+    recorded: tuple[tuple[Field, ...], tuple[Field, ...]] | None = None
+    if key_ddl is None or value_ddl is None:
+        try:
+            families = store_schemas(checkpoint, store.operator_id, store.store)
+        except ValueError as exc:
+            raise CheckpointError(str(exc)) from exc
+        if len(families) == 1:
+            recorded = (families[0].key, families[0].value)
+        elif len(families) > 1:
+            msg = (
+                f"operator {store.operator_id} keeps its state in column families (transformWithState): read it per "
+                "state variable with Spark's reader (--reader spark, Spark 4.0+)"
+            )
+            raise StateNotReadable(msg)
+    try:
+        key = fields_from_ddl(key_ddl) if key_ddl else (recorded[0] if recorded else None)
+        if value_ddl is not None:
+            value: tuple[Field, ...] | None = fields_from_ddl(value_ddl) if value_ddl.strip() else ()  # dedup: none
+        else:
+            value = recorded[1] if recorded else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    if key is None or value is None:
+        msg = (
+            f"operator {store.operator_id} store {store.store} has no state schema file (Spark wrote them from 3.1 "
+            "on): pass --key-schema and --value-schema as Spark DDL, e.g. --key-schema 'window STRUCT<start: "
+            "TIMESTAMP, end: TIMESTAMP>, user STRING' --value-schema 'count BIGINT'"
+        )
+        raise UsageError(msg)
+    return key, value
+
+
+def _flat(prefix: str, value: Any, fields: tuple[Field, ...] | None, out: dict[str, Any]) -> None:
+    if fields is not None and isinstance(value, dict | type(None)):
+        for field in fields:
+            inner = value.get(field.name) if isinstance(value, dict) else None
+            _flat(f"{prefix}_{field.name}", inner, field.fields if field.type == "struct" else None, out)
+        return
+    if isinstance(value, list | dict):
+        out[prefix] = json.dumps(value, default=str, sort_keys=True)
+        return
+    out[prefix] = value
+
+
+def rows_from_files(
+    checkpoint: Checkpoint,
+    store: StoreInfo,
+    context: ReadContext,
+    single_store: bool,
+    schemas: tuple[str | None, str | None],
+    limit: int | None,
+) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """Up to `limit` rows of one store, keys and values flattened into columns (as Spark's reader shows them)."""
+    key_fields, value_fields = _schema(checkpoint, store, *schemas)
+    columns: tuple[str, ...] | None = None
+    rows: list[tuple[Any, ...]] = []
+    for partition in _partitions(store, context):
+        replayed = read_store(
+            checkpoint,
+            store.operator_id,
+            partition,
+            store.store,
+            context.batch + 1,
+            unique_id=_unique_id(store, partition, context, single_store),
+            keep_entries=True,
+            row_checksum=context.row_checksum,
+        )
+        if replayed.families:
+            msg = (
+                f"operator {store.operator_id} keeps its state in column families (transformWithState): read it per "
+                "state variable with Spark's reader (--reader spark, Spark 4.0+)"
+            )
+            raise StateNotReadable(msg)
+        for key, value in sorted((replayed.entries or {}).items()):
+            flat: dict[str, Any] = {}
+            raw_value = value[replayed.value_prefix :]
+            try:
+                _flat("key", decode_row(key[replayed.key_prefix :], key_fields), key_fields, flat)
+                if raw_value == NULL_PLACEHOLDER and len(value_fields) != 1:
+                    _flat("value", None, value_fields, flat)
+                else:
+                    _flat("value", decode_row(raw_value, value_fields), value_fields, flat)
+            except RowDecodeError as exc:
+                msg = f"the state rows of operator {store.operator_id} do not fit the schema: {exc}"
+                raise UsageError(msg) from exc
+            flat["partition_id"] = partition
+            columns = columns or tuple(flat)
+            rows.append(tuple(flat.values()))
+            if limit is not None and len(rows) >= limit:
+                return columns, rows
+    if columns is None:
+        empty: dict[str, Any] = {}
+        _flat("key", None, key_fields, empty)
+        _flat("value", None, value_fields, empty)
+        columns = (*empty, "partition_id")
+    return columns, rows

@@ -1,0 +1,246 @@
+"""Every tool that reads without Spark, on every checkpoint of the corpus (tests/fixtures/corpus): Spark 2.4 to 4.3.
+
+`checkpoint inspect` must be right on all of them; `state stats --reader files` exact against the figures Spark
+itself reported (expected.json: numRowsTotal of the last progress event, per-store counts of Spark's reader) or,
+where the files cannot give them, a "cannot read state of operator N" and exit 1; `state show --reader files`
+must decode exactly the rows an independent pandas computation over the corpus input leaves in state. None of
+them may change a byte, a name or a modification time in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tidemark.checkpoint.inspect import inspect_checkpoint
+from tidemark.cli.main import main
+from tidemark.state.show import show_state
+from tidemark.state.stats import Reader, state_stats
+
+CORPUS = Path(__file__).parents[1] / "fixtures" / "corpus"
+CASES = sorted(f"{case.parent.name}/{case.name}" for case in CORPUS.glob("spark-*/*") if case.is_dir())
+PROVIDERS = {
+    "HDFSBackedStateStoreProvider": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "RocksDBStateStoreProvider": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
+
+def _expected(case: str) -> dict[str, Any]:
+    return json.loads((CORPUS / case / "expected.json").read_text())
+
+
+def listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder below root: size (-1 for folders) and modification time."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            stat = path.stat()
+            found[str(path.relative_to(root))] = (stat.st_size if name in files else -1, stat.st_mtime_ns)
+    return found
+
+
+def copy(case: str, tmp_path: Path) -> Path:
+    """A copy of the case's checkpoint, so a tool that wrote into it could not spoil the corpus."""
+    return Path(shutil.copytree(CORPUS / case / "checkpoint", tmp_path / "checkpoint"))
+
+
+def test_the_corpus_is_there() -> None:
+    assert len(CASES) >= 50 and any(c.startswith("spark-2.4.8/") for c in CASES)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_inspect_is_right(case: str, tmp_path: Path) -> None:
+    checkpoint = copy(case, tmp_path)
+    expected = _expected(case)
+    before = listing(checkpoint)
+    report = inspect_checkpoint(str(checkpoint))
+    assert listing(checkpoint) == before
+    assert report.findings == [], report.findings
+    assert report.latest_committed_batch == expected["last_committed_batch"]
+    assert report.oldest_offset_batch == expected["offsets_batches"][0]
+    assert report.latest_offset_batch == expected["offsets_batches"][-1]
+    provider = expected["settings"]["spark.sql.streaming.stateStore.providerClass"]
+    assert PROVIDERS[report.state_provider or ""] == provider
+    watermark = expected.get("last_batch_watermark_ms")
+    if isinstance(watermark, str) and watermark != "1970-01-01T00:00:00.000Z":
+        stamp = dt.datetime.fromisoformat(watermark.replace("Z", "+00:00"))
+        assert report.latest_offset_watermark == stamp
+    assert [op.id for op in report.operators] == [op["operator_id"] for op in expected["operators"]]
+    for op, spec in zip(report.operators, expected["operators"], strict=True):
+        assert op.store_names == [s["name"] for s in spec["stores"]]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_state_stats_from_the_files_is_exact(case: str, tmp_path: Path) -> None:
+    checkpoint = copy(case, tmp_path)
+    expected = _expected(case)
+    before = listing(checkpoint)
+    result = state_stats(checkpoint, reader=Reader.FILES)
+    assert listing(checkpoint) == before
+    assert result.unreadable == []
+    assert result.batch == expected["last_committed_batch"]
+    for spec in expected["operators"]:
+        stores = {op.store: op for op in result.operators if op.id == spec["operator_id"]}
+        assert sorted(stores) == sorted(s["name"] for s in spec["stores"])
+        for store in spec["stores"]:
+            if store.get("rows") is not None:
+                assert stores[store["name"]].rows == store["rows"], store["name"]
+        # numRowsTotal of a join counts the keyWithIndexToValue stores (one row per buffered input row).
+        counted = [s for name, s in stores.items() if "keyToNumValues" not in name]
+        assert sum(s.rows or 0 for s in counted) == spec["num_rows_total"]
+        assert all(s.reader is Reader.FILES for s in stores.values())
+    assert main(["state", "stats", str(checkpoint), "--reader", "files", "--json"]) == 0
+    assert listing(checkpoint) == before
+
+
+# --- state show: the decoded rows against the input ------------------------------------------------------------
+
+
+def corpus_input(minutes: int) -> pd.DataFrame:
+    """The recorder's input as its README describes it: minute m holds 6 events k{j % 3} at 00:m:(10 j)s with
+    v = 10 m + j, plus one exact copy of its first event."""
+    rows = []
+    for minute in range(minutes):
+        events = [(f"k{j % 3}", pd.Timestamp("2024-01-01", tz="UTC") + pd.Timedelta(minutes=minute, seconds=10 * j),
+                   10 * minute + j) for j in range(6)]  # fmt: skip
+        rows += [*events, events[0]]
+    return pd.DataFrame(rows, columns=["k", "ts", "v"])
+
+
+WATERMARK = pd.Timestamp("2024-01-01T00:01:50", tz="UTC")  # of the last batch: max event time of batch 2 - 1 min
+
+
+def window_state() -> set[tuple[Any, ...]]:
+    """Windows still open after the last batch: end after its watermark; count and sum per (window, key)."""
+    events = corpus_input(4)
+    events["start"] = events["ts"].dt.floor("1min")
+    grouped = events.groupby(["start", "k"]).agg(n=("v", "size"), s=("v", "sum")).reset_index()
+    kept = grouped[grouped["start"] + pd.Timedelta(minutes=1) > WATERMARK]
+    return {(r.start.to_pydatetime(), r.k, int(r.n), int(r.s)) for r in kept.itertuples()}
+
+
+def dedup_state() -> set[tuple[Any, ...]]:
+    """Distinct (k, ts) whose event time is after the last batch's watermark."""
+    events = corpus_input(4).drop_duplicates(["k", "ts"])
+    return {(r.ts.to_pydatetime(), r.k) for r in events[events["ts"] > WATERMARK].itertuples()}
+
+
+SHOWN = [
+    c for c in CASES if c.split("/")[1] in ("hdfs_window", "hdfs_dedup", "rocksdb_window", "rocksdb_changelog_window")
+]
+SHOWN += [c for c in CASES if c.endswith("/rocksdb_v2_window") and not c.startswith("spark-4.0")]
+
+
+@pytest.mark.parametrize("case", SHOWN)
+def test_state_show_from_the_files_decodes_the_rows_the_input_leaves(case: str, tmp_path: Path) -> None:
+    checkpoint = copy(case, tmp_path)
+    before = listing(checkpoint)
+    schemas: dict[str, str | None] = {"key_schema": None, "value_schema": None}
+    if case.startswith("spark-2.4.8/"):  # Spark 2.x wrote no schema file: the user gives it
+        window = "window STRUCT<start: TIMESTAMP, end: TIMESTAMP>, k STRING"
+        schemas = {"key_schema": window, "value_schema": "n BIGINT, s BIGINT"}
+        if "dedup" in case:
+            schemas = {"key_schema": "k STRING, ts TIMESTAMP", "value_schema": ""}
+    shown = show_state(checkpoint, limit=None, reader="files", **schemas)
+    assert listing(checkpoint) == before
+    rows = [dict(zip(shown.columns, row, strict=True)) for row in shown.rows]
+    key = [c for c in shown.columns if c.startswith("key_")]
+    value = [c for c in shown.columns if c.startswith("value_")]
+    if "dedup" in case:
+        got = {(dt.datetime.fromisoformat(r[key[1]]), r[key[0]]) for r in rows}
+        assert got == dedup_state()
+    else:
+        got = {(dt.datetime.fromisoformat(r[key[0]]), r[key[2]], r[value[0]], r[value[1]]) for r in rows}
+        assert got == window_state()
+    assert len(rows) == len(got)  # no key twice
+
+
+def test_show_without_a_schema_file_asks_for_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint = copy("spark-2.4.8/hdfs_window", tmp_path)
+    assert main(["state", "show", str(checkpoint), "--reader", "files"]) == 2
+    assert "--key-schema" in capsys.readouterr().err
+    wrong = ["--key-schema", "a STRING, b STRING, c STRING, d STRING", "--value-schema", "x STRING"]
+    assert main(["state", "show", str(checkpoint), *wrong]) == 2
+    assert "do not fit the schema" in capsys.readouterr().err
+
+
+@pytest.fixture
+def spark_35(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed Spark is 3.5 (no state reader), and no Spark session may start."""
+
+    def no_session(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr("tidemark.spark.lines.installed_version", lambda: "3.5.7")
+    monkeypatch.setattr("tidemark.session.build_session", no_session)
+
+
+@pytest.mark.usefixtures("spark_35")
+def test_without_spark_s_reader_auto_reads_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    window = copy("spark-3.5.9/rocksdb_window", tmp_path / "a")
+    [op] = state_stats(window).operators
+    assert (op.rows, op.reader) == (9, Reader.FILES)  # RocksDB snapshots: the rows of their SST files
+
+    long_run = copy("spark-3.5.9/rocksdb_changelog_long_run", tmp_path / "b")
+    assert [op.rows for op in state_stats(long_run).operators] == [9]  # a snapshot's SSTs plus a changelog
+
+    assert main(["state", "stats", str(window), "--reader", "spark"]) == 1
+    assert "needs Spark 4.0 or newer" in capsys.readouterr().err
+
+    hdfs = copy("spark-3.5.9/hdfs_window", tmp_path / "c")
+    assert main(["state", "show", str(hdfs), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["reader"] == "files"
+
+
+@pytest.mark.usefixtures("spark_35")
+def test_state_the_files_cannot_give_is_an_error_not_a_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    long_run = copy("spark-3.5.9/rocksdb_changelog_long_run", tmp_path)
+    for sst in (long_run / "state" / "0" / "1" / "SSTs").glob("*.sst"):
+        sst.unlink()  # what the newest snapshot of partition 1 is made of
+    assert main(["state", "stats", str(long_run)]) == 1
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert "cannot read state of operator 0" in err and "which is gone" in err
+    assert main(["state", "show", str(long_run)]) == 1
+    assert "which is gone" in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_a_snapshot_whose_ssts_cannot_be_read_is_counted_from_its_metadata(tmp_path: Path) -> None:
+    window = copy("spark-3.5.9/rocksdb_window", tmp_path)
+    for sst in (window / "state" / "0" / "0" / "SSTs").glob("*.sst"):
+        sst.write_bytes(sst.read_bytes()[:-20])  # no footer any more
+    [op] = state_stats(window, reader=Reader.FILES).operators
+    assert op.rows == 9 and op.approx_bytes is None and "row count Spark recorded" in (op.note or "")
+
+
+def test_join_stores_report_their_own_disk_bytes(tmp_path: Path) -> None:
+    checkpoint = copy("spark-3.5.9/rocksdb_changelog_join", tmp_path)
+    result = state_stats(checkpoint, reader=Reader.FILES)
+    on_disk = {
+        op.store: sum(
+            f.stat().st_size
+            for part in (checkpoint / "state" / "0").iterdir()
+            if part.name.isdigit()
+            for f in (part / op.store).rglob("*")
+            if f.is_file() and not f.name.endswith(".crc") and "_metadata" not in f.parts  # data, not its schema
+        )
+        for op in result.operators
+    }
+    assert {op.store: op.disk_bytes for op in result.operators} == on_disk
+    assert len(set(on_disk.values())) == 4  # four different figures, not the operator's total four times
+
+
+@pytest.mark.usefixtures("spark_35")
+def test_commands_that_need_spark_s_reader_say_which_spark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint = copy("spark-3.5.9/hdfs_window", tmp_path)
+    for argv in (["state", "diff", str(checkpoint), "--from", "2", "--to", "3"], ["state", "expired", str(checkpoint)]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert "needs Spark 4.0 or newer (installed: Spark 3.5.7)" in err and len(err.strip().splitlines()) == 1
