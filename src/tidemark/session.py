@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,9 +72,24 @@ def build_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _keep_interrupt_handler():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+@contextmanager
+def _keep_interrupt_handler() -> Iterator[None]:
+    """pyspark's SparkContext installs its own SIGINT handler; the CLI's (which also cancels Spark's jobs) stays."""
+    try:
+        previous = signal.getsignal(signal.SIGINT)
+    except ValueError:
+        previous = None
+    try:
+        yield
+    finally:
+        if getattr(previous, "tidemark_interrupt", False) and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
