@@ -40,9 +40,7 @@ def prune_checkpoint(
         msg = f"--keep must be at least 1 (got {keep}): it is how many committed batches of history to keep"
         raise UsageError(msg)
     checkpoint = Checkpoint.open(path, backend, spark)
-    if not checkpoint.exists():
-        msg = f"checkpoint {path} does not exist: pass the folder given as checkpointLocation"
-        raise CheckpointError(msg)
+    checkpoint.require(planned=False)
     ensure_unlocked(path, checkpoint.store)
     finished = finish_removals(checkpoint) if apply else []
     for result in finished:

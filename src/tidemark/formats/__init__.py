@@ -46,7 +46,15 @@ from tidemark.formats.lock import clear_lock as clear_run_lock
 from tidemark.formats.operators import OperatorEntry, operator_entries
 from tidemark.formats.operators import schema_files as operator_schema_files
 from tidemark.formats.progress import BatchProgress, NumericMetrics, StateOperatorProgress, parse_spark_time
-from tidemark.formats.progress_log import EventType, LogEvent, iter_log, iter_progress, read_progress
+from tidemark.formats.progress_log import (
+    EventType,
+    LogEvent,
+    is_record,
+    iter_log,
+    iter_progress,
+    no_records,
+    read_progress,
+)
 from tidemark.formats.progress_log import log_files as progress_log_files
 from tidemark.formats.progress_log import read_log as read_progress_log
 from tidemark.formats.progress_writer import ProgressLogWriter, log_path_for, utc_now_text
@@ -127,6 +135,7 @@ __all__ = [
     "finish_removals",
     "helper_spec",
     "inject_sink_entries",
+    "is_record",
     "is_store_data",
     "iter_log",
     "iter_progress",
@@ -135,6 +144,7 @@ __all__ = [
     "locked_message",
     "log_path_for",
     "marker_paths",
+    "no_records",
     "operator_entries",
     "operator_schema_files",
     "parse_schema_file",

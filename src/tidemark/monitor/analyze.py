@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tidemark.formats import BatchProgress, EventType, LogEvent, StateOperatorProgress, iter_log
+from tidemark.formats import BatchProgress, EventType, LogEvent, StateOperatorProgress, is_record, iter_log, no_records
 from tidemark.monitor.metrics import quarantined_count
 from tidemark.monitor.series import commit_estimate_ms
 from tidemark.monitor.sketch import Largest, QuantileSketch
@@ -112,6 +112,18 @@ class LogAnalysis:
     quarantined: int
     findings: tuple[Finding, ...]
     runs: tuple[RunAnalysis, ...]
+
+
+def log_records(path: str | Path) -> Iterator[LogEvent]:
+    """Every record of a progress log, streamed; an InputError at the end when there was none (no log file, an
+    empty log, or a file that is not a progress log), never an empty analysis."""
+    seen = False
+    for event in iter_log(path):
+        if is_record(event):
+            seen = True
+            yield event
+    if not seen:
+        raise no_records(path)
 
 
 def run_events(events: Iterable[LogEvent]) -> Iterator[tuple[str, LogEvent, BatchProgress | None]]:
@@ -448,4 +460,4 @@ def summarize(path: str | Path, runs: Sequence[RunAnalysis]) -> LogAnalysis:
 
 def analyze(path: str | Path, leak_batches: int = DEFAULT_LEAK_BATCHES, parallelism: int | None = None) -> LogAnalysis:
     """Analyze a progress log file or a folder of them, in one streaming pass."""
-    return summarize(path, analyze_events(iter_log(path), leak_batches, parallelism))
+    return summarize(path, analyze_events(log_records(path), leak_batches, parallelism))

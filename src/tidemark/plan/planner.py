@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tidemark.config import load_config
 from tidemark.config.model import StateStoreKind, TidemarkConfig
-from tidemark.errors import UsageError
+from tidemark.errors import InputError
 from tidemark.formats import read_progress
 from tidemark.plan.advice import CheckpointAdvice, advise_checkpoint, detect_changelog
 from tidemark.plan.forecast import forecast
@@ -85,7 +85,7 @@ def advise_checkpoint_log(
     progress = read_progress(log)
     if not any(p.state_operators for p in progress):
         msg = f"{log} holds no progress of a stateful query: give the progress log of a run with state"
-        raise UsageError(msg)
+        raise InputError(msg)
     store = overrides.state_store or detect_state_store(progress)
     if store is None and loaded is not None:
         store = loaded.checkpoint.state_store

@@ -8,8 +8,7 @@ from html import escape
 from pathlib import Path
 
 from tidemark.errors import UsageError
-from tidemark.formats import iter_log
-from tidemark.monitor.analyze import DEFAULT_LEAK_BATCHES, Finding, RunAnalysis, RunFold, run_events
+from tidemark.monitor.analyze import DEFAULT_LEAK_BATCHES, Finding, RunAnalysis, RunFold, log_records, run_events
 from tidemark.monitor.report.svg import PLOT_WIDTH, line_chart, stacked_bars
 from tidemark.monitor.series import (
     COMMIT_SHARE,
@@ -170,7 +169,7 @@ def _findings(findings: Sequence[Finding]) -> str:
 def _analyzed(path: str | Path, leak_batches: int, parallelism: int | None) -> list[tuple[RunAnalysis, RunSeries]]:
     """Every run's analysis and plotted series, from one streaming pass over the log."""
     runs: dict[str, tuple[RunFold, SeriesFold]] = {}
-    for run_id, event, progress in run_events(iter_log(path)):
+    for run_id, event, progress in run_events(log_records(path)):
         folds = runs.get(run_id)
         if folds is None:
             folds = runs[run_id] = (RunFold(run_id, leak_batches, parallelism), SeriesFold(PLOT_WIDTH, parallelism))
