@@ -47,12 +47,12 @@ class Outcome:
     help_text: str | None = None  # printed as it is, on stdout
 
 
-def first_line(text: str) -> str:
-    """The first non-empty line of text, cut to a length that fits an error line."""
+def first_line(text: str, limit: int | None = _MAX_LINE) -> str:
+    """The first non-empty line of text, cut to limit characters (a foreign message may hold a whole stack)."""
     for line in text.splitlines():
         if line.strip():
             line = line.strip()
-            return line if len(line) <= _MAX_LINE else line[: _MAX_LINE - 1] + "…"
+            return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
     return ""
 
 
@@ -86,7 +86,7 @@ def _os_error(exc: OSError) -> str:
         IsADirectoryError: "it is a folder, a file was expected",
         NotADirectoryError: "it is a file, a folder was expected",
     }.get(type(exc), exc.strerror or type(exc).__name__)
-    return f"cannot use {name}: {reason}" if name else f"{reason}: {first_line(str(exc))}"
+    return f"cannot open {name}: {reason}" if name else f"{reason}: {first_line(str(exc))}"
 
 
 def outcome(exc: BaseException, command: str = "tidemark") -> Outcome:
@@ -101,7 +101,8 @@ def outcome(exc: BaseException, command: str = "tidemark") -> Outcome:
         message = getattr(exc, "format_message", lambda: str(exc))()
         return Outcome(int(getattr(exc, "exit_code", 1)), _error(first_line(message)))
     if isinstance(exc, TidemarkError):
-        return Outcome(exc.exit_code, _error(first_line(str(exc)) or type(exc).__name__))
+        # tidemark's own messages are one line by design and never cut; a second line is never shown.
+        return Outcome(exc.exit_code, _error(first_line(str(exc), None) or type(exc).__name__))
     if isinstance(exc, OSError) and type(exc) in (
         PermissionError,
         FileNotFoundError,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import signal
 import sys
+import threading
 from types import FrameType
 from typing import Annotated, Any
 
@@ -73,6 +75,18 @@ def _root(
         # Cloud SDKs log multi-line warnings (every credential they tried); tidemark says it in one line.
         for name in _QUIET_LOGGERS + _PYSPARK_LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL)
+        # py4j logs its connection errors (a Ctrl-C in the middle of a call) with a traceback on the root logger.
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_not_from_py4j)
+        # Spark's own log and Java stack traces go to a file (docs/cli.md), not between tidemark's lines.
+        from tidemark.cache import cache_root
+        from tidemark.session import send_jvm_output_to
+
+        send_jvm_output_to(cache_root() / "logs")
+
+
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def build_app(args: list[str] | None = None) -> typer.Typer:
@@ -111,15 +125,22 @@ def command_words(app: typer.Typer, args: list[str]) -> str:
 def _on_interrupt(signum: int, frame: FrameType | None) -> None:
     """Ctrl-C: remember it (an exception it causes deep in Spark still ends as 'interrupted'), cancel Spark's jobs."""
     del signum, frame
+    first = not _state["interrupted"]
     _state["interrupted"] = True
     context = getattr(sys.modules.get("pyspark"), "SparkContext", None)
     active = getattr(context, "_active_spark_context", None)
-    if active is not None:
-        try:
-            active.cancelAllJobs()
-        except Exception:  # noqa: S110 - the JVM may already be going away; the interrupt still stops the command
-            pass
+    if active is not None and first:
+        # From another thread (its own py4j connection): a call from inside this handler would cut into the one
+        # the main thread is waiting on.
+        threading.Thread(target=_cancel_jobs, args=(active,), name="tidemark-cancel", daemon=True).start()
     raise KeyboardInterrupt
+
+
+def _cancel_jobs(context: Any) -> None:
+    try:
+        context.cancelAllJobs()
+    except Exception as exc:  # the JVM may be going away already; the interrupt stops the command either way
+        logging.getLogger(__name__).debug("cancelling Spark's jobs: %s", exc)
 
 
 # tidemark.session puts this handler back after pyspark's SparkContext installs its own.

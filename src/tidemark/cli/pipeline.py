@@ -37,10 +37,15 @@ def run(
     max_duration: Annotated[
         str | None, typer.Option("--max-duration", help="Stop gracefully after this long, e.g. '4h'.")
     ] = None,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option("--allow", help="Continue despite this difference `tidemark check` reports (e.g. WATERMARK)."),
+    ] = None,
 ) -> None:
     """Run the pipeline; SIGTERM/SIGINT or --max-duration stop it after the batch in flight commits."""
     from tidemark.config import load_config
     from tidemark.durations import parse_duration
+    from tidemark.evolve.check import require_restartable
     from tidemark.monitor.publish import endpoint_lines
     from tidemark.recovery.failover import run_with_failover
     from tidemark.spark.environment import session_conf
@@ -50,6 +55,8 @@ def run(
     err.print(f"[bold]tidemark[/bold] running [cyan]{settings.pipeline.name}[/cyan] on {settings.spark.master}")
     # Jars fetched (first run) and verified here, with progress, before the session starts.
     session_conf(settings, progress=download_progress(), hint=f"tidemark jars fetch {config}")
+    # Before anything is touched: a checkpoint this config cannot continue is refused in one line.
+    require_restartable(settings, str(config), allow=frozenset(code.upper() for code in allow or []))
     for line in endpoint_lines(settings.monitor):
         err.print(escape(line))
     result = run_with_failover(
@@ -66,7 +73,8 @@ def run(
         )
     table = Table(show_header=False, box=None)
     table.add_row("stopped", result.stopped.value)
-    table.add_row("batches", f"{result.batches} (ids {result.first_batch}..{result.last_batch})")
+    ids = f"ids {result.first_batch}..{result.last_batch}" if result.batches else "no new input"
+    table.add_row("batches", f"{result.batches} ({ids})")
     table.add_row("input rows", f"{result.input_rows:,}")
     table.add_row("quarantined", f"{result.quarantined:,} -> {result.quarantine_path}")
     table.add_row("took", f"{result.duration.total_seconds():.1f}s")

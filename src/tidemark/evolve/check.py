@@ -363,3 +363,37 @@ def check_config(
     problems = tuple(found.problems)
     compatible = not any(p.blocking for p in problems) and (rehearsal is None or rehearsal.ok)
     return CheckReport(config_path, checkpoint.uri, batch, compatible, problems, tuple(found.compared), rehearsal)
+
+
+def require_restartable(
+    config: TidemarkConfig,
+    config_path: str,
+    *,
+    allow: frozenset[str] = frozenset(),
+    spark: SparkSession | None = None,
+) -> CheckReport | None:
+    """Before `run` touches anything: refuse, in one line, a checkpoint location that holds something else or a
+    checkpoint `tidemark check` rejects for this config. None when the query starts fresh."""
+    from tidemark.errors import CheckpointError
+    from tidemark.formats import refuse_foreign
+
+    checkpoint = Checkpoint.open(config.checkpoint.location)
+    refuse_foreign(checkpoint.store)
+    if not checkpoint.exists() or not checkpoint.commit_batches():
+        return None
+    if spark is None:
+        from tidemark.spark.environment import session_for
+
+        spark = session_for(config)
+    report = check_config(config, config_path, allow=allow, spark=spark)
+    blocking = [p for p in report.problems if p.blocking]
+    if blocking or not report.compatible:
+        first = blocking[0] if blocking else None
+        more = f" (and {len(blocking) - 1} more)" if len(blocking) > 1 else ""
+        what = f"{first.code}: {first.message}{more}; fix: {first.fix}" if first else "the rehearsal failed"
+        msg = (
+            f"{config_path} cannot continue the checkpoint at {checkpoint.uri}: {what}. Nothing was run; "
+            f"'tidemark check {config_path}' lists every difference"
+        )
+        raise CheckpointError(msg)
+    return report

@@ -31,6 +31,7 @@ from tidemark.formats.entries import (
     rewrite_offset_conf,
     rewrite_operator_metadata,
 )
+from tidemark.formats.identify import refuse_foreign, what_is_there
 from tidemark.formats.layout import LOCK_FILE, FileKind
 from tidemark.formats.ledger import LedgerEntry, compact_ledger, ledger_files, read_ledger, record_batch
 from tidemark.formats.ledger import batch_files as sink_batch_files
@@ -159,6 +160,7 @@ __all__ = [
     "read_recovery_marker",
     "read_sink_log",
     "record_batch",
+    "refuse_foreign",
     "remove_files",
     "repoint_schema_paths",
     "require_sink",
@@ -181,6 +183,7 @@ __all__ = [
     "type_signature",
     "unloadable_stores",
     "utc_now_text",
+    "what_is_there",
     "with_checksums",
     "write_recovery_marker",
     "zip_references",

@@ -6,6 +6,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,10 +133,16 @@ def show_state(
             table = run_action(flat.toPandas, source, target, batch)
             destination = Path(output)
             destination.parent.mkdir(parents=True, exist_ok=True)
-            if export is ExportFormat.CSV:
-                table.to_csv(destination, index=False)
-            else:
-                table.to_parquet(destination, index=False)
+            # Written beside it, then renamed: an interrupted export leaves no half-written file.
+            partial = destination.with_name(f".{destination.name}.{os.getpid()}.partial")
+            try:
+                if export is ExportFormat.CSV:
+                    table.to_csv(partial, index=False)
+                else:
+                    table.to_parquet(partial, index=False)
+                os.replace(partial, destination)
+            finally:
+                partial.unlink(missing_ok=True)
             exported = str(destination)
             rows: tuple[tuple[Any, ...], ...] = ()
         else:

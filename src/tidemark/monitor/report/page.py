@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -216,12 +217,17 @@ def write_report(
     runs = _analyzed(path, leak_batches, parallelism)
     html = _page(path, runs)
     target = Path(output)
+    # Written beside it, then renamed: an interrupted or failed write leaves no half-written report.
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(html, encoding="utf-8")
+        partial.write_text(html, encoding="utf-8")
+        os.replace(partial, target)
     except OSError as exc:
         msg = f"cannot write the report to {target}: {exc.strerror} (choose another -o path)"
         raise UsageError(msg) from exc
+    finally:
+        partial.unlink(missing_ok=True)
     return ReportResult(
         path=str(target),
         runs=len(runs),
