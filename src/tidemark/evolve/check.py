@@ -376,9 +376,13 @@ def require_restartable(
     checkpoint `tidemark check` rejects for this config. None when the query starts fresh."""
     from tidemark.errors import CheckpointError
     from tidemark.formats import refuse_foreign
+    from tidemark.pipeline.sink_check import require_matching_sink
 
     checkpoint = Checkpoint.open(config.checkpoint.location)
     refuse_foreign(checkpoint.store)
+    require_matching_sink(
+        config, "tidemark run", "write to a new [sink] path, or see docs/adopt.md to continue another job's sink"
+    )
     if not checkpoint.exists() or not checkpoint.commit_batches():
         return None
     if spark is None:
@@ -397,3 +401,34 @@ def require_restartable(
         )
         raise CheckpointError(msg)
     return report
+
+
+def require_same_query(config: TidemarkConfig, config_path: str, spark: SparkSession) -> None:
+    """Before `recover` replaces a readable checkpoint: refuse one `tidemark check` says another query wrote.
+
+    An unreadable checkpoint passes: replacing it is what recovery is for.
+    """
+    from tidemark.errors import CheckpointError
+
+    checkpoint = Checkpoint.open(config.checkpoint.location)
+    try:
+        if not checkpoint.exists() or not checkpoint.commit_batches():
+            return
+        report = check_config(config, config_path, spark=spark)
+    except CheckpointError:
+        return
+    blocking = [p for p in report.problems if p.blocking and p.code in _OTHER_QUERY]
+    if blocking:
+        first = blocking[0]
+        msg = (
+            f"tidemark recover refused: the checkpoint at {checkpoint.uri} was written by another query than "
+            f"{config_path} describes ({first.code}: {first.message}). Nothing was changed; fix the config, or "
+            "see docs/adopt.md to move another job over"
+        )
+        raise CheckpointError(msg)
+
+
+# Differences that mean the checkpoint is another query's (recover would replace it with this config's).
+_OTHER_QUERY = frozenset(
+    {"OPERATORS_CHANGED", "KEY_SCHEMA", "VALUE_SCHEMA", "KEY_COLUMNS", "STATE_VARIABLES", "TIME_MODE"}
+)

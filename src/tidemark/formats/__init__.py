@@ -63,6 +63,7 @@ from tidemark.formats.recovery_marker import RecoveryMarker, archive_marker, mar
 from tidemark.formats.recovery_marker import read_marker as read_recovery_marker
 from tidemark.formats.recovery_marker import write_marker as write_recovery_marker
 from tidemark.formats.scan import CheckpointScan, OperatorScan, StoreScan, scan_checkpoint
+from tidemark.formats.sink_layout import SinkLayout, read_sink_layout
 from tidemark.formats.sinklog import LogFile as SinkLogFile
 from tidemark.formats.sinklog import SinkLog, entry_rel, partition_start, require_sink
 from tidemark.formats.sinklog import batch_entries as sink_batch_entries
@@ -116,6 +117,7 @@ __all__ = [
     "ProgressLogWriter",
     "RecoveryMarker",
     "RunLock",
+    "SinkLayout",
     "SinkLog",
     "SinkLogFile",
     "StateOperatorProgress",
@@ -158,6 +160,7 @@ __all__ = [
     "read_progress",
     "read_progress_log",
     "read_recovery_marker",
+    "read_sink_layout",
     "read_sink_log",
     "record_batch",
     "refuse_foreign",

@@ -124,9 +124,12 @@ def _source(config: TidemarkConfig, checkpoint: Checkpoint, batch: int, files: d
 
 def audit_sink(config: TidemarkConfig) -> AuditResult:
     """Build the per-batch ledger and check exactly-once; raise only when the checkpoint cannot be read."""
+    from tidemark.pipeline.sink_check import require_matching_sink
+
     paths = pipeline_locations(config)
     checkpoint = Checkpoint.open(paths.checkpoint)
     checkpoint.require()
+    require_matching_sink(config, "tidemark audit", "point the config at the sink its query writes")
     sink = open_storage(paths.sink)
     commits = checkpoint.commit_batches()
     names = sink_log_names(sink)
