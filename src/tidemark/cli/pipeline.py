@@ -14,8 +14,10 @@ from tidemark.cli.output import download_progress, err, out
 ConfigArg = Annotated[Path, typer.Argument(help="The pipeline's TOML config file.", show_default=False)]
 
 
-def _batch_line(progress: dict[str, Any]) -> None:
-    state = sum(int(op.get("numRowsTotal", 0)) for op in progress.get("stateOperators", []))
+def _batch_line(progress: dict[str, Any], rows_tracked: bool = True) -> None:
+    operators = progress.get("stateOperators", [])
+    total = sum(int(op.get("numRowsTotal", 0)) for op in operators)
+    state = f"state {total:,} rows" if rows_tracked else "state rows not tracked"
     dropped = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", []))
     quarantine = (progress.get("observedMetrics") or {}).get("tidemark_quarantine") or {}
     watermark = (progress.get("eventTime") or {}).get("watermark") or "-"
@@ -24,7 +26,7 @@ def _batch_line(progress: dict[str, Any]) -> None:
     seconds = int(progress.get("batchDuration", 0)) / 1000
     err.print(
         f"batch {progress.get('batchId')}: {progress.get('numInputRows', 0):,} rows in {seconds:.1f}s, "
-        f"state {state:,} rows, watermark {watermark}, late dropped {dropped:,}, "
+        f"{state}, watermark {watermark}, late dropped {dropped:,}, "
         f"quarantined {int(quarantine.get('count', 0) or 0):,}"
     )
 
@@ -44,6 +46,7 @@ def run(
 ) -> None:
     """Run the pipeline; SIGTERM/SIGINT or --max-duration stop it after the batch in flight commits."""
     from tidemark.config import load_config
+    from tidemark.config.rocksdb import UNTRACKED_HINT, rows_tracked
     from tidemark.durations import parse_duration
     from tidemark.evolve.check import require_restartable
     from tidemark.monitor.publish import endpoint_lines
@@ -59,11 +62,14 @@ def run(
     require_restartable(settings, str(config), allow=frozenset(code.upper() for code in allow or []))
     for line in endpoint_lines(settings.monitor):
         err.print(escape(line))
+    tracked = rows_tracked(settings.spark_conf())
+    if not tracked:
+        err.print(f"[dim]state rows {escape(UNTRACKED_HINT)}[/dim]")
     result = run_with_failover(
         settings,
         available_now=available_now or None,
         max_duration=deadline,
-        on_progress=_batch_line,
+        on_progress=lambda progress: _batch_line(progress, tracked),
         on_warning=lambda text: err.print(f"[yellow]warning:[/yellow] {escape(text)}"),
     )
     if result.interrupted:

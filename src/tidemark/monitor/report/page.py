@@ -8,8 +8,17 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from tidemark.durations import in_words
 from tidemark.errors import UsageError
-from tidemark.monitor.analyze import DEFAULT_LEAK_BATCHES, Finding, RunAnalysis, RunFold, log_records, run_events
+from tidemark.monitor.analyze import (
+    DEFAULT_LEAK_BATCHES,
+    Finding,
+    RunAnalysis,
+    RunFold,
+    log_records,
+    run_events,
+    state_rows_text,
+)
 from tidemark.monitor.report.svg import PLOT_WIDTH, line_chart, stacked_bars
 from tidemark.monitor.series import (
     COMMIT_SHARE,
@@ -99,7 +108,7 @@ def _charts(series: RunSeries) -> str:
 
 
 def _summary(run: RunAnalysis) -> str:
-    lag = "-" if run.watermark_lag_seconds is None else f"{run.watermark_lag_seconds:,.0f} s"
+    lag = "-" if run.watermark_lag_seconds is None else in_words(run.watermark_lag_seconds)
     rows = [
         ("query", run.query_name or "-"),
         ("query id", run.query_id or "-"),
@@ -119,8 +128,8 @@ def _summary(run: RunAnalysis) -> str:
         rows.append(
             (
                 f"state {trend.operator_id}:{trend.operator}",
-                f"{trend.first_rows:,} -> {trend.last_rows:,} rows ({trend.rows_per_batch:+.1f}/batch), "
-                f"{format_size(trend.last_memory_bytes)}" + (" - unbounded growth" if trend.unbounded else ""),
+                f"{state_rows_text(trend)}, {format_size(trend.last_memory_bytes)}"
+                + (" - unbounded growth" if trend.unbounded else ""),
             )
         )
     body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
