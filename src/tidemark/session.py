@@ -118,7 +118,9 @@ def build_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    with _keep_interrupt_handler():
+    from tidemark.steps import step
+
+    with _keep_interrupt_handler(), step(f"starting Spark ({master})"):
         _start_context(master, app_name, settings)
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)

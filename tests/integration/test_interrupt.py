@@ -7,7 +7,9 @@ CLI cancels Spark's jobs). Each case waits for a sign that the command is in the
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -70,3 +72,60 @@ def test_ctrl_c_while_reading_state_is_one_line_and_exit_130(tmp_path: Path) -> 
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip().splitlines() == ["interrupted"]
     assert done.stdout == ""
+
+
+def _files(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+
+def test_ctrl_c_during_prune_apply_then_the_rerun_finishes_it_with_an_accurate_count(tmp_path: Path) -> None:
+    from tests.fixtures.checkpoint import synthetic
+
+    checkpoint = synthetic.simple(tmp_path / "checkpoint", batches=300, partitions=4, kind="snapshot")
+    twin = tmp_path / "twin"
+    shutil.copytree(checkpoint, twin)
+    straight = subprocess.run(
+        [TIDEMARK, "checkpoint", "prune", str(twin), "--keep", "2", "--apply", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    planned = json.loads(straight.stdout)["files"]
+    journal = checkpoint / "_tidemark" / "journal"
+
+    def deleting() -> bool:
+        """The journal is written (atomically: complete once there) and its first file is gone."""
+        written = list(journal.glob("journal-*.json")) if journal.is_dir() else []
+        if not written:
+            return False
+        first = json.loads(written[0].read_text())["steps"][0][1]
+        return not (checkpoint / first).exists()
+
+    done = interrupt_when(
+        ["checkpoint", "prune", str(checkpoint), "--keep", "2", "--apply"], deleting, tmp_path / "cache"
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == ["interrupted"]
+    left = len(_files(checkpoint))
+    assert left > len(_files(twin)), "the interrupt came after the prune ended"
+    rerun = subprocess.run(
+        [TIDEMARK, "checkpoint", "prune", str(checkpoint), "--keep", "2", "--apply"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    first = rerun.stdout.splitlines()[0]
+    assert first.startswith("finished an interrupted prune: removed the "), rerun.stdout
+    counts = re.fullmatch(
+        r"finished an interrupted prune: removed the ([\d,]+) file\(s\) it had left \(([\d,]+) were already gone\)",
+        first,
+    )
+    assert counts is not None, first
+    finished, gone = (int(c.replace(",", "")) for c in counts.groups())
+    assert finished + gone == planned
+    assert finished == left - len(_files(twin)) - 1  # the journal itself was the one more file
+    assert rerun.stdout.splitlines()[1].startswith(
+        f"nothing more to remove from {checkpoint}: keeping batches 298..299"
+    )
+    assert _files(checkpoint) == _files(twin)
+    assert not (checkpoint / "_tidemark").exists() and not (twin / "_tidemark").exists()

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from tidemark.cli.errors import EXIT_INTERRUPTED, EXITS, outcome
-from tidemark.cli.output import err, out
+from tidemark.cli.output import err, out, show_steps
+from tidemark.steps import show_with
 
 # Which module registers each top-level command: only that one is imported for a run of the CLI,
 # so `tidemark checkpoint inspect` does not pay for the imports of every other command.
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     _state["interrupted"] = False
     previous = signal.getsignal(signal.SIGINT)
     _install_interrupt_handler()
+    show_steps(json_output="--json" in args)
     app: typer.Typer | None = None
     try:
         app = build_app(args)
@@ -191,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         if code == EXIT_INTERRUPTED:
             err.print(outcome(KeyboardInterrupt()).line)
     finally:
+        show_with(None)
         try:
             signal.signal(signal.SIGINT, previous)
         except (ValueError, TypeError):

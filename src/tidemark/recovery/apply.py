@@ -127,11 +127,17 @@ def apply_recovery(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSessi
 
 def _replay(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSession) -> RecoveryResult:
     from tidemark.pipeline.run import run_pipeline
+    from tidemark.steps import step
 
     paths = pipeline_locations(config)
-    replay = run_pipeline(
-        replay_config(config, plan.resume_from), available_now=True, spark=spark, replay_from=plan.resume_from
-    )
+    with step(f"replaying from {plan.resume_from.isoformat()}: batches") as advance:
+        replay = run_pipeline(
+            replay_config(config, plan.resume_from),
+            available_now=True,
+            spark=spark,
+            replay_from=plan.resume_from,
+            on_progress=lambda _: advance(1),
+        )
     injected = finish_pending(paths.checkpoint, paths.sink)
     verification = verify_sink(config, spark) if read_sink_log(open_storage(paths.sink)).exists else None
     return RecoveryResult(plan, True, replay, injected, verification)

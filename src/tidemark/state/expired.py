@@ -12,6 +12,7 @@ from tidemark.errors import UsageError
 from tidemark.formats import FetchReport
 from tidemark.state.metadata import StoreInfo, list_stores
 from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session
+from tidemark.steps import step
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -264,13 +265,21 @@ def find_expired(
             msg = f"no state in {source}{f' for operator {operator}' if operator is not None else ''}"
             raise UsageError(msg)
         results = []
-        for store in stores:
-            if committed_wm <= 0:
-                results.append(_skipped(store, "none", "the query has no watermark: event-time timeouts never fire"))
-            elif store.is_transform_with_state:
-                results.append(_timers(spark, source, store, at, committed_wm, limit))
-            elif store.store != "default":
-                results.append(_skipped(store, "none", "join stores have no timeouts"))
-            else:
-                results.append(_group_state(spark, source, store, at, (batch_wm, committed_wm), limit))
+        with step("judging state stores", total=len(stores)) as advance:
+            for store in stores:
+                results.append(_judge(spark, source, store, at, (batch_wm, committed_wm), limit))
+                advance(1)
         return ExpiredReport(source.uri, at, batch_wm, committed_wm, tuple(results), source.fetched)
+
+
+def _judge(
+    spark: SparkSession, source: StateSource, store: StoreInfo, at: int, marks: tuple[int, int], limit: int
+) -> ExpiredOperator:
+    batch_wm, committed_wm = marks
+    if committed_wm <= 0:
+        return _skipped(store, "none", "the query has no watermark: nothing is removed by it")
+    if store.is_transform_with_state:
+        return _timers(spark, source, store, at, committed_wm, limit)
+    if store.store != "default":
+        return _skipped(store, "none", "join stores have no timeouts")
+    return _group_state(spark, source, store, at, (batch_wm, committed_wm), limit)

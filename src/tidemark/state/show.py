@@ -25,6 +25,7 @@ from tidemark.state.reader import (
     state_session,
     targets_of,
 )
+from tidemark.steps import step
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -130,7 +131,8 @@ def show_state(
             flat = flat.limit(limit)
         exported = None
         if export is not None and output is not None:
-            table = run_action(flat.toPandas, source, target, batch)
+            with step(f"reading operator {target.operator_id} store {target.label}"):
+                table = run_action(flat.toPandas, source, target, batch)
             destination = Path(output)
             destination.parent.mkdir(parents=True, exist_ok=True)
             # Written beside it, then renamed: an interrupted export leaves no half-written file.
@@ -146,7 +148,8 @@ def show_state(
             exported = str(destination)
             rows: tuple[tuple[Any, ...], ...] = ()
         else:
-            collected = run_action(flat.collect, source, target, batch)
+            with step(f"reading operator {target.operator_id} store {target.label}"):
+                collected = run_action(flat.collect, source, target, batch)
             rows = tuple(tuple(plain(v) for v in row) for row in collected)
         return StateRows(
             checkpoint=source.uri,

@@ -11,6 +11,7 @@ from tidemark.errors import CheckpointError
 from tidemark.formats import FetchReport
 from tidemark.state.metadata import MetadataSource, StoreInfo, legacy_hint, list_stores
 from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session, targets_of
+from tidemark.steps import step
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -157,7 +158,12 @@ def state_stats(path: str | Path, batch: int | None = None, operator: int | None
             which = f" for operator {operator}" if operator is not None else ""
             msg = f"{source} holds no state{which}: nothing to count"
             raise CheckpointError(msg)
-        operators = tuple(_store_stats(spark, source, store, batch) for store in stores)
+        with step("reading state stores", total=len(stores)) as advance:
+            counted = []
+            for store in stores:
+                counted.append(_store_stats(spark, source, store, batch))
+                advance(1)
+        operators = tuple(counted)
         origin = MetadataSource.STATE_METADATA if all(s.from_metadata for s in stores) else MetadataSource.FOLDERS
         at = batch if batch is not None else source.checkpoint.latest_committed_batch()
         return StateStats(source.uri, at, origin, operators, source.fetched)
