@@ -29,6 +29,7 @@ COMMAND_MODULES = {
     "report": "monitor",
     "plan": "plan",
     "recover": "recover",
+    "adopt": "adopt",
     "audit": "audit",
     "cluster": "cluster",
     "metrics": "metrics",

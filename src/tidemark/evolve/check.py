@@ -158,9 +158,26 @@ def _special(field: Field) -> bool:
     return TIME_WINDOW_KEY in field.metadata or SESSION_WINDOW_KEY in field.metadata
 
 
-def _check_schemas(stored: ColumnFamilySchema, expected: ExpectedState, found: _Findings) -> None:
+def _check_schemas(
+    stored: ColumnFamilySchema, expected: ExpectedState, found: _Findings, key_order_matters: bool = True
+) -> None:
     old_key, new_key = type_signature(stored.key), type_signature(expected.key)
-    if old_key != new_key:
+    if not key_order_matters and sorted(type_signature((f,)) for f in stored.key) == sorted(
+        type_signature((f,)) for f in expected.key
+    ):
+        # Another job's state grouped by the same columns in another order: a new checkpoint does not mind.
+        old_names = sorted(n for f, n in zip(stored.key, field_names(stored.key), strict=True) if not _special(f))
+        old_names = [n for n in old_names if n != "sessionStartTime"]
+        if old_names != sorted(expected.key_columns):
+            found.problem(
+                "KEY_COLUMNS",
+                f"the old job grouped by {old_names}, the config by {sorted(expected.key_columns)}",
+                "set [aggregation] key to the old job's grouping columns",
+            )
+        else:
+            found.same(f"key columns {old_names}")
+        old_key = new_key
+    elif old_key != new_key:
         found.problem(
             "KEY_SCHEMA",
             f"Spark will refuse the restart (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE): the state key is "
@@ -171,7 +188,7 @@ def _check_schemas(stored: ColumnFamilySchema, expected: ExpectedState, found: _
         found.same(f"state key ({new_key})")
         old_columns = [n for f, n in zip(stored.key, field_names(stored.key), strict=True) if not _special(f)]
         old_columns = [n for n in old_columns if n != "sessionStartTime"]
-        if old_columns != list(expected.key_columns):
+        if key_order_matters and old_columns != list(expected.key_columns):
             found.problem(
                 "KEY_COLUMNS",
                 f"the key columns change from {old_columns} to {list(expected.key_columns)}; Spark accepts it "
@@ -321,6 +338,7 @@ def check_config(
     rehearse_query: bool = False,
     allow: frozenset[str] = frozenset(),
     spark: SparkSession | None = None,
+    key_order_matters: bool = True,
 ) -> CheckReport:
     """Compare the config's query with its checkpoint; optionally rehearse it on a copy."""
     from tidemark.session import build_session, runtime_conf
@@ -350,7 +368,7 @@ def check_config(
                     "which writes it",
                 )
             else:
-                _check_schemas(stored, expected, found)
+                _check_schemas(stored, expected, found, key_order_matters)
                 _check_watermark(stored, expected, found)
                 if expected.kind is AggregationKind.WINDOW:
                     _check_window(session, config, stored, expected, found)
@@ -432,3 +450,30 @@ def require_same_query(config: TidemarkConfig, config_path: str, spark: SparkSes
 _OTHER_QUERY = frozenset(
     {"OPERATORS_CHANGED", "KEY_SCHEMA", "VALUE_SCHEMA", "KEY_COLUMNS", "STATE_VARIABLES", "TIME_MODE"}
 )
+
+
+# What makes another job's checkpoint describe the same query as a config, for a cut-over to a new checkpoint:
+# the state's shape follows from these; the store, partitions and format of the old checkpoint do not matter.
+_SAME_JOB = frozenset({"OPERATORS_CHANGED", "KEY_SCHEMA", "KEY_COLUMNS", "WATERMARK", "WINDOW", "SESSION_GAP"})
+
+
+def require_describes_old_job(
+    config: TidemarkConfig, config_path: str, old_checkpoint: str, spark: SparkSession
+) -> None:
+    """Before `adopt` writes anything: refuse a config that does not describe the old job (its grouping columns,
+    window, watermark), compared with the old job's state as `tidemark check` compares a checkpoint."""
+    from tidemark.errors import InputError
+
+    location = config.checkpoint.model_copy(update={"location": old_checkpoint})
+    report = check_config(
+        config.model_copy(update={"checkpoint": location}), config_path, spark=spark, key_order_matters=False
+    )
+    different = [p for p in report.problems if p.code in _SAME_JOB]
+    if different:
+        first = different[0]
+        more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
+        msg = (
+            f"tidemark adopt refused: {config_path} does not describe the job that wrote {old_checkpoint}: "
+            f"{first.code}: {first.message}{more}. Nothing was changed; make the config match the old job"
+        )
+        raise InputError(msg)

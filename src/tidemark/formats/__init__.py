@@ -63,7 +63,7 @@ from tidemark.formats.recovery_marker import RecoveryMarker, archive_marker, mar
 from tidemark.formats.recovery_marker import read_marker as read_recovery_marker
 from tidemark.formats.recovery_marker import write_marker as write_recovery_marker
 from tidemark.formats.scan import CheckpointScan, OperatorScan, StoreScan, scan_checkpoint
-from tidemark.formats.sink_layout import SinkLayout, read_sink_layout
+from tidemark.formats.sink_layout import SinkLayout, SinkWindows, read_sink_layout, sink_windows
 from tidemark.formats.sinklog import LogFile as SinkLogFile
 from tidemark.formats.sinklog import SinkLog, entry_rel, partition_start, require_sink
 from tidemark.formats.sinklog import batch_entries as sink_batch_entries
@@ -120,6 +120,7 @@ __all__ = [
     "SinkLayout",
     "SinkLog",
     "SinkLogFile",
+    "SinkWindows",
     "StateOperatorProgress",
     "StoreMetadata",
     "StoreMove",
@@ -180,6 +181,7 @@ __all__ = [
     "sink_log_folder",
     "sink_log_names",
     "sink_log_uri",
+    "sink_windows",
     "state_root",
     "store_schemas",
     "struct_fields",

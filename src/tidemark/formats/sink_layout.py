@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 
+from tidemark.compat import UTC
 from tidemark.errors import StorageError
 from tidemark.formats.sinklog import data_files
 from tidemark.storage import Storage
@@ -72,3 +74,57 @@ def read_sink_layout(sink: Storage, max_footers: int = MAX_FOOTERS) -> SinkLayou
         footers_read=len(sample),
         example=files[0] if files else None,
     )
+
+
+@dataclass(frozen=True)
+class SinkWindows:
+    """The windows a sink's committed files hold, as a plain reader sees them (only what its log lists)."""
+
+    uri: str
+    files: int  # committed data files read
+    rows: int
+    newest_start: datetime | None
+    column: str | None  # where the window start was found: windowStart, window.start, or a partition folder
+    uncommitted: tuple[str, ...]  # data files the sink log does not list (a failed batch's)
+
+
+def sink_windows(sink: Storage) -> SinkWindows:
+    """Read the window starts of every committed data file (the log's files; every file without a log)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from tidemark.formats.sinklog import partition_start, read_log
+
+    log = read_log(sink)
+    present = [e.rel for e in data_files(sink)]
+    committed = [rel for rel in present if rel in log.files] if log.exists else present
+    uncommitted = tuple(rel for rel in present if log.exists and rel not in log.files)
+    newest: datetime | None = None
+    rows = 0
+    column: str | None = None
+    filesystem, base = sink.arrow() if committed else (None, "")
+    for rel in committed:
+        try:
+            table = pq.read_table(f"{base}/{rel}", filesystem=filesystem, partitioning=None)
+        except Exception as exc:  # not Parquet, torn, or a schema pyarrow refuses
+            msg = f"{sink.uri(rel)} is not a readable Parquet file ({type(exc).__name__}): {str(exc)[:200]}"
+            raise StorageError(msg) from exc
+        rows += table.num_rows
+        if table.num_rows == 0:
+            continue
+        folder_start = partition_start(rel)
+        if folder_start is not None:
+            start, column = folder_start, "windowStart (partition folders)"
+        elif "windowStart" in table.column_names:
+            start, column = pc.max(table.column("windowStart")).as_py(), "windowStart"
+        elif "window" in table.column_names:
+            start, column = pc.max(pc.struct_field(table.column("window"), "start")).as_py(), "window.start"
+        else:
+            msg = (
+                f"{sink.uri(rel)} has no windowStart column, window struct or windowStart=... folder: "
+                "cannot tell which windows the old sink holds"
+            )
+            raise StorageError(msg)
+        start = start if start.tzinfo is not None else start.replace(tzinfo=UTC)
+        newest = start if newest is None or start > newest else newest
+    return SinkWindows(sink.uri(), len(committed), rows, newest, column, uncommitted)
