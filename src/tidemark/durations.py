@@ -73,3 +73,16 @@ def human(value: timedelta) -> str:
             out.append(f"{rest // size}{unit}")
             rest %= size
     return "".join(out)
+
+
+def in_words(seconds: float) -> str:
+    """A span a reader takes in at a glance: '45 s', '12 minutes', '5.5 hours', '328 days' (raw numbers: --json)."""
+    sign = "-" if seconds < 0 else ""
+    value = abs(seconds)
+    if value < 90:
+        return f"{sign}{value:,.0f} s"
+    if value < 90 * 60:
+        return f"{sign}{value / 60:,.0f} minutes"
+    if value < 48 * 3600:
+        return f"{sign}{value / 3600:,.1f} hours"
+    return f"{sign}{value / 86400:,.0f} days"

@@ -19,6 +19,10 @@ class ConfigError(UsageError):
     """The config file is missing, unreadable or invalid."""
 
 
+class InputError(TidemarkError):
+    """The input is not what the command reads: not a checkpoint, no progress log, an empty log (exit 1)."""
+
+
 class EnvironmentProblem(TidemarkError):
     """Something outside tidemark is missing: Java, a connector jar, a path."""
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +23,10 @@ log = logging.getLogger(__name__)
 
 # Settings that only take effect when the JVM starts; on a reused session they are left alone.
 _STATIC_PREFIXES = ("spark.driver.", "spark.executor.", "spark.master", "spark.ui.", "spark.jars", "spark.app.")
+# Where the JVM's stderr goes (Spark's log4j output, its warnings, task stack traces); None: the terminal.
+_jvm_log: dict[str, Path | None] = {"path": None}
+# Spark logs written by earlier commands that are kept (the newest ones).
+_JVM_LOGS_KEPT = 20
 # Read when a stateful query starts: every pipeline query gets them from run_pipeline (and gives them back), so a
 # reused session (tests, notebooks, recovery) is not left with one pipeline's state store tuning for the next.
 _QUERY_START_PREFIXES = ("spark.sql.streaming.stateStore.",)
@@ -49,6 +56,47 @@ def _prepare_environment() -> None:
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
+def send_jvm_output_to(folder: Path | None) -> None:
+    """Write the JVM's stderr (Spark's log, warnings, Java stack traces) to a new file in folder, not the terminal.
+
+    The CLI calls this unless --debug: a command's errors reach the user as one line, Spark's own account of
+    them stays in the file. Only a JVM this process starts is affected; None restores the terminal.
+    """
+    if folder is None:
+        _jvm_log["path"] = None
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in sorted(folder.glob("spark-*.log"))[:-_JVM_LOGS_KEPT]:
+            old.unlink(missing_ok=True)
+    except OSError as exc:  # a read-only home: Spark's log stays on the terminal
+        log.debug("cannot keep Spark's log in %s: %s", folder, exc)
+        _jvm_log["path"] = None
+        return
+    _jvm_log["path"] = folder / f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+
+
+def jvm_log_path() -> Path | None:
+    """The file the JVM's stderr goes to, when send_jvm_output_to chose one."""
+    return _jvm_log["path"]
+
+
+def _start_context(master: str, app_name: str, settings: Mapping[str, str]) -> None:
+    """Start the JVM with its stderr in the log file, and the SparkContext on it (the builder then reuses it)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    path = _jvm_log["path"]
+    if path is None or SparkContext._active_spark_context is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf().setMaster(master).setAppName(app_name)
+    for key, value in settings.items():
+        conf.set(key, value)
+    with path.open("ab") as log_file:  # the JVM keeps its own copy of the descriptor
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": log_file})  # type: ignore[no-untyped-call]
+    SparkContext(conf=conf, gateway=gateway)
+
+
 def build_session(
     master: str = "local[2]",
     conf: Mapping[str, str] | None = None,
@@ -70,9 +118,27 @@ def build_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    from tidemark.steps import step
+
+    with _keep_interrupt_handler(), step(f"starting Spark ({master})"):
+        _start_context(master, app_name, settings)
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+@contextmanager
+def _keep_interrupt_handler() -> Iterator[None]:
+    """pyspark's SparkContext installs its own SIGINT handler; the CLI's (which also cancels Spark's jobs) stays."""
+    try:
+        previous = signal.getsignal(signal.SIGINT)
+    except ValueError:
+        previous = None
+    try:
+        yield
+    finally:
+        if getattr(previous, "tidemark_interrupt", False) and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager

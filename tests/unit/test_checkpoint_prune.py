@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -64,6 +65,7 @@ def test_orphan_versions_beyond_planned_batches_go(tmp_path: Path) -> None:
     root = synthetic.simple(tmp_path / "ck", batches=5)
     synthetic.offsets(root, [5])  # planned, not committed: may have written version 6
     synthetic.state_files(root, 0, 0, [6, 9])
+    _crashed_long_ago(root / "offsets" / "5")
     result = prune_checkpoint(str(root), keep=5, apply=True)
     assert "state/0/0/9.delta" in result.paths
     assert (root / "state/0/0/6.delta").exists()
@@ -153,6 +155,9 @@ def test_refusals(tmp_path: Path) -> None:
     root = tmp_path / "ck"
     synthetic.query(root)
     synthetic.offsets(root, [0])
+    with pytest.raises(CheckpointError, match="batch 0 was planned 0 s ago and has not committed"):
+        prune_checkpoint(str(root), keep=1)
+    _crashed_long_ago(root / "offsets" / "0")
     with pytest.raises(CheckpointError, match="no committed batch"):
         prune_checkpoint(str(root), keep=1)
     with pytest.raises(UsageError):
@@ -168,3 +173,21 @@ def test_never_follows_a_symlink_out(tmp_path: Path) -> None:
     os.symlink(outside, root / "state/0/7")
     prune_checkpoint(str(root), keep=1, apply=True)
     assert (outside / "1.delta").read_text() == "precious"
+
+
+def _crashed_long_ago(offset_file: Path) -> None:
+    """The query that planned this batch stopped an hour ago (a crash): no query is mid-batch any more."""
+    old = time.time() - 3600
+    os.utime(offset_file, (old, old))
+
+
+def test_a_query_mid_batch_without_tidemarks_lock_is_refused_and_nothing_goes(tmp_path: Path) -> None:
+    """A plain Spark job running on the checkpoint holds no tidemark lock; its fresh uncommitted batch shows it."""
+    root = synthetic.simple(tmp_path / "ck", batches=6)
+    synthetic.offsets(root, [6])
+    before = sorted(p for p in root.rglob("*"))
+    with pytest.raises(CheckpointLocked, match=r"batch 6 was planned .* ago and has not committed"):
+        prune_checkpoint(str(root), keep=1, apply=True)
+    assert sorted(p for p in root.rglob("*")) == before
+    _crashed_long_ago(root / "offsets" / "6")
+    assert prune_checkpoint(str(root), keep=1, apply=True).files > 0

@@ -85,7 +85,7 @@ def test_invalid_toml(tmp_path: Path) -> None:
 
 
 def test_error_text_in_brackets_survives_rendering(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["analyze", str(tmp_path / "missing.jsonl")]) == 2
+    assert main(["analyze", str(tmp_path / "missing.jsonl")]) == 1
     assert "[monitor] dir" in capsys.readouterr().err
 
 

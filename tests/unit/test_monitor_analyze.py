@@ -189,8 +189,8 @@ def test_cli_analyze_json_has_the_documented_keys(capsys: pytest.CaptureFixture[
     assert data["batches"] == len(raw_progress(GROWING))
 
 
-def test_cli_analyze_missing_log_is_a_usage_error(tmp_path: Path) -> None:
-    assert main(["analyze", str(tmp_path / "nope.jsonl")]) == 2
+def test_cli_analyze_missing_log_is_a_failure_not_usage(tmp_path: Path) -> None:
+    assert main(["analyze", str(tmp_path / "nope.jsonl")]) == 1
 
 
 def test_long_log_figures_match_hand_computation(tmp_path: Path) -> None:

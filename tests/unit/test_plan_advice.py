@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tidemark.config.model import StateStoreKind
-from tidemark.errors import UsageError
+from tidemark.errors import InputError
 from tidemark.plan.load import ConfOverrides
 from tidemark.plan.planner import advise_checkpoint_log
 
@@ -124,8 +124,8 @@ def test_rocksdb_state_never_triggers_the_heap_finding(tmp_path: Path) -> None:
     assert "STATE_MEMORY_DOMINATES" not in {f.code for f in advice.findings}
 
 
-def test_log_without_state_is_a_usage_error(tmp_path: Path) -> None:
+def test_log_without_state_is_an_input_error(tmp_path: Path) -> None:
     log = tmp_path / "empty.jsonl"
     log.write_text(json.dumps({"type": "started", "time": "2026-01-01T00:00:00.000Z"}) + "\n")
-    with pytest.raises(UsageError):
+    with pytest.raises(InputError):
         advise_checkpoint_log(log)

@@ -78,8 +78,8 @@ def test_checkpoint_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert "recommendation: keep" in capsys.readouterr().out
 
 
-def test_missing_log_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert main(["plan", "checkpoint", str(tmp_path / "nope.jsonl")]) == 2
+def test_missing_log_is_a_failure_not_usage(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["plan", "checkpoint", str(tmp_path / "nope.jsonl")]) == 1
     assert "does not exist" in capsys.readouterr().err
 
 

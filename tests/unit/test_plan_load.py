@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tidemark.config.model import StateStoreKind
-from tidemark.errors import UsageError
+from tidemark.errors import InputError, UsageError
 from tidemark.plan.load import (
     ConfOverrides,
     LoadFlags,
@@ -148,10 +148,10 @@ def test_log_load_is_the_peak_state_memory_of_the_recorded_hdfs_run() -> None:
     assert load_from_log(FIXTURES / "rocksdb.jsonl").state_store is StateStoreKind.ROCKSDB
 
 
-def test_log_without_state_is_a_usage_error(tmp_path: Path) -> None:
+def test_log_without_state_is_an_input_error(tmp_path: Path) -> None:
     log = tmp_path / "stateless.jsonl"
     log.write_text(json.dumps({"type": "progress", "time": "2026-01-01T00:00:00.000Z", "progress": {"batchId": 0}}))
-    with pytest.raises(UsageError, match="no progress of a stateful query"):
+    with pytest.raises(InputError, match="no progress of a stateful query"):
         load_from_log(log)
 
 

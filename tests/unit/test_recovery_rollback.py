@@ -24,8 +24,21 @@ def _touch(path: Path, text: str = "x") -> Path:
     return path
 
 
+def _parquet(path: Path) -> Path:
+    """A Parquet file with the columns the config's window query writes (windowStart is the folder)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    when = pa.array([0], pa.timestamp("us", tz="UTC"))
+    columns = {"user": pa.array(["u"]), "windowEnd": when, "firstEventTime": when, "lastEventTime": when}
+    columns |= {"count": pa.array([1], pa.int64()), "value_sum": pa.array([1.0])}
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
 def _sink_file(sink: Path, batch: int) -> Path:
-    return _touch(sink / f"windowStart=2026-01-01 0{batch}%3A00%3A00" / f"part-{batch}.parquet")
+    return _parquet(sink / f"windowStart=2026-01-01 0{batch}%3A00%3A00" / f"part-{batch}.parquet")
 
 
 @pytest.fixture
@@ -48,7 +61,7 @@ def pipeline(tmp_path: Path) -> tuple[Path, TidemarkConfig]:
         _touch(sink / "_spark_metadata" / str(batch), f"v1\n{entry}")
         _touch(tmp_path / "quarantine" / f"batch-{batch:012d}.jsonl", "{}\n")
     _touch(ckpt / "state" / "0" / "0" / "2.zip")
-    _touch(sink / "windowStart=2026-01-01 09%3A00%3A00" / "part-orphan.parquet")  # failed batch
+    _parquet(sink / "windowStart=2026-01-01 09%3A00%3A00" / "part-orphan.parquet")  # failed batch
     return tmp_path, load_config(config_path)
 
 

@@ -18,7 +18,6 @@ from tidemark.checkpoint.report import (
 )
 from tidemark.checkpoint.sink_report import inspect_sink
 from tidemark.compat import UTC
-from tidemark.errors import CheckpointError
 from tidemark.formats import (
     SHUFFLE_PARTITIONS,
     Checkpoint,
@@ -109,9 +108,7 @@ def inspect_checkpoint(
     """Read a checkpoint (Spark 3.5/4.x, HDFS-backed or RocksDB, format v1/v2) and report what it holds."""
     thresholds = thresholds or Thresholds()
     checkpoint = Checkpoint.open(path, backend, spark)
-    if not checkpoint.exists():
-        msg = f"checkpoint {path} does not exist: pass the folder given as checkpointLocation"
-        raise CheckpointError(msg)
+    checkpoint.require(planned=False)
     scan = checkpoint.scan()
     # Every log entry and the metadata file read as Spark reads them: damaged ones become findings, not warnings.
     health = read_health(checkpoint, scan)

@@ -30,6 +30,9 @@ class PruneResult:
     by_kind: dict[str, KindCount]
     notes: list[str]
     paths: list[str] = field(default_factory=list)
+    history_from_batch: int | None = None  # C - keep + 1: the oldest of the N committed batches kept
+    finished_files: int = 0  # removed now to finish a prune an interruption left part-way
+    finished_already_gone: int = 0  # files that interrupted prune had removed before it stopped
 
 
 def prune_checkpoint(
@@ -40,13 +43,9 @@ def prune_checkpoint(
         msg = f"--keep must be at least 1 (got {keep}): it is how many committed batches of history to keep"
         raise UsageError(msg)
     checkpoint = Checkpoint.open(path, backend, spark)
-    if not checkpoint.exists():
-        msg = f"checkpoint {path} does not exist: pass the folder given as checkpointLocation"
-        raise CheckpointError(msg)
+    checkpoint.require(planned=False)
     ensure_unlocked(path, checkpoint.store)
     finished = finish_removals(checkpoint) if apply else []
-    for result in finished:
-        log.warning("finished an interrupted prune: %d file(s) removed", result.deleted_files)
     offset_batches = checkpoint.offset_batches()
     commit_batches = checkpoint.commit_batches()
     if not commit_batches:
@@ -76,4 +75,7 @@ def prune_checkpoint(
         by_kind={k: KindCount(f, b) for k, (f, b) in found.kinds.items() if f},
         notes=found.notes,
         paths=paths,
+        history_from_batch=max(0, committed - keep + 1),
+        finished_files=sum(r.deleted_files for r in finished),
+        finished_already_gone=sum(r.already_done for r in finished),
     )

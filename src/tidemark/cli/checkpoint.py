@@ -85,11 +85,26 @@ def _opt(value: object) -> str:
 
 
 def _render_prune(result: PruneResult) -> None:
+    if result.finished_files or result.finished_already_gone:
+        out.print(
+            f"finished an interrupted prune: removed the {result.finished_files:,} file(s) it had left "
+            f"({result.finished_already_gone:,} were already gone)"
+        )
     verb = "removed" if result.applied else "would remove"
-    out.print(
-        f"{verb} {result.files:,} files ({_size(result.bytes)}) from {escape(result.path)}: keeping batches "
-        f"{result.keep_from_batch}..{result.latest_committed_batch} (last committed) and their state"
+    newest = result.latest_committed_batch
+    first = result.history_from_batch if result.history_from_batch is not None else result.keep_from_batch
+    extra = (
+        f"; batch {result.keep_from_batch}'s log entries stay too (Spark reads the entry before the latest on restart)"
+        if result.keep_from_batch < first
+        else ""
     )
+    more = " more" if result.finished_files else ""
+    done = (
+        f"nothing{more} to remove from {escape(result.path)}"
+        if not result.files
+        else f"{verb} {result.files:,}{more} files ({_size(result.bytes)}) from {escape(result.path)}"
+    )
+    out.print(f"{done}: keeping batches {first}..{newest} (the last {result.keep} committed) and their state{extra}")
     for folder in result.by_folder:
         out.print(f"  {folder.folder:<24} {folder.files:>10,} files {_size(folder.bytes):>12}")
     for note in result.notes:

@@ -1,18 +1,21 @@
-"""The `tidemark` entry point: registers every command group and maps errors to exit codes."""
+"""The `tidemark` entry point: registers every command group and maps errors to exit codes (cli/errors.py)."""
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
+import signal
 import sys
-from typing import Annotated
+import threading
+from types import FrameType
+from typing import Annotated, Any
 
-import click
 import typer
-from rich.markup import escape
 
-from tidemark.cli.output import err
-from tidemark.errors import TidemarkError
+from tidemark.cli.errors import EXIT_INTERRUPTED, EXITS, outcome
+from tidemark.cli.output import err, out, show_steps
+from tidemark.steps import show_with
 
 # Which module registers each top-level command: only that one is imported for a run of the CLI,
 # so `tidemark checkpoint inspect` does not pay for the imports of every other command.
@@ -26,20 +29,45 @@ COMMAND_MODULES = {
     "report": "monitor",
     "plan": "plan",
     "recover": "recover",
+    "adopt": "adopt",
     "audit": "audit",
     "cluster": "cluster",
     "metrics": "metrics",
     "check": "evolve",
     "jars": "jars",
 }
-_debug = {"on": False}
+_state = {"debug": False, "interrupted": False}
 _QUIET_LOGGERS = ("azure", "adlfs", "botocore", "aiobotocore", "s3fs", "gcsfs", "fsspec", "urllib3", "py4j")
+# pyspark's own Python loggers: an analysis error is logged as JSON with its whole JVM stack before it is raised.
+_PYSPARK_LOGGERS = ("SQLQueryContextLogger", "pyspark")
+
+
+def version_text() -> str:
+    """`tidemark --version`: tidemark's version and the Spark and Python it runs with."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        spark = version("pyspark")
+    except PackageNotFoundError:
+        spark = "not installed"
+    return f"tidemark {version('tidemark')} (pyspark {spark}, Python {sys.version.split()[0]})"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(version_text(), markup=False)
+        raise typer.Exit(0)
 
 
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_show_version, help="Print the version and exit."),
+    ] = False,
 ) -> None:
-    _debug["on"] = debug
+    del version
+    _state["debug"] = debug
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -47,8 +75,20 @@ def _root(
     )
     if not debug:
         # Cloud SDKs log multi-line warnings (every credential they tried); tidemark says it in one line.
-        for name in _QUIET_LOGGERS:
+        for name in _QUIET_LOGGERS + _PYSPARK_LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL)
+        # py4j logs its connection errors (a Ctrl-C in the middle of a call) with a traceback on the root logger.
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_not_from_py4j)
+        # Spark's own log and Java stack traces go to a file (docs/cli.md), not between tidemark's lines.
+        from tidemark.cache import cache_root
+        from tidemark.session import send_jvm_output_to
+
+        send_jvm_output_to(cache_root() / "logs")
+
+
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def build_app(args: list[str] | None = None) -> typer.Typer:
@@ -69,44 +109,105 @@ def build_app(args: list[str] | None = None) -> typer.Typer:
     return app
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit code (0 ok, 1 failure, 2 bad usage)."""
-    args = sys.argv[1:] if argv is None else argv
-    _debug["on"] = "--debug" in args
+def command_words(app: typer.Typer, args: list[str]) -> str:
+    """'tidemark checkpoint prune' for args that start with those words (for the hint of a usage error)."""
+    words = ["tidemark"]
+    command: Any = typer.main.get_command(app)
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        sub = (getattr(command, "commands", None) or {}).get(arg)
+        if sub is None:
+            break
+        words.append(arg)
+        command = sub
+    return " ".join(words)
+
+
+def _on_interrupt(signum: int, frame: FrameType | None) -> None:
+    """Ctrl-C: remember it (an exception it causes deep in Spark still ends as 'interrupted'), cancel Spark's jobs."""
+    del signum, frame
+    first = not _state["interrupted"]
+    _state["interrupted"] = True
+    context = getattr(sys.modules.get("pyspark"), "SparkContext", None)
+    active = getattr(context, "_active_spark_context", None)
+    if active is not None and first:
+        # From another thread (its own py4j connection): a call from inside this handler would cut into the one
+        # the main thread is waiting on.
+        threading.Thread(target=_cancel_jobs, args=(active,), name="tidemark-cancel", daemon=True).start()
+    raise KeyboardInterrupt
+
+
+def _cancel_jobs(context: Any) -> None:
     try:
-        result = build_app(args)(args=args, prog_name="tidemark", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except click.exceptions.Abort:
-        err.print("[red]aborted[/red]")
-        return 1
-    except click.UsageError as exc:
-        exc.show(file=sys.stderr)
-        return 2
-    except click.ClickException as exc:
-        exc.show(file=sys.stderr)
-        return int(exc.exit_code)
-    except TidemarkError as exc:
-        if _debug["on"]:
-            err.print_exception()
-        err.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        err.print("[red]interrupted[/red]")
-        return 130
-    except Exception as exc:
-        if _debug["on"]:
+        context.cancelAllJobs()
+    except Exception as exc:  # the JVM may be going away already; the interrupt stops the command either way
+        logging.getLogger(__name__).debug("cancelling Spark's jobs: %s", exc)
+
+
+# tidemark.session puts this handler back after pyspark's SparkContext installs its own.
+_on_interrupt.tidemark_interrupt = True  # type: ignore[attr-defined]
+
+
+def _install_interrupt_handler() -> None:
+    try:
+        signal.signal(signal.SIGINT, _on_interrupt)
+    except ValueError:  # not the main thread (embedded use): leave the handler alone
+        return
+
+
+def _words(app: typer.Typer | None, args: list[str]) -> str:
+    try:
+        return command_words(app, args) if app is not None else "tidemark"
+    except Exception:
+        return "tidemark"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code (0 ok, 1 failure, 2 bad usage, 130 interrupted)."""
+    args = sys.argv[1:] if argv is None else argv
+    _state["debug"] = "--debug" in args
+    _state["interrupted"] = False
+    previous = signal.getsignal(signal.SIGINT)
+    _install_interrupt_handler()
+    show_steps(json_output="--json" in args)
+    app: typer.Typer | None = None
+    try:
+        app = build_app(args)
+        result = app(args=args, prog_name="tidemark", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except BaseException as exc:
+        if isinstance(exc, SystemExit):
             raise
-        err.print(
-            f"[bold red]unexpected error:[/bold red] {type(exc).__name__}: {escape(str(exc))} "
-            "(run with --debug for details)"
-        )
-        return 1
-    return result if isinstance(result, int) else 0
+        if _state["debug"] and not isinstance(exc, EXITS):
+            err.print_exception()
+        ended = outcome(exc, _words(app, args))
+        if _state["interrupted"] and ended.code != 0:
+            ended = outcome(KeyboardInterrupt())
+        if ended.help_text is not None:
+            out.print(ended.help_text, markup=False, highlight=False)
+        if ended.line is not None:
+            err.print(ended.line)
+        code = ended.code
+    else:
+        # typer turns a KeyboardInterrupt inside a command into exit code 130 itself.
+        if code == EXIT_INTERRUPTED:
+            err.print(outcome(KeyboardInterrupt()).line)
+    finally:
+        show_with(None)
+        try:
+            signal.signal(signal.SIGINT, previous)
+        except (ValueError, TypeError):
+            pass
+    return code
 
 
 def _entry() -> None:
-    sys.exit(main())
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        # A second Ctrl-C while the interpreter shuts Spark down must not print a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ def _render(result: LogAnalysis) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from tidemark.durations import in_words
+    from tidemark.monitor.analyze import state_rows_text
+
     for run in result.runs:
         table = Table(title=escape(f"run {run.run_id}"), title_justify="left", show_header=False)
         table.add_column("figure", style="bold")
@@ -51,13 +54,10 @@ def _render(result: LogAnalysis) -> None:
         table.add_row("commit share", f"{run.commit_share:.1%} (worst batch {run.max_batch_commit_share:.1%})")
         for trend in run.state_rows_trend:
             flag = " [yellow]unbounded growth[/yellow]" if trend.unbounded else ""
-            table.add_row(
-                escape(f"state {trend.operator_id}:{trend.operator}"),
-                f"{trend.first_rows:,} -> {trend.last_rows:,} rows ({trend.rows_per_batch:+.1f}/batch){flag}",
-            )
+            table.add_row(escape(f"state {trend.operator_id}:{trend.operator}"), escape(state_rows_text(trend)) + flag)
         table.add_row("dropped by watermark", f"{run.dropped_by_watermark:,}")
         table.add_row("quarantined", f"{run.quarantined:,}")
-        lag = "-" if run.watermark_lag_seconds is None else f"{run.watermark_lag_seconds:,.0f} s"
+        lag = "-" if run.watermark_lag_seconds is None else in_words(run.watermark_lag_seconds)
         table.add_row("watermark lag", lag)
         out.print(table)
     if not result.findings:

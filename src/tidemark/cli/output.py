@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
+import threading
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from enum import Enum
@@ -13,9 +15,81 @@ from typing import Any
 
 from rich.console import Console
 
+# Wide enough for any path or table row: when not a terminal (cron, CI logs, a pipe) nothing is cut at 80 columns.
+UNWRAPPED_WIDTH = 10_000
+
+
+def _console(stderr: bool) -> Console:
+    console = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, highlight=False, soft_wrap=True, width=UNWRAPPED_WIDTH)
+    return console
+
+
 # Results go to stdout; human progress and errors go to stderr.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = _console(stderr=False)
+err = _console(stderr=True)
+
+
+class RichSteps:
+    """tidemark.steps shown as rich progress lines on stderr (spinner, what, count, elapsed), gone when done."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TextColumn("{task.fields[count]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self._lock = threading.Lock()
+        self._open = 0
+
+    def start(self, description: str, total: int | None) -> object:
+        """Show a step."""
+        with self._lock:
+            if self._open == 0:
+                self._progress.start()
+            self._open += 1
+            return self._progress.add_task(description, total=total, count=self._count(0, total))
+
+    def advance(self, handle: object, amount: int) -> None:
+        """Count progress of a step."""
+        from rich.progress import TaskID
+
+        task = TaskID(int(handle))  # type: ignore[call-overload]
+        with self._lock:
+            current = next((t for t in self._progress.tasks if t.id == task), None)
+            if current is None:
+                return
+            done = int(current.completed) + amount
+            self._progress.update(task, completed=done, count=self._count(done, current.total))
+
+    def end(self, handle: object) -> None:
+        """Remove a finished step (and the display with the last one)."""
+        from rich.progress import TaskID
+
+        with self._lock:
+            self._progress.remove_task(TaskID(int(handle)))  # type: ignore[call-overload]
+            self._open -= 1
+            if self._open == 0:
+                self._progress.stop()
+
+    @staticmethod
+    def _count(done: int, total: float | None) -> str:
+        if total:
+            return f"{done:,} of {int(total):,}"
+        return f"{done:,}" if done else ""
+
+
+def show_steps(json_output: bool) -> None:
+    """Show tidemark.steps on stderr when it is a terminal and the output is not JSON; else show nothing."""
+    from tidemark.steps import show_with
+
+    show_with(RichSteps(err) if err.is_terminal and not json_output else None)
 
 
 def download_progress() -> Callable[[str, int, int], None] | None:

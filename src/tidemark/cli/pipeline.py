@@ -14,8 +14,10 @@ from tidemark.cli.output import download_progress, err, out
 ConfigArg = Annotated[Path, typer.Argument(help="The pipeline's TOML config file.", show_default=False)]
 
 
-def _batch_line(progress: dict[str, Any]) -> None:
-    state = sum(int(op.get("numRowsTotal", 0)) for op in progress.get("stateOperators", []))
+def _batch_line(progress: dict[str, Any], rows_tracked: bool = True) -> None:
+    operators = progress.get("stateOperators", [])
+    total = sum(int(op.get("numRowsTotal", 0)) for op in operators)
+    state = f"state {total:,} rows" if rows_tracked else "state rows not tracked"
     dropped = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", []))
     quarantine = (progress.get("observedMetrics") or {}).get("tidemark_quarantine") or {}
     watermark = (progress.get("eventTime") or {}).get("watermark") or "-"
@@ -24,7 +26,7 @@ def _batch_line(progress: dict[str, Any]) -> None:
     seconds = int(progress.get("batchDuration", 0)) / 1000
     err.print(
         f"batch {progress.get('batchId')}: {progress.get('numInputRows', 0):,} rows in {seconds:.1f}s, "
-        f"state {state:,} rows, watermark {watermark}, late dropped {dropped:,}, "
+        f"{state}, watermark {watermark}, late dropped {dropped:,}, "
         f"quarantined {int(quarantine.get('count', 0) or 0):,}"
     )
 
@@ -37,10 +39,16 @@ def run(
     max_duration: Annotated[
         str | None, typer.Option("--max-duration", help="Stop gracefully after this long, e.g. '4h'.")
     ] = None,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option("--allow", help="Continue despite this difference `tidemark check` reports (e.g. WATERMARK)."),
+    ] = None,
 ) -> None:
     """Run the pipeline; SIGTERM/SIGINT or --max-duration stop it after the batch in flight commits."""
     from tidemark.config import load_config
+    from tidemark.config.rocksdb import UNTRACKED_HINT, rows_tracked
     from tidemark.durations import parse_duration
+    from tidemark.evolve.check import require_restartable
     from tidemark.monitor.publish import endpoint_lines
     from tidemark.recovery.failover import run_with_failover
     from tidemark.spark.environment import session_conf
@@ -50,13 +58,18 @@ def run(
     err.print(f"[bold]tidemark[/bold] running [cyan]{settings.pipeline.name}[/cyan] on {settings.spark.master}")
     # Jars fetched (first run) and verified here, with progress, before the session starts.
     session_conf(settings, progress=download_progress(), hint=f"tidemark jars fetch {config}")
+    # Before anything is touched: a checkpoint this config cannot continue is refused in one line.
+    require_restartable(settings, str(config), allow=frozenset(code.upper() for code in allow or []))
     for line in endpoint_lines(settings.monitor):
         err.print(escape(line))
+    tracked = rows_tracked(settings.spark_conf())
+    if not tracked:
+        err.print(f"[dim]state rows {escape(UNTRACKED_HINT)}[/dim]")
     result = run_with_failover(
         settings,
         available_now=available_now or None,
         max_duration=deadline,
-        on_progress=_batch_line,
+        on_progress=lambda progress: _batch_line(progress, tracked),
         on_warning=lambda text: err.print(f"[yellow]warning:[/yellow] {escape(text)}"),
     )
     if result.interrupted:
@@ -66,7 +79,8 @@ def run(
         )
     table = Table(show_header=False, box=None)
     table.add_row("stopped", result.stopped.value)
-    table.add_row("batches", f"{result.batches} (ids {result.first_batch}..{result.last_batch})")
+    ids = f"ids {result.first_batch}..{result.last_batch}" if result.batches else "no new input"
+    table.add_row("batches", f"{result.batches} ({ids})")
     table.add_row("input rows", f"{result.input_rows:,}")
     table.add_row("quarantined", f"{result.quarantined:,} -> {result.quarantine_path}")
     table.add_row("took", f"{result.duration.total_seconds():.1f}s")

@@ -80,6 +80,10 @@ def memory(
         Path | None,
         typer.Option("--from-checkpoint", help="Read state rows and key/value sizes from the query's checkpoint."),
     ] = None,
+    batch: Annotated[
+        int | None,
+        typer.Option("--batch", help="With --from-checkpoint: the committed batch to read (default: the latest)."),
+    ] = None,
     container_memory: Annotated[
         str | None,
         typer.Option("--container-memory", help="Container limit per executor (default heap + overhead)."),
@@ -115,6 +119,7 @@ def memory(
         from_checkpoint=from_checkpoint,
         container_memory=container_memory,
         growth_window=growth_window,
+        batch=batch,
     )
     result = plan_memory_request(request)
     if as_json:

@@ -113,11 +113,17 @@ def recover(
         else:
             _render_rollback(rollback)
         return
+    from tidemark.evolve.check import require_same_query
     from tidemark.recovery.apply import recover_pipeline
 
     if apply and not json_output:
         err.print(f"recovering [cyan]{settings.pipeline.name}[/cyan]: archiving, then replaying")
-    result = recover_pipeline(settings, apply=apply, per_key=per_key)
+    result = recover_pipeline(
+        settings,
+        apply=apply,
+        per_key=per_key,
+        precheck=lambda spark: require_same_query(settings, str(config), spark),
+    )
     if json_output:
         print_json(result)
     else:

@@ -219,12 +219,23 @@ def diff(
     print_json(result) if as_json else _render_diff(result)
 
 
+def _when(epoch_ms: int) -> str:
+    """An epoch-milliseconds watermark or timeout as ISO time (UTC); none before the first watermark."""
+    from datetime import datetime
+
+    from tidemark.compat import UTC
+
+    if epoch_ms <= 0:
+        return "none yet"
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _render_expired(result: ExpiredReport) -> None:
     from rich.table import Table
 
     out.print(
-        f"batch {result.batch}: watermark {result.batch_watermark_ms} ms, "
-        f"committed for next batch {result.committed_watermark_ms} ms"
+        f"batch {result.batch}: watermark {_when(result.batch_watermark_ms)}, "
+        f"committed for the next batch {_when(result.committed_watermark_ms)}"
     )
     table = Table(title="expired but never removed")
     for column in ("op", "name", "kind", "keys", "expired", "by reason"):
@@ -235,7 +246,8 @@ def _render_expired(result: ExpiredReport) -> None:
     out.print(table)
     for op in result.operators:
         for key in op.keys:
-            out.print(f"  op {op.id} {key.reason.value}: key={escape(json.dumps(key.key))} timeout={key.timeout_ms}")
+            at = _when(key.timeout_ms) if key.timeout_ms is not None else "none"
+            out.print(f"  op {op.id} {key.reason.value}: key={escape(json.dumps(key.key))} at {at}")
 
 
 @state_app.command("expired")

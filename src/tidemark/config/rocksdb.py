@@ -11,6 +11,8 @@ buffers of all state stores of an executor under one cap, so native memory canno
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 PREFIX = "spark.sql.streaming.stateStore.rocksdb."
 # One cap per executor for all its RocksDB instances (block cache, write buffers, index and filter blocks).
 # Fits Spark's smallest memory overhead (384 MiB) next to the JVM's own native memory.
@@ -28,3 +30,17 @@ def rocksdb_conf(changelog: bool, bounded_memory_mb: int | None, track_state_row
         conf[f"{PREFIX}boundedMemoryUsage"] = "true"
         conf[f"{PREFIX}maxMemoryUsageMB"] = str(bounded_memory_mb)
     return conf
+
+
+def rows_tracked(conf: Mapping[str, str]) -> bool:
+    """Does a query with these settings count its state rows (numRowsTotal)? Not RocksDB with tracking off."""
+    provider = conf.get("spark.sql.streaming.stateStore.providerClass", "")
+    return "RocksDB" not in provider or conf.get(f"{PREFIX}trackTotalNumberOfRows", "true").lower() != "false"
+
+
+# What the user reads where a figure is not counted: how to turn it on, and what it costs.
+UNTRACKED_HINT = (
+    "not tracked: RocksDB counts the rows in state only with [checkpoint] track_state_rows = true (one read "
+    "before every state write, about a quarter of the state store's CPU); 'tidemark state stats CHECKPOINT' "
+    "counts them now"
+)

@@ -158,9 +158,26 @@ def _special(field: Field) -> bool:
     return TIME_WINDOW_KEY in field.metadata or SESSION_WINDOW_KEY in field.metadata
 
 
-def _check_schemas(stored: ColumnFamilySchema, expected: ExpectedState, found: _Findings) -> None:
+def _check_schemas(
+    stored: ColumnFamilySchema, expected: ExpectedState, found: _Findings, key_order_matters: bool = True
+) -> None:
     old_key, new_key = type_signature(stored.key), type_signature(expected.key)
-    if old_key != new_key:
+    if not key_order_matters and sorted(type_signature((f,)) for f in stored.key) == sorted(
+        type_signature((f,)) for f in expected.key
+    ):
+        # Another job's state grouped by the same columns in another order: a new checkpoint does not mind.
+        old_names = sorted(n for f, n in zip(stored.key, field_names(stored.key), strict=True) if not _special(f))
+        old_names = [n for n in old_names if n != "sessionStartTime"]
+        if old_names != sorted(expected.key_columns):
+            found.problem(
+                "KEY_COLUMNS",
+                f"the old job grouped by {old_names}, the config by {sorted(expected.key_columns)}",
+                "set [aggregation] key to the old job's grouping columns",
+            )
+        else:
+            found.same(f"key columns {old_names}")
+        old_key = new_key
+    elif old_key != new_key:
         found.problem(
             "KEY_SCHEMA",
             f"Spark will refuse the restart (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE): the state key is "
@@ -171,7 +188,7 @@ def _check_schemas(stored: ColumnFamilySchema, expected: ExpectedState, found: _
         found.same(f"state key ({new_key})")
         old_columns = [n for f, n in zip(stored.key, field_names(stored.key), strict=True) if not _special(f)]
         old_columns = [n for n in old_columns if n != "sessionStartTime"]
-        if old_columns != list(expected.key_columns):
+        if key_order_matters and old_columns != list(expected.key_columns):
             found.problem(
                 "KEY_COLUMNS",
                 f"the key columns change from {old_columns} to {list(expected.key_columns)}; Spark accepts it "
@@ -322,6 +339,7 @@ def check_config(
     rehearse_query: bool = False,
     allow: frozenset[str] = frozenset(),
     spark: SparkSession | None = None,
+    key_order_matters: bool = True,
 ) -> CheckReport:
     """Compare the config's query with its checkpoint; optionally rehearse it on a copy."""
     from tidemark.session import build_session, runtime_conf
@@ -351,7 +369,7 @@ def check_config(
                     "which writes it",
                 )
             else:
-                _check_schemas(stored, expected, found)
+                _check_schemas(stored, expected, found, key_order_matters)
                 _check_watermark(stored, expected, found)
                 if expected.kind is AggregationKind.WINDOW:
                     _check_window(session, config, stored, expected, found)
@@ -364,3 +382,99 @@ def check_config(
     problems = tuple(found.problems)
     compatible = not any(p.blocking for p in problems) and (rehearsal is None or rehearsal.ok)
     return CheckReport(config_path, checkpoint.uri, batch, compatible, problems, tuple(found.compared), rehearsal)
+
+
+def require_restartable(
+    config: TidemarkConfig,
+    config_path: str,
+    *,
+    allow: frozenset[str] = frozenset(),
+    spark: SparkSession | None = None,
+) -> CheckReport | None:
+    """Before `run` touches anything: refuse, in one line, a checkpoint location that holds something else or a
+    checkpoint `tidemark check` rejects for this config. None when the query starts fresh."""
+    from tidemark.errors import CheckpointError
+    from tidemark.formats import refuse_foreign
+    from tidemark.pipeline.sink_check import require_matching_sink
+
+    checkpoint = Checkpoint.open(config.checkpoint.location)
+    refuse_foreign(checkpoint.store)
+    require_matching_sink(
+        config, "tidemark run", "write to a new [sink] path, or see docs/adopt.md to continue another job's sink"
+    )
+    if not checkpoint.exists() or not checkpoint.commit_batches():
+        return None
+    if spark is None:
+        from tidemark.spark.environment import session_for
+
+        spark = session_for(config)
+    report = check_config(config, config_path, allow=allow, spark=spark)
+    blocking = [p for p in report.problems if p.blocking]
+    if blocking or not report.compatible:
+        first = blocking[0] if blocking else None
+        more = f" (and {len(blocking) - 1} more)" if len(blocking) > 1 else ""
+        what = f"{first.code}: {first.message}{more}; fix: {first.fix}" if first else "the rehearsal failed"
+        msg = (
+            f"{config_path} cannot continue the checkpoint at {checkpoint.uri}: {what}. Nothing was run; "
+            f"'tidemark check {config_path}' lists every difference"
+        )
+        raise CheckpointError(msg)
+    return report
+
+
+def require_same_query(config: TidemarkConfig, config_path: str, spark: SparkSession) -> None:
+    """Before `recover` replaces a readable checkpoint: refuse one `tidemark check` says another query wrote.
+
+    An unreadable checkpoint passes: replacing it is what recovery is for.
+    """
+    from tidemark.errors import CheckpointError
+
+    checkpoint = Checkpoint.open(config.checkpoint.location)
+    try:
+        if not checkpoint.exists() or not checkpoint.commit_batches():
+            return
+        report = check_config(config, config_path, spark=spark)
+    except CheckpointError:
+        return
+    blocking = [p for p in report.problems if p.blocking and p.code in _OTHER_QUERY]
+    if blocking:
+        first = blocking[0]
+        msg = (
+            f"tidemark recover refused: the checkpoint at {checkpoint.uri} was written by another query than "
+            f"{config_path} describes ({first.code}: {first.message}). Nothing was changed; fix the config, or "
+            "see docs/adopt.md to move another job over"
+        )
+        raise CheckpointError(msg)
+
+
+# Differences that mean the checkpoint is another query's (recover would replace it with this config's).
+_OTHER_QUERY = frozenset(
+    {"OPERATORS_CHANGED", "KEY_SCHEMA", "VALUE_SCHEMA", "KEY_COLUMNS", "STATE_VARIABLES", "TIME_MODE"}
+)
+
+
+# What makes another job's checkpoint describe the same query as a config, for a cut-over to a new checkpoint:
+# the state's shape follows from these; the store, partitions and format of the old checkpoint do not matter.
+_SAME_JOB = frozenset({"OPERATORS_CHANGED", "KEY_SCHEMA", "KEY_COLUMNS", "WATERMARK", "WINDOW", "SESSION_GAP"})
+
+
+def require_describes_old_job(
+    config: TidemarkConfig, config_path: str, old_checkpoint: str, spark: SparkSession
+) -> None:
+    """Before `adopt` writes anything: refuse a config that does not describe the old job (its grouping columns,
+    window, watermark), compared with the old job's state as `tidemark check` compares a checkpoint."""
+    from tidemark.errors import InputError
+
+    location = config.checkpoint.model_copy(update={"location": old_checkpoint})
+    report = check_config(
+        config.model_copy(update={"checkpoint": location}), config_path, spark=spark, key_order_matters=False
+    )
+    different = [p for p in report.problems if p.code in _SAME_JOB]
+    if different:
+        first = different[0]
+        more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
+        msg = (
+            f"tidemark adopt refused: {config_path} does not describe the job that wrote {old_checkpoint}: "
+            f"{first.code}: {first.message}{more}. Nothing was changed; make the config match the old job"
+        )
+        raise InputError(msg)

@@ -73,7 +73,12 @@ def rehearse(spark: SparkSession, config: TidemarkConfig) -> Rehearsal:
         msg = "--rehearse copies the checkpoint locally: it supports local checkpoints only"
         raise UsageError(msg)
     batch = checkpoint.latest_committed_batch()
-    with tempfile.TemporaryDirectory(prefix="tidemark-rehearsal-") as work:
+    from tidemark.steps import step
+
+    with (
+        step(f"rehearsing batch {batch} on a copy of the checkpoint"),
+        tempfile.TemporaryDirectory(prefix="tidemark-rehearsal-") as work,
+    ):
         copy = Path(work) / "checkpoint"
         shutil.copytree(checkpoint.store.location.key, copy)
         _forget_last_commit(copy, batch)

@@ -36,6 +36,7 @@ from tidemark.formats import (
     run_move,
     state_root,
 )
+from tidemark.steps import step
 from tidemark.storage import open_storage, parse_location
 from tidemark.storage.journal import Step, finish_pending, journaled
 
@@ -255,7 +256,8 @@ def repartition_checkpoint(
                     read_conf=read_conf,
                     write_conf=write_conf,
                 )
-                result = run_move(spark, spec)
+                with step("rewriting the state for the new partition count"):
+                    result = run_move(spark, spec)
                 _misplaced(move, result, old_partitions)
                 reports.append(_report(move, result, _store_disk_bytes(checkpoint, move), old_partitions))
             if apply:

@@ -31,6 +31,7 @@ from tidemark.formats.entries import (
     rewrite_offset_conf,
     rewrite_operator_metadata,
 )
+from tidemark.formats.identify import refuse_foreign, what_is_there
 from tidemark.formats.integrity import (
     CheckpointHealth,
     Damage,
@@ -56,7 +57,15 @@ from tidemark.formats.lock import clear_lock as clear_run_lock
 from tidemark.formats.operators import OperatorEntry, operator_entries
 from tidemark.formats.operators import schema_files as operator_schema_files
 from tidemark.formats.progress import BatchProgress, NumericMetrics, StateOperatorProgress, parse_spark_time
-from tidemark.formats.progress_log import EventType, LogEvent, iter_log, iter_progress, read_progress
+from tidemark.formats.progress_log import (
+    EventType,
+    LogEvent,
+    is_record,
+    iter_log,
+    iter_progress,
+    no_records,
+    read_progress,
+)
 from tidemark.formats.progress_log import log_files as progress_log_files
 from tidemark.formats.progress_log import read_log as read_progress_log
 from tidemark.formats.progress_writer import ProgressLogWriter, log_path_for, utc_now_text
@@ -64,6 +73,7 @@ from tidemark.formats.recovery_marker import RecoveryMarker, archive_marker, mar
 from tidemark.formats.recovery_marker import read_marker as read_recovery_marker
 from tidemark.formats.recovery_marker import write_marker as write_recovery_marker
 from tidemark.formats.scan import CheckpointScan, OperatorScan, StoreScan, scan_checkpoint
+from tidemark.formats.sink_layout import SinkLayout, SinkWindows, read_sink_layout, sink_windows
 from tidemark.formats.sinklog import LogFile as SinkLogFile
 from tidemark.formats.sinklog import SinkLog, entry_rel, partition_start, require_sink
 from tidemark.formats.sinklog import batch_entries as sink_batch_entries
@@ -126,8 +136,10 @@ __all__ = [
     "RecoveryMarker",
     "RowDecodeError",
     "RunLock",
+    "SinkLayout",
     "SinkLog",
     "SinkLogFile",
+    "SinkWindows",
     "SourceEntryProblem",
     "StateNotReadable",
     "StateOperatorProgress",
@@ -154,6 +166,7 @@ __all__ = [
     "finish_removals",
     "helper_spec",
     "inject_sink_entries",
+    "is_record",
     "is_store_data",
     "iter_log",
     "iter_progress",
@@ -162,6 +175,7 @@ __all__ = [
     "locked_message",
     "log_path_for",
     "marker_paths",
+    "no_records",
     "operator_entries",
     "operator_schema_files",
     "parse_schema_file",
@@ -176,10 +190,12 @@ __all__ = [
     "read_progress",
     "read_progress_log",
     "read_recovery_marker",
+    "read_sink_layout",
     "read_sink_log",
     "read_source_logs",
     "read_store",
     "record_batch",
+    "refuse_foreign",
     "remove_files",
     "repoint_schema_paths",
     "require_sink",
@@ -196,12 +212,14 @@ __all__ = [
     "sink_log_folder",
     "sink_log_names",
     "sink_log_uri",
+    "sink_windows",
     "state_root",
     "store_schemas",
     "struct_fields",
     "type_signature",
     "unloadable_stores",
     "utc_now_text",
+    "what_is_there",
     "with_checksums",
     "write_recovery_marker",
     "zip_references",

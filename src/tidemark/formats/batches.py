@@ -10,6 +10,7 @@ disk, and to remove it.
 from __future__ import annotations
 
 import logging
+import os
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from tidemark.formats.layout import (
     SNAPSHOT_KINDS,
     SOURCES,
     STATE,
+    TIDEMARK_DIR,
     FileKind,
     classify,
     crc_companions,
@@ -33,6 +35,7 @@ from tidemark.formats.layout import (
     store_ids,
 )
 from tidemark.formats.state_files import zip_references
+from tidemark.steps import step
 from tidemark.storage import DirListing, Storage, join
 from tidemark.storage.journal import JournalResult, Step, finish_pending, journaled
 
@@ -216,10 +219,11 @@ def files_through(checkpoint: Checkpoint, batch: int, newest_planned: int) -> Fi
     batch's (orphans of failed attempts) go too, as do RocksDB SST files no kept snapshot lists.
     """
     found = FileSet()
-    _log_through(found, checkpoint.store, OFFSETS, batch)
-    _log_through(found, checkpoint.store, COMMITS, batch)
-    # Batch b writes state version b + 1; the planned batch `newest_planned` may have written newest_planned + 1.
-    _state_through(found, checkpoint, (batch + 2, newest_planned + 1))
+    with step(f"listing {checkpoint.uri}: what batch {batch} and older hold"):
+        _log_through(found, checkpoint.store, OFFSETS, batch)
+        _log_through(found, checkpoint.store, COMMITS, batch)
+        # Batch b writes state version b + 1; the planned batch `newest_planned` may have written newest_planned + 1.
+        _state_through(found, checkpoint, (batch + 2, newest_planned + 1))
     return found
 
 
@@ -274,16 +278,37 @@ def files_after(checkpoint: Checkpoint, batch: int, *, keep_planned: bool = Fals
 # --- removing them ---------------------------------------------------------------------------------------------
 
 
-def remove_files(checkpoint: Checkpoint, paths: list[str], purpose: str) -> None:
+def remove_files(checkpoint: Checkpoint, paths: list[str], purpose: str) -> JournalResult | None:
     """Delete files of the checkpoint, journaled first: a crash part-way leaves what was still to go for the next
-    call of `finish_removals`."""
+    call of `finish_removals`. The journal's folders go again once empty: nothing of tidemark's is left behind."""
     steps = [Step(("checkpoint", rel)) for rel in paths]
-    journaled(checkpoint.store.location.join(JOURNAL_DIR), {"checkpoint": checkpoint.store.uri()}, steps, purpose)
+    try:
+        return journaled(
+            checkpoint.store.location.join(JOURNAL_DIR), {"checkpoint": checkpoint.store.uri()}, steps, purpose
+        )
+    finally:
+        _drop_empty_folders(checkpoint)
 
 
 def finish_removals(checkpoint: Checkpoint) -> list[JournalResult]:
     """Finish what an interrupted `remove_files` left to delete."""
-    return finish_pending(checkpoint.store.location.join(JOURNAL_DIR))
+    try:
+        return finish_pending(checkpoint.store.location.join(JOURNAL_DIR))
+    finally:
+        _drop_empty_folders(checkpoint)
+
+
+def _drop_empty_folders(checkpoint: Checkpoint) -> None:
+    """Remove tidemark's journal folder, then `_tidemark/`, when they are empty (local disks; object stores have
+    no folders; on HDFS the empty folders stay)."""
+    location = checkpoint.store.location
+    if not location.is_local:
+        return
+    for rel in (JOURNAL_DIR, TIDEMARK_DIR):
+        try:
+            os.rmdir(os.path.join(location.key, rel))
+        except OSError:  # not empty (the run lock, the ledger), or not there
+            return
 
 
 def delete_files(checkpoint: Checkpoint, paths: list[str]) -> None:

@@ -75,14 +75,11 @@ class Checkpoint:
             return CheckpointStatus.MISSING
         return CheckpointStatus.PRESENT if self.offset_batches() else CheckpointStatus.EMPTY
 
-    def require(self) -> None:
-        """Raise a CheckpointError when the location is missing or holds no streaming checkpoint."""
-        if not self.exists():
-            msg = f"checkpoint {self.uri} does not exist: pass the folder given as checkpointLocation"
-            raise CheckpointError(msg)
-        if not self.store.exists(OFFSETS):
-            msg = f"{self.uri} is not a streaming checkpoint (no offsets/ folder): pass the checkpointLocation"
-            raise CheckpointError(msg)
+    def require(self, planned: bool = True) -> None:
+        """Raise a one-line CheckpointError naming what is there when it is not a streaming checkpoint."""
+        from tidemark.formats.identify import require_checkpoint
+
+        require_checkpoint(self.store, planned=planned)
 
     # --- the offset and commit logs ------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from tidemark.compat import UTC
 from tidemark.errors import CheckpointLocked
-from tidemark.formats.layout import LOCK_FILE
+from tidemark.formats.layout import COMMITS, LOCK_FILE, OFFSETS
 from tidemark.storage import Storage, open_storage
 from tidemark.storage.objectstore import ObjectStore
 
@@ -117,10 +117,46 @@ def locked_message(checkpoint_location: str, info: LockInfo) -> str:
 
 
 def ensure_unlocked(checkpoint_location: str, fs: Storage | None = None) -> None:
-    """Raise CheckpointLocked when a live run holds the checkpoint."""
-    info = _read(fs or open_storage(checkpoint_location))
+    """Raise CheckpointLocked when a live run holds the checkpoint, or a query without tidemark's lock (a plain
+    Spark job) planned a batch in the last MID_BATCH_LIVE and has not committed it."""
+    store = fs or open_storage(checkpoint_location)
+    info = _read(store)
     if info is not None and lock_is_live(info):
         raise CheckpointLocked(locked_message(checkpoint_location, info))
+    if info is None:
+        busy = _mid_batch(store)
+        if busy is not None:
+            msg = f"{checkpoint_location}: {busy}"
+            raise CheckpointLocked(msg)
+
+
+# A planned, uncommitted batch newer than this means a query may be running (one tidemark did not start).
+MID_BATCH_LIVE = timedelta(minutes=10)
+
+
+def _batch_ids(fs: Storage, folder: str) -> list[int]:
+    listing = fs.list_dir(folder)
+    return sorted(int(name) for name, _ in (listing.files if listing else []) if name.isdigit())
+
+
+def _mid_batch(fs: Storage) -> str | None:
+    planned = _batch_ids(fs, OFFSETS)
+    if not planned:
+        return None
+    committed = _batch_ids(fs, COMMITS)
+    if committed and committed[-1] >= planned[-1]:
+        return None
+    entry = fs.stat(f"{OFFSETS}/{planned[-1]}")
+    if entry is None or entry.mtime is None:
+        return None
+    age = datetime.now(tz=UTC) - datetime.fromtimestamp(entry.mtime, tz=UTC)
+    if age >= MID_BATCH_LIVE:
+        return None
+    return (
+        f"batch {planned[-1]} was planned {age.total_seconds():.0f} s ago and has not committed: a query may be "
+        f"running on this checkpoint (one not started by tidemark run). Stop it first; a crashed query's checkpoint "
+        f"is accepted {MID_BATCH_LIVE.total_seconds() / 60:.0f} minutes after its last batch was planned"
+    )
 
 
 class _Holder(Protocol):

@@ -95,6 +95,13 @@ class StateOperatorProgress:
             custom_metrics=NumericMetrics(custom) if isinstance(custom, Mapping) else {},
         )
 
+    @property
+    def rows_untracked(self) -> bool:
+        """True when this batch shows numRowsTotal is not counted: a RocksDB store (trackTotalNumberOfRows off)
+        reports 0 rows in state right after it updated rows and removed none."""
+        rocksdb = any(key.startswith("rocksdb") for key in self.custom_metrics)
+        return rocksdb and self.num_rows_total == 0 and self.num_rows_updated > 0 and self.num_rows_removed == 0
+
 
 @dataclass(frozen=True)
 class BatchProgress:
@@ -153,6 +160,11 @@ class BatchProgress:
     def state_rows(self) -> int:
         """State rows summed over operators."""
         return sum(op.num_rows_total for op in self.state_operators)
+
+    @property
+    def state_rows_untracked(self) -> bool:
+        """True when an operator's numRowsTotal is shown not to be counted (StateOperatorProgress.rows_untracked)."""
+        return any(op.rows_untracked for op in self.state_operators)
 
     @property
     def state_memory_bytes(self) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from tidemark.compat import UTC, StrEnum
-from tidemark.errors import UsageError
+from tidemark.errors import InputError
 from tidemark.formats.progress import BatchProgress, parse_spark_time
 from tidemark.storage import open_storage, parse_location
 
@@ -87,16 +87,37 @@ def log_files(path: str | Path) -> list[str]:
             return [str(target / n) for n in sorted(names, key=_name_order)]
         if target.is_file():
             return [str(target)]
-        raise UsageError(missing)
+        raise InputError(missing)
     parent = open_storage(location.parent)
     if parent.stat(location.name) is not None:
         return [location.uri]
     store = open_storage(location)
     listing = store.list_dir("")
     if listing is None:
-        raise UsageError(missing)
+        raise InputError(missing)
     names = [n for n, _ in listing.files if n.endswith(LOG_SUFFIX)]
     return [store.uri(n) for n in sorted(names, key=_name_order)]
+
+
+_RECORD_TYPES = frozenset(e.value for e in EventType)
+
+
+def is_record(event: LogEvent) -> bool:
+    """True for a line tidemark's progress log writes (any other JSON object is foreign)."""
+    return event.type in _RECORD_TYPES
+
+
+def no_records(path: str | Path) -> InputError:
+    """The one-line error for a log location that holds no progress record: no log file, or none with a record."""
+    files = log_files(path)
+    if not files:
+        msg = (
+            f"{path} holds no progress log (no *{LOG_SUFFIX} file): pass a <run_id>{LOG_SUFFIX} file or the "
+            "[monitor] dir 'tidemark run' writes"
+        )
+    else:
+        msg = f"{path} holds no tidemark progress record ({len(files)} file(s) read): is it a progress log?"
+    return InputError(msg)
 
 
 def log_lines(file: str) -> Iterator[str]:

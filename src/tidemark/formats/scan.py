@@ -18,6 +18,7 @@ from tidemark.formats.layout import (
     classify,
     log_batch,
 )
+from tidemark.steps import step
 from tidemark.storage import DirListing, Storage
 
 # One bit per versioned kind, so a store keeps one small int per version instead of a record per file.
@@ -164,27 +165,34 @@ def _scan_state(result: CheckpointScan, parts: list[str], listing: DirListing) -
 def scan_checkpoint(fs: Storage) -> CheckpointScan:
     """Walk the checkpoint once (skipping tidemark's own folder) and aggregate what it holds."""
     result = CheckpointScan()
-    for listing in fs.walk("", exclude=frozenset({TIDEMARK_DIR})):
-        rel = listing.rel
-        parts = rel.split("/") if rel else []
-        top = parts[0] if parts else "."
-        folder = f"{STATE}/{parts[1]}" if top == STATE and len(parts) > 1 else top
-        count = len(listing.files)
-        if count:
-            size = sum(s for _, s in listing.files)
-            bucket = result.folders.get(folder)
-            if bucket is None:
-                bucket = result.folders[folder] = [0, 0]
-            bucket[0] += count
-            bucket[1] += size
-            result.files_total += count
-            result.bytes_total += size
-        if top == STATE:
-            _scan_state(result, parts, listing)
-        elif rel in (OFFSETS, COMMITS):
-            batches = [b for b in (log_batch(name) for name, _ in listing.files) if b is not None]
-            target = result.offset_batches if rel == OFFSETS else result.commit_batches
-            target.extend(sorted(batches))
-            folders = [b for b in (log_batch(name) for name in listing.dirs) if b is not None]
-            (result.offset_folders if rel == OFFSETS else result.commit_folders).extend(sorted(folders))
+    with step(f"listing {fs.uri()}: files") as advance:
+        for listing in fs.walk("", exclude=frozenset({TIDEMARK_DIR})):
+            advance(len(listing.files))
+            _add_listing(result, listing)
     return result
+
+
+def _add_listing(result: CheckpointScan, listing: DirListing) -> None:
+    """Count one folder listing into the scan."""
+    rel = listing.rel
+    parts = rel.split("/") if rel else []
+    top = parts[0] if parts else "."
+    folder = f"{STATE}/{parts[1]}" if top == STATE and len(parts) > 1 else top
+    count = len(listing.files)
+    if count:
+        size = sum(s for _, s in listing.files)
+        bucket = result.folders.get(folder)
+        if bucket is None:
+            bucket = result.folders[folder] = [0, 0]
+        bucket[0] += count
+        bucket[1] += size
+        result.files_total += count
+        result.bytes_total += size
+    if top == STATE:
+        _scan_state(result, parts, listing)
+    elif rel in (OFFSETS, COMMITS):
+        batches = [b for b in (log_batch(name) for name, _ in listing.files) if b is not None]
+        target = result.offset_batches if rel == OFFSETS else result.commit_batches
+        target.extend(sorted(batches))
+        folders = [b for b in (log_batch(name) for name in listing.dirs) if b is not None]
+        (result.offset_folders if rel == OFFSETS else result.commit_folders).extend(sorted(folders))

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tidemark.formats import BatchProgress, EventType, LogEvent, StateOperatorProgress, iter_log
+from tidemark.formats import BatchProgress, EventType, LogEvent, StateOperatorProgress, is_record, iter_log, no_records
 from tidemark.monitor.metrics import quarantined_count
 from tidemark.monitor.series import commit_estimate_ms
 from tidemark.monitor.sketch import Largest, QuantileSketch
@@ -36,10 +36,11 @@ class OperatorTrend:
     run_id: str
     operator_id: int
     operator: str
-    first_rows: int
-    last_rows: int
-    max_rows: int
-    rows_per_batch: float
+    # None when the store does not count its rows (RocksDB, trackTotalNumberOfRows off): "not tracked", never 0.
+    first_rows: int | None
+    last_rows: int | None
+    max_rows: int | None
+    rows_per_batch: float | None
     rows_removed: int
     last_memory_bytes: int
     max_memory_bytes: int
@@ -98,6 +99,8 @@ class RunAnalysis:
     batch_duration_ms: DurationStats | None = None
     slowest_batches: tuple[SlowBatch, ...] = ()
     findings: tuple[Finding, ...] = ()
+    # False: the state store did not count rows in state (the run's log says so, or its figures show it).
+    state_rows_tracked: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,25 @@ class LogAnalysis:
     quarantined: int
     findings: tuple[Finding, ...]
     runs: tuple[RunAnalysis, ...]
+
+
+def state_rows_text(trend: OperatorTrend) -> str:
+    """'120 -> 480 rows (+24.0/batch)', or 'not tracked (...)' when the store did not count them."""
+    if trend.first_rows is None or trend.last_rows is None or trend.rows_per_batch is None:
+        return "rows not tracked (set [checkpoint] track_state_rows = true, or count them: tidemark state stats)"
+    return f"{trend.first_rows:,} -> {trend.last_rows:,} rows ({trend.rows_per_batch:+.1f}/batch)"
+
+
+def log_records(path: str | Path) -> Iterator[LogEvent]:
+    """Every record of a progress log, streamed; an InputError at the end when there was none (no log file, an
+    empty log, or a file that is not a progress log), never an empty analysis."""
+    seen = False
+    for event in iter_log(path):
+        if is_record(event):
+            seen = True
+            yield event
+    if not seen:
+        raise no_records(path)
 
 
 def run_events(events: Iterable[LogEvent]) -> Iterator[tuple[str, LogEvent, BatchProgress | None]]:
@@ -164,20 +186,20 @@ class _OperatorFold:
         sum_x, sum_xx = n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6
         return (n * self.sum_xy - sum_x * self.sum_y) / (n * sum_xx - sum_x * sum_x)
 
-    def trend(self, run_id: str, index: int, leak_batches: int) -> OperatorTrend:
+    def trend(self, run_id: str, index: int, leak_batches: int, tracked: bool = True) -> OperatorTrend:
         return OperatorTrend(
             run_id=run_id,
             operator_id=index,
             operator=self.name,
-            first_rows=self.first_rows or 0,
-            last_rows=self.last_rows,
-            max_rows=self.max_rows,
-            rows_per_batch=round(self.slope(), 3),
+            first_rows=(self.first_rows or 0) if tracked else None,
+            last_rows=self.last_rows if tracked else None,
+            max_rows=self.max_rows if tracked else None,
+            rows_per_batch=round(self.slope(), 3) if tracked else None,
             rows_removed=self.rows_removed,
             last_memory_bytes=self.last_memory,
             max_memory_bytes=self.max_memory,
-            growing_batches=self.growing,
-            unbounded=self.growing >= leak_batches,
+            growing_batches=self.growing if tracked else 0,
+            unbounded=tracked and self.growing >= leak_batches,
         )
 
 
@@ -217,6 +239,8 @@ class RunFold:
         self.started_query_id: str | None = None
         self.durations = QuantileSketch()
         self.slowest: Largest[SlowBatch] = Largest(SLOWEST_BATCHES)
+        self.rows_tracked_said: bool | None = None  # what the run's started line says
+        self.rows_untracked_seen = False
 
     def add(self, event: LogEvent, progress: BatchProgress | None = None) -> None:
         """Fold one event of this run (progress: event.progress, when the caller already has it)."""
@@ -230,6 +254,8 @@ class RunFold:
                 self.started_name = str(event.data["name"])
             if event.data.get("query_id"):
                 self.started_query_id = str(event.data["query_id"])
+            if isinstance(event.data.get("state_rows_tracked"), bool):
+                self.rows_tracked_said = bool(event.data["state_rows_tracked"])
         elif event.type == EventType.TERMINATED:
             self.terminated = True
             if self.exception is None and event.data.get("exception"):
@@ -263,6 +289,7 @@ class RunFold:
         if self.slowest.admits(duration):
             self.slowest.add(duration, SlowBatch(p.batch_id, duration, start, round(commit, 3)))
         operators = self.operators
+        self.rows_untracked_seen = self.rows_untracked_seen or p.state_rows_untracked
         for index, op in enumerate(p.state_operators):
             if index == len(operators):
                 operators.append(_OperatorFold(op.operator_name))
@@ -300,6 +327,9 @@ class RunFold:
         """The run's figures and findings so far."""
         input_rate, processed_rate = self._rates()
         total_ms = self.total_ms
+        tracked = self.rows_tracked_said
+        if tracked is None and self.operators:
+            tracked = not self.rows_untracked_seen
         run = RunAnalysis(
             run_id=self.run_id,
             query_name=self.progress_name or self.started_name,
@@ -317,7 +347,8 @@ class RunFold:
             commit_share=round(self.commit_ms / total_ms, 4) if total_ms else 0.0,
             max_batch_commit_share=round(self.max_share, 4),
             state_rows_trend=tuple(
-                op.trend(self.run_id, index, self.leak_batches) for index, op in enumerate(self.operators)
+                op.trend(self.run_id, index, self.leak_batches, tracked is not False)
+                for index, op in enumerate(self.operators)
             ),
             dropped_by_watermark=self.dropped,
             quarantined=self.quarantined,
@@ -328,6 +359,7 @@ class RunFold:
             exception=self.exception,
             batch_duration_ms=self._durations(),
             slowest_batches=tuple(self.slowest),
+            state_rows_tracked=tracked,
         )
         return replace(run, findings=findings_for(run))
 
@@ -382,6 +414,18 @@ def findings_for(run: RunAnalysis) -> tuple[Finding, ...]:
                     "are evicted",
                 )
             )
+    if run.state_rows_tracked is False and run.state_rows_trend:
+        found.append(
+            Finding(
+                "STATE_ROWS_NOT_TRACKED",
+                "info",
+                rid,
+                "the state store did not count the rows in state (RocksDB with trackTotalNumberOfRows off, "
+                "tidemark's default for window and session aggregations): state growth cannot be judged from this log",
+                "set [checkpoint] track_state_rows = true (one read before every state write), or count them with "
+                "'tidemark state stats CHECKPOINT'",
+            )
+        )
     if run.commit_share >= HIGH_COMMIT_SHARE:
         found.append(
             Finding(
@@ -448,4 +492,4 @@ def summarize(path: str | Path, runs: Sequence[RunAnalysis]) -> LogAnalysis:
 
 def analyze(path: str | Path, leak_batches: int = DEFAULT_LEAK_BATCHES, parallelism: int | None = None) -> LogAnalysis:
     """Analyze a progress log file or a folder of them, in one streaming pass."""
-    return summarize(path, analyze_events(iter_log(path), leak_batches, parallelism))
+    return summarize(path, analyze_events(log_records(path), leak_batches, parallelism))

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
     from tidemark.config import TidemarkConfig
 
+from tidemark.config.rocksdb import rows_tracked
+
 log = logging.getLogger(__name__)
 
 _RECENT_BATCHES = 10
@@ -48,7 +50,10 @@ class RunMonitor:
         self.run_id = run_id
         self.log_path = str(log_path_for(config.monitor_dir, run_id))
         self.stuck_after = default_stuck_after(config.trigger.interval, config.monitor.stuck_after)
-        self.registry = MetricsRegistry(config.pipeline.name, run_id, self.stuck_after.total_seconds())
+        self.rows_tracked = rows_tracked(config.spark_conf())
+        self.registry = MetricsRegistry(
+            config.pipeline.name, run_id, self.stuck_after.total_seconds(), state_rows_tracked=self.rows_tracked
+        )
         self._publisher = MetricsPublisher(self.registry, config.monitor, warn=self._warn)
         self.diagnoses: list[StuckDiagnosis] = []
         self._writer = ProgressLogWriter(self.log_path, run_id)
@@ -178,6 +183,8 @@ class RunMonitor:
             if kind == EventType.STARTED:
                 payload = {**payload, "pipeline": self.config.pipeline.name, "checkpoint": self._location}
                 payload["stuck_after_seconds"] = self.stuck_after.total_seconds()
+                # analyze, report and plan show an uncounted numRowsTotal as "not tracked", never as 0.
+                payload["state_rows_tracked"] = self.rows_tracked
                 payload["metrics_url"] = self._publisher.url
             if kind == EventType.TERMINATED:
                 self._terminated.set()

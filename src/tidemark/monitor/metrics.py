@@ -96,6 +96,8 @@ class MetricsRegistry:
     pipeline: str | None = None
     run_id: str | None = None
     stuck_after_seconds: float | None = None
+    # False: RocksDB does not count rows in state; tidemark_state_rows is then left out, never published as 0.
+    state_rows_tracked: bool = True
     _queries: dict[str, _QueryState] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _state: RunState | None = None
@@ -173,8 +175,7 @@ class MetricsRegistry:
         if self.stuck_after_seconds is not None:
             rows["tidemark_stuck_after_seconds"].append((base, self.stuck_after_seconds))
 
-    @staticmethod
-    def _query_rows(rows: _Rows, q: Mapping[str, str], state: _QueryState) -> None:
+    def _query_rows(self, rows: _Rows, q: Mapping[str, str], state: _QueryState) -> None:
         rows["tidemark_stuck"].append((q, 1.0 if state.stuck else 0.0))
         rows["tidemark_batches_total"].append((q, state.batches_total))
         rows["tidemark_input_rows_total"].append((q, state.input_rows_total))
@@ -202,7 +203,8 @@ class MetricsRegistry:
             rows["tidemark_watermark_timestamp_seconds"].append((q, p.watermark.timestamp()))
         for index, op in enumerate(p.state_operators):
             o = {**q, "operator": op.operator_name, "operator_id": str(index)}
-            rows["tidemark_state_rows"].append((o, op.num_rows_total))
+            if self.state_rows_tracked and not op.rows_untracked:
+                rows["tidemark_state_rows"].append((o, op.num_rows_total))
             rows["tidemark_state_memory_bytes"].append((o, op.memory_used_bytes))
             rows["tidemark_state_commit_seconds"].append((o, op.commit_time_ms / 1000))
             rows["tidemark_state_store_instances"].append((o, op.num_state_store_instances))
@@ -240,7 +242,11 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("tidemark_input_rows", "gauge", "Input rows of the last batch."),
     ("tidemark_input_rows_per_second", "gauge", "Input rate of the last batch."),
     ("tidemark_processed_rows_per_second", "gauge", "Processing rate of the last batch."),
-    ("tidemark_state_rows", "gauge", "Rows held in state by the operator after the last batch."),
+    (
+        "tidemark_state_rows",
+        "gauge",
+        "Rows held in state by the operator after the last batch (absent when RocksDB does not count them).",
+    ),
     ("tidemark_state_memory_bytes", "gauge", "Memory used by the operator's state stores."),
     ("tidemark_state_commit_seconds", "gauge", "State commit time of the last batch, summed over tasks."),
     ("tidemark_state_store_instances", "gauge", "State store instances (tasks) of the operator."),

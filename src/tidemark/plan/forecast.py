@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass
 
 from tidemark.config.model import StateStoreKind
-from tidemark.errors import UsageError
+from tidemark.config.rocksdb import UNTRACKED_HINT
+from tidemark.errors import InputError, UsageError
 from tidemark.plan.breaking import BreakPoint, break_point
 from tidemark.plan.measured import MeasuredState
 from tidemark.plan.memory import MemoryConf
@@ -51,7 +52,14 @@ def forecast(
     if not measured:
         msg = "give --from-log or --from-checkpoint to forecast the break"
         raise UsageError(msg)
-    series = max(measured, key=lambda m: len(m.points))
+    counted = [m for m in measured if m.rows_tracked]
+    if not counted:
+        msg = (
+            f"{measured[0].source}: the state rows are {UNTRACKED_HINT}; give --from-checkpoint PATH (the query's "
+            "checkpoint) so the rows are counted there"
+        )
+        raise InputError(msg)
+    series = max(counted, key=lambda m: len(m.points))
     growth = growth_of(series.points, window)
     shape = _shape(measured, conf.state_store)
     n = conf.executors

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemark.config.model import ROCKSDB_PROVIDER, StateStoreKind, TidemarkConfig
-from tidemark.errors import UsageError
+from tidemark.errors import InputError, UsageError
 from tidemark.formats import BatchProgress, read_progress
 from tidemark.plan.memory import MIB, MemoryConf, MemoryLoad
 from tidemark.sizes import parse_size
@@ -175,7 +175,7 @@ def load_from_progress(batches: Sequence[BatchProgress], path: str | Path) -> Lo
     progress = [p for p in batches if p.state_operators]
     if not progress:
         msg = f"{path} holds no progress of a stateful query: give the log of a run with state, or --state-bytes"
-        raise UsageError(msg)
+        raise InputError(msg)
     peak = max(progress, key=lambda p: p.state_memory_bytes)
     return LogLoad(
         batches=len(progress),

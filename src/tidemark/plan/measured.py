@@ -38,6 +38,8 @@ class MeasuredState:
     shape: RowShape | None
     state_instances: int | None
     retained_versions: int | None = None
+    # False: the log's numRowsTotal was not counted (RocksDB, trackTotalNumberOfRows off): its rows are no figure.
+    rows_tracked: bool = True
 
 
 def _point(batch: BatchProgress) -> StatePoint:
@@ -79,6 +81,7 @@ def measured_from_progress(progress: Sequence[BatchProgress], source: str) -> Me
         points=tuple(_point(b) for b in batches),
         shape=shape_from_version_bytes(per_key) if per_key is not None else None,
         state_instances=instances or None,
+        rows_tracked=not any(b.state_rows_untracked for b in batches),
     )
 
 
@@ -151,16 +154,23 @@ def _timestamp(ms: int) -> datetime | None:
 
 
 def _earlier_batch(checkpoint: Checkpoint, latest: int, lookback: int) -> int:
-    """The oldest batch within lookback whose state every store can still rebuild (latest when none)."""
+    """The oldest committed batch within lookback whose state every store can still rebuild (latest when none).
+
+    Only batches whose commit and offset entries are still there count: after `checkpoint prune` (or Spark's own
+    cleanup) state files can outlive the log entries the state reader needs.
+    """
     stores = list(checkpoint.stores().values())
+    committed = set(checkpoint.commit_batches()) & set(checkpoint.offset_batches())
     for batch in range(max(0, latest - lookback), latest):
+        if batch not in committed:
+            continue
         # State version v is what batch v - 1 committed.
         if stores and all(store.can_load(batch + 1) for store in stores):
             return batch
     return latest
 
 
-def measured_from_checkpoint(path: str | Path, lookback: int = 10) -> MeasuredState:
+def measured_from_checkpoint(path: str | Path, lookback: int = 10, batch: int | None = None) -> MeasuredState:
     """Rows and UnsafeRow key/value sizes at the latest batch, rows at an older batch, batch times.
 
     Reads the state twice with Spark's statestore reader: at the latest committed batch and at the oldest
@@ -173,8 +183,15 @@ def measured_from_checkpoint(path: str | Path, lookback: int = 10) -> MeasuredSt
     checkpoint = Checkpoint.open(str(path))
     checkpoint.require()
     latest = checkpoint.latest_committed_batch()
+    if batch is not None:
+        committed = checkpoint.commit_batches()
+        if batch not in committed:
+            span = f"{committed[0]}..{committed[-1]}" if committed else "none"
+            msg = f"--batch {batch} is not a committed batch of {path} (committed batches: {span})"
+            raise UsageError(msg)
+        latest = batch
     earlier = _earlier_batch(checkpoint, latest, lookback)
-    batches: tuple[int | None, ...] = (None, earlier) if earlier < latest else (None,)
+    batches: tuple[int | None, ...] = (latest, earlier) if earlier < latest else (latest,)
     with state_session(path, batches) as (spark, source):
         stores = list_stores(spark, source)
         if not stores:

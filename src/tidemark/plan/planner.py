@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tidemark.config import load_config
 from tidemark.config.model import StateStoreKind, TidemarkConfig
-from tidemark.errors import UsageError
+from tidemark.errors import InputError
 from tidemark.formats import read_progress
 from tidemark.plan.advice import CheckpointAdvice, advise_checkpoint, detect_changelog
 from tidemark.plan.forecast import forecast
@@ -40,6 +40,18 @@ class MemoryRequest:
     from_checkpoint: str | Path | None = None
     container_memory: str | None = None
     growth_window: int = DEFAULT_WINDOW
+    batch: int | None = None  # the checkpoint's batch to read (default: its latest committed)
+
+
+def checkpoint_of_log(log: str | Path) -> str | None:
+    """The checkpoint a progress log's runs name (their started lines), when it is still there."""
+    from tidemark.formats import Checkpoint, EventType, iter_log
+
+    for event in iter_log(log):
+        if event.type == EventType.STARTED and event.data.get("checkpoint"):
+            path = str(event.data["checkpoint"])
+            return path if Checkpoint.open(path).exists() else None
+    return None
 
 
 def _config(path: str | Path | None) -> TidemarkConfig | None:
@@ -60,13 +72,25 @@ def plan_memory_request(request: MemoryRequest) -> MemoryPlan:
         progress = read_progress(request.from_log)
         log = load_from_progress(progress, request.from_log)
         measured.append(measured_from_progress(progress, str(request.from_log)))
+    notes: list[str] = []
     if request.from_checkpoint is not None:
-        measured.append(measured_from_checkpoint(request.from_checkpoint))
+        measured.append(measured_from_checkpoint(request.from_checkpoint, batch=request.batch))
+    elif measured and not measured[0].rows_tracked and request.from_log is not None:
+        # The log's rows in state were not counted: count them in the run's checkpoint instead, never plan from 0.
+        checkpoint = checkpoint_of_log(request.from_log)
+        if checkpoint is not None:
+            measured.append(measured_from_checkpoint(checkpoint, batch=request.batch))
+            notes.append(
+                f"the progress log's state rows are not tracked: rows and sizes were read from {checkpoint} "
+                "(the checkpoint the log names)"
+            )
     rest = load_from_rest(request.from_rest) if request.from_rest is not None else None
     seen = next((m.state_store for m in measured if m.state_store is not None), None)
     if config is None and request.overrides.state_store is None and seen is not None:
         conf = replace(conf, state_store=seen)
     plan = plan_memory(conf, resolve_load(request.load, log, rest), request.scale, request.target)
+    if notes:
+        plan = replace(plan, notes=(*plan.notes, *notes))
     if not measured:
         return plan
     container = spark_memory(request.container_memory) if request.container_memory is not None else None
@@ -85,7 +109,7 @@ def advise_checkpoint_log(
     progress = read_progress(log)
     if not any(p.state_operators for p in progress):
         msg = f"{log} holds no progress of a stateful query: give the progress log of a run with state"
-        raise UsageError(msg)
+        raise InputError(msg)
     store = overrides.state_store or detect_state_store(progress)
     if store is None and loaded is not None:
         store = loaded.checkpoint.state_store

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -126,11 +127,17 @@ def apply_recovery(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSessi
 
 def _replay(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSession) -> RecoveryResult:
     from tidemark.pipeline.run import run_pipeline
+    from tidemark.steps import step
 
     paths = pipeline_locations(config)
-    replay = run_pipeline(
-        replay_config(config, plan.resume_from), available_now=True, spark=spark, replay_from=plan.resume_from
-    )
+    with step(f"replaying from {plan.resume_from.isoformat()}: batches") as advance:
+        replay = run_pipeline(
+            replay_config(config, plan.resume_from),
+            available_now=True,
+            spark=spark,
+            replay_from=plan.resume_from,
+            on_progress=lambda _: advance(1),
+        )
     injected = finish_pending(paths.checkpoint, paths.sink)
     verification = verify_sink(config, spark) if read_sink_log(open_storage(paths.sink)).exists else None
     return RecoveryResult(plan, True, replay, injected, verification)
@@ -153,21 +160,37 @@ def interrupted_recovery(config: TidemarkConfig) -> RecoveryPlan | None:
 
 
 def recover_pipeline(
-    config: TidemarkConfig, *, apply: bool = False, per_key: bool = False, spark: SparkSession | None = None
+    config: TidemarkConfig,
+    *,
+    apply: bool = False,
+    per_key: bool = False,
+    spark: SparkSession | None = None,
+    precheck: Callable[[SparkSession], None] | None = None,
 ) -> RecoveryResult:
     """Plan a recovery from the sink (and, with apply, carry it out); the one entry point of the CLI.
 
     With apply, an earlier recovery that a crash interrupted is finished first (its moves, then its
     replay from the same resume point) instead of planning a new one from a half-moved sink.
     """
+    from tidemark.pipeline.sink_check import require_matching_sink
     from tidemark.recovery.plan import plan_recovery
     from tidemark.recovery.replay import check_replayable, newest_landing_event
     from tidemark.spark.environment import session_for
 
     check_replayable(config)
+    # Every precondition before anything moves (dry run too: a plan for a sink it cannot rewrite would mislead).
+    ensure_not_running(pipeline_locations(config).checkpoint)
+    require_matching_sink(
+        config,
+        "tidemark recover",
+        "recover rewrites windowStart partitions of a sink this config's query wrote; to move another job's "
+        "sink and checkpoint over, see docs/adopt.md",
+    )
     if apply:
         finish_interrupted_moves(config)
     session = spark or session_for(config)
+    if precheck is not None:
+        precheck(session)  # the caller's own refusal (the checkpoint written by another query), before any move
     if apply:
         resumed = interrupted_recovery(config)
         if resumed is not None:

@@ -30,6 +30,7 @@ from tidemark.formats import (
     sink_log_names,
 )
 from tidemark.recovery.archive import pipeline_locations
+from tidemark.steps import step
 from tidemark.storage import Storage, open_storage
 
 MAX_LISTED = 20  # files or keys named per violation; the count says how many there are
@@ -124,9 +125,12 @@ def _source(config: TidemarkConfig, checkpoint: Checkpoint, batch: int, files: d
 
 def audit_sink(config: TidemarkConfig) -> AuditResult:
     """Build the per-batch ledger and check exactly-once; raise only when the checkpoint cannot be read."""
+    from tidemark.pipeline.sink_check import require_matching_sink
+
     paths = pipeline_locations(config)
     checkpoint = Checkpoint.open(paths.checkpoint)
     checkpoint.require()
+    require_matching_sink(config, "tidemark audit", "point the config at the sink its query writes")
     sink = open_storage(paths.sink)
     commits = checkpoint.commit_batches()
     names = sink_log_names(sink)
@@ -139,35 +143,37 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
     owners: dict[str, set[int]] = defaultdict(set)
     records: list[BatchRecord] = []
     latest_log = max(names) if names else None
-    for batch in commits:
-        recorded = ledger.get(batch)
-        from_log = sink_batch_files(sink, batch) if batch in names else None
-        added = set(from_log or []) | {rel for rel, _ in (recorded.files if recorded else ())}
-        for rel in added:
-            owners[rel].add(batch)
-        covered = latest_log is not None and batch <= latest_log
-        records.append(
-            BatchRecord(
-                batch=batch,
-                source=_source(config, checkpoint, batch, files_by_batch),
-                sink_files=tuple(sorted(added)),
-                rows=recorded.rows if recorded else None,
-                in_sink_log=covered,
-                in_ledger=recorded is not None,
-            )
-        )
-        if recorded is not None and recorded.rows is not None and from_log is not None:
-            on_disk = _rows(sink, [f for f in from_log if f in present])
-            if on_disk is not None and on_disk != recorded.rows and all(f in present for f in from_log):
-                violations.append(
-                    Violation(
-                        ViolationKind.ROWS_DIFFER,
-                        f"batch {batch} wrote {recorded.rows} rows (progress) but its files hold {on_disk}",
-                        (batch,),
-                        tuple(sorted(from_log))[:MAX_LISTED],
-                        len(from_log),
-                    )
+    with step("checking committed batches against the sink", total=len(commits)) as advance:
+        for batch in commits:
+            advance(1)
+            recorded = ledger.get(batch)
+            from_log = sink_batch_files(sink, batch) if batch in names else None
+            added = set(from_log or []) | {rel for rel, _ in (recorded.files if recorded else ())}
+            for rel in added:
+                owners[rel].add(batch)
+            covered = latest_log is not None and batch <= latest_log
+            records.append(
+                BatchRecord(
+                    batch=batch,
+                    source=_source(config, checkpoint, batch, files_by_batch),
+                    sink_files=tuple(sorted(added)),
+                    rows=recorded.rows if recorded else None,
+                    in_sink_log=covered,
+                    in_ledger=recorded is not None,
                 )
+            )
+            if recorded is not None and recorded.rows is not None and from_log is not None:
+                on_disk = _rows(sink, [f for f in from_log if f in present])
+                if on_disk is not None and on_disk != recorded.rows and all(f in present for f in from_log):
+                    violations.append(
+                        Violation(
+                            ViolationKind.ROWS_DIFFER,
+                            f"batch {batch} wrote {recorded.rows} rows (progress) but its files hold {on_disk}",
+                            (batch,),
+                            tuple(sorted(from_log))[:MAX_LISTED],
+                            len(from_log),
+                        )
+                    )
     missing_entries = [r.batch for r in records if not r.in_sink_log]
     if missing_entries:
         violations.append(

@@ -152,6 +152,11 @@ class RollbackResult:
 
 def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> RollbackResult:
     """Plan a rollback to a committed batch and, with apply, move everything after it aside."""
+    from tidemark.pipeline.sink_check import require_matching_sink
+
+    # Every precondition before anything moves: no live run, a sink this config wrote.
+    ensure_not_running(pipeline_locations(config).checkpoint)
+    require_matching_sink(config, "tidemark recover --to-batch", "point the config at the sink its query writes")
     if apply:
         from tidemark.recovery.apply import finish_interrupted_moves
 

@@ -12,6 +12,7 @@ from tidemark.errors import UsageError
 from tidemark.formats import FetchReport
 from tidemark.state.metadata import StoreInfo, list_stores
 from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session, targets_of
+from tidemark.steps import step
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -181,10 +182,12 @@ def diff_state(
             msg = f"no state to compare in {source}{f' for operator {operator}' if operator is not None else ''}"
             raise UsageError(msg)
         diffs = []
-        for info in stores:
-            for target in targets_of(info, include_timers=False):
-                if store is None or store in (target.label, target.store):
-                    diffs.append(_diff_target(spark, source, info, target, (from_batch, to_batch), sample, method))
+        with step("comparing state stores", total=len(stores)) as advance:
+            for info in stores:
+                for target in targets_of(info, include_timers=False):
+                    if store is None or store in (target.label, target.store):
+                        diffs.append(_diff_target(spark, source, info, target, (from_batch, to_batch), sample, method))
+                advance(1)
         if not diffs:
             names = ", ".join(t.label for s in stores for t in targets_of(s, include_timers=False))
             msg = f"no store or state variable {store!r}: choose one of {names}"

@@ -12,9 +12,10 @@ from tidemark.errors import UsageError
 from tidemark.formats import FetchReport
 from tidemark.state.metadata import StoreInfo, list_stores
 from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session
+from tidemark.steps import step
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 NO_TIMEOUT = -1  # what (flat)MapGroupsWithState stores when no timeout is set
 TIMEOUT_FIELD = "timeoutTimestamp"
@@ -26,6 +27,7 @@ class ExpiredReason(StrEnum):
     FIRED_NOT_REMOVED = "FIRED_NOT_REMOVED"  # timeout passed the batch's own watermark: the function ran, kept state
     OVERDUE = "OVERDUE"  # behind the committed watermark, fires only when another batch runs
     NO_TIMER = "NO_TIMER"  # transformWithState key with state and no timer left to ever clear it
+    NOT_EVICTED = "NOT_EVICTED"  # event time behind the watermark its own batch evicted with, yet still in state
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def _group_state(
     frame = read_state(spark, source, target, batch)
     value_type = frame.schema["value"].dataType
     if not isinstance(value_type, StructType) or TIMEOUT_FIELD not in value_type.fieldNames():
-        return _skipped(store, "none", "no timeouts or timers: nothing can expire")
+        return _evicted_by_watermark(source, store, frame, batch, marks, limit)
     timeout = F.col(f"value.{TIMEOUT_FIELD}")
     totals = run_action(
         frame.agg(
@@ -144,6 +146,68 @@ def _group_state(
         F.to_json(F.col("key")).alias("k"), "partition_id", timeout.alias("timeout_ms"), reason.alias("reason")
     ).where(F.col("reason").isNotNull())
     return _summarise(store, "group-state timeout", flagged, int(totals["n"]), int(totals["none"] or 0), limit, source)
+
+
+def _window_end(data_type: Any) -> bool:
+    from pyspark.sql.types import StructType, TimestampType
+
+    return (
+        isinstance(data_type, StructType)
+        and {"start", "end"} <= set(data_type.fieldNames())
+        and isinstance(data_type["end"].dataType, TimestampType)
+    )
+
+
+def eviction_time(frame: DataFrame) -> tuple[str, Column] | None:
+    """(kind, epoch-ms column) of the event time Spark evicts a state row by once the watermark passes it.
+
+    Window aggregation: the key's window end; session window: the value's session end; dropDuplicates with a
+    watermark: the key's event-time column; dropDuplicatesWithinWatermark: the value's expiry. None: no event
+    time in the state (nothing the watermark removes).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType, TimestampType
+
+    key, value = frame.schema["key"].dataType, frame.schema["value"].dataType
+    key_fields = key.fields if isinstance(key, StructType) else []
+    value_fields = value.fields if isinstance(value, StructType) else []
+    for field in key_fields:
+        if _window_end(field.dataType):
+            return "window", F.unix_millis(F.col("key").getField(field.name).getField("end"))
+    for field in value_fields:
+        if _window_end(field.dataType):
+            return "session", F.unix_millis(F.col("value").getField(field.name).getField("end"))
+    for field in value_fields:
+        if field.name == "expiresAtMicros":
+            return "dedup within watermark", F.floor(F.col("value.expiresAtMicros") / 1000)
+    for field in key_fields:
+        if isinstance(field.dataType, TimestampType):
+            return "dedup", F.unix_millis(F.col("key").getField(field.name))
+    return None
+
+
+def _evicted_by_watermark(
+    source: StateSource, store: StoreInfo, frame: DataFrame, batch: int, marks: tuple[int, int], limit: int
+) -> ExpiredOperator:
+    """Rows Spark removes once the watermark passes their event time (Spark evicts at event time <= watermark)."""
+    from pyspark.sql import functions as F
+
+    found = eviction_time(frame)
+    if found is None:
+        return _skipped(store, "none", "no event time in the state: nothing is removed by the watermark")
+    kind, event_ms = found
+    batch_wm, committed_wm = marks
+    target = ReadTarget(store.operator_id, store.store)
+    with_state = run_action(frame.count, source, target, batch)
+    reason = (
+        F.when(event_ms > F.lit(committed_wm), F.lit(None))
+        .when(event_ms <= F.lit(batch_wm), F.lit(ExpiredReason.NOT_EVICTED.value))
+        .otherwise(F.lit(ExpiredReason.OVERDUE.value))
+    )
+    flagged = frame.select(
+        F.to_json(F.col("key")).alias("k"), "partition_id", event_ms.alias("timeout_ms"), reason.alias("reason")
+    ).where(F.col("reason").isNotNull())
+    return _summarise(store, kind, flagged, int(with_state), 0, limit, source)
 
 
 def _timers(
@@ -201,13 +265,21 @@ def find_expired(
             msg = f"no state in {source}{f' for operator {operator}' if operator is not None else ''}"
             raise UsageError(msg)
         results = []
-        for store in stores:
-            if committed_wm <= 0:
-                results.append(_skipped(store, "none", "the query has no watermark: event-time timeouts never fire"))
-            elif store.is_transform_with_state:
-                results.append(_timers(spark, source, store, at, committed_wm, limit))
-            elif store.store != "default":
-                results.append(_skipped(store, "none", "join stores have no timeouts"))
-            else:
-                results.append(_group_state(spark, source, store, at, (batch_wm, committed_wm), limit))
+        with step("judging state stores", total=len(stores)) as advance:
+            for store in stores:
+                results.append(_judge(spark, source, store, at, (batch_wm, committed_wm), limit))
+                advance(1)
         return ExpiredReport(source.uri, at, batch_wm, committed_wm, tuple(results), source.fetched)
+
+
+def _judge(
+    spark: SparkSession, source: StateSource, store: StoreInfo, at: int, marks: tuple[int, int], limit: int
+) -> ExpiredOperator:
+    batch_wm, committed_wm = marks
+    if committed_wm <= 0:
+        return _skipped(store, "none", "the query has no watermark: nothing is removed by it")
+    if store.is_transform_with_state:
+        return _timers(spark, source, store, at, committed_wm, limit)
+    if store.store != "default":
+        return _skipped(store, "none", "join stores have no timeouts")
+    return _group_state(spark, source, store, at, (batch_wm, committed_wm), limit)

@@ -6,6 +6,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from tidemark.state.reader import (
     state_session,
     targets_of,
 )
+from tidemark.steps import step
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -231,17 +233,25 @@ def _show_with_spark(
             flat = flat.limit(limit)
         exported = None
         if export is not None and output is not None:
-            table = run_action(flat.toPandas, source, target, batch)
+            with step(f"reading operator {target.operator_id} store {target.label}"):
+                table = run_action(flat.toPandas, source, target, batch)
             destination = Path(output)
             destination.parent.mkdir(parents=True, exist_ok=True)
-            if export is ExportFormat.CSV:
-                table.to_csv(destination, index=False)
-            else:
-                table.to_parquet(destination, index=False)
+            # Written beside it, then renamed: an interrupted export leaves no half-written file.
+            partial = destination.with_name(f".{destination.name}.{os.getpid()}.partial")
+            try:
+                if export is ExportFormat.CSV:
+                    table.to_csv(partial, index=False)
+                else:
+                    table.to_parquet(partial, index=False)
+                os.replace(partial, destination)
+            finally:
+                partial.unlink(missing_ok=True)
             exported = str(destination)
             rows: tuple[tuple[Any, ...], ...] = ()
         else:
-            collected = run_action(flat.collect, source, target, batch)
+            with step(f"reading operator {target.operator_id} store {target.label}"):
+                collected = run_action(flat.collect, source, target, batch)
             rows = tuple(tuple(plain(v) for v in row) for row in collected)
         return StateRows(
             checkpoint=source.uri,

@@ -15,6 +15,7 @@ from tidemark.spark.lines import Feature, lacking
 from tidemark.state.files import ReadContext, count_from_files, read_context
 from tidemark.state.metadata import MetadataSource, StoreInfo, legacy_hint, list_stores, stores_from_files
 from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session, targets_of
+from tidemark.steps import step
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -270,19 +271,31 @@ def state_stats(
     with state_session(path, (batch,)) as (spark, source):
         stores = _only(list_stores(spark, source), operator, source.uri)
         operators: list[OperatorStats] = []
-        for store in stores:
-            try:
-                stats = _spark_stats(spark, source, store, batch)
-                if not store.from_metadata:
-                    stats = replace(stats, note=legacy_hint(store))
-                operators.append(stats)
-            except CheckpointError as exc:
-                if reader is Reader.SPARK:
-                    operators.append(_unreadable(store, str(exc)))
-                    continue
-                log.debug("Spark's reader failed on operator %d: %s", store.operator_id, exc)
-                operators += _by_files(checkpoint, [store], context, str(exc), stores)
+        with step("reading state stores", total=len(stores)) as advance:
+            for store in stores:
+                operators += _store_or_files(spark, source, store, batch, reader, (checkpoint, context, stores))
+                advance(1)
         return StateStats(source.uri, context.batch, _origin(stores), tuple(operators), source.fetched)
+
+
+def _store_or_files(
+    spark: SparkSession,
+    source: StateSource,
+    store: StoreInfo,
+    batch: int | None,
+    reader: Reader,
+    files: tuple[Checkpoint, ReadContext, list[StoreInfo]],
+) -> list[OperatorStats]:
+    """One store by Spark's reader, or from its files when Spark's fails (unless --reader spark)."""
+    try:
+        stats = _spark_stats(spark, source, store, batch)
+    except CheckpointError as exc:
+        if reader is Reader.SPARK:
+            return [_unreadable(store, str(exc))]
+        log.debug("Spark's reader failed on operator %d: %s", store.operator_id, exc)
+        checkpoint, context, stores = files
+        return _by_files(checkpoint, [store], context, str(exc), stores)
+    return [stats if store.from_metadata else replace(stats, note=legacy_hint(store))]
 
 
 def _only(stores: list[StoreInfo], operator: int | None, uri: str) -> list[StoreInfo]:

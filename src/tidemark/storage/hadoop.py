@@ -24,7 +24,15 @@ class HadoopFS:
         self._jvm = jvm
         self.root = self.location.uri
         self._root_path = jvm.org.apache.hadoop.fs.Path(self.root)
-        fs = self._root_path.getFileSystem(session._jsc.hadoopConfiguration())
+        try:
+            fs = self._root_path.getFileSystem(session._jsc.hadoopConfiguration())
+        except Exception as exc:  # an unknown namenode, a scheme with no Hadoop file system on the classpath
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            msg = (
+                f"cannot open {self.root}: {reason} (check the namenode address, and that HADOOP_CONF_DIR points at "
+                "the cluster's Hadoop configuration)"
+            )
+            raise StorageError(msg) from exc
         # The checksum file system of file: URIs hides .crc files from listings; they are files we count and prune.
         from py4j.java_gateway import is_instance_of  # type: ignore[import-untyped]
 

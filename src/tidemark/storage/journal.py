@@ -19,6 +19,7 @@ from datetime import datetime
 
 from tidemark.compat import UTC
 from tidemark.errors import StorageError
+from tidemark.steps import step as progress_step
 from tidemark.storage.base import Storage, join
 from tidemark.storage.objectstore import ObjectStore
 from tidemark.storage.open import open_storage
@@ -212,11 +213,15 @@ def run_journal(journal: str, after: AfterSteps | None = None) -> JournalResult:
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         msg = f"the move journal {journal} is unreadable: fix or remove it (it lists an interrupted move)"
         raise StorageError(msg) from exc
-    for step in steps:
-        if step.target is not None:
-            runner.move(step)
-        else:
-            runner.delete(step)
+    moves = sum(1 for s in steps if s.target is not None)
+    what = f"{purpose}: {'moving' if moves else 'removing'} files" if purpose else "moving files"
+    with progress_step(what, total=len(steps)) as advance:
+        for step in steps:
+            if step.target is not None:
+                runner.move(step)
+            else:
+                runner.delete(step)
+            advance(1)
     result = JournalResult(journal, purpose, len(steps), runner.moved, runner.deleted, runner.done, meta)
     if after is not None:
         after(result)

@@ -46,7 +46,13 @@ def _object_store(location: Location) -> ObjectStore:
         from tidemark.storage.gcs import GcsBackend
 
         gcsfs = _import(StoreKind.GCS)
-        fs = gcsfs.GCSFileSystem(**gcs_options(), skip_instance_cache=True)
+        try:
+            fs = gcsfs.GCSFileSystem(**gcs_options(), skip_instance_cache=True)
+        except Exception as exc:  # gcsfs looks for credentials when it is made, not at the first request
+            translated = GcsBackend(location, None).translate(exc, f"open {location.uri}")
+            if translated is None:
+                raise
+            raise translated from exc
         backend = GcsBackend(location, fs)
     return ObjectStore(location, fs, backend)
 

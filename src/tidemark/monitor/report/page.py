@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from tidemark.durations import in_words
 from tidemark.errors import UsageError
-from tidemark.formats import iter_log
-from tidemark.monitor.analyze import DEFAULT_LEAK_BATCHES, Finding, RunAnalysis, RunFold, run_events
+from tidemark.monitor.analyze import (
+    DEFAULT_LEAK_BATCHES,
+    Finding,
+    RunAnalysis,
+    RunFold,
+    log_records,
+    run_events,
+    state_rows_text,
+)
 from tidemark.monitor.report.svg import PLOT_WIDTH, line_chart, stacked_bars
 from tidemark.monitor.series import (
     COMMIT_SHARE,
@@ -99,7 +108,7 @@ def _charts(series: RunSeries) -> str:
 
 
 def _summary(run: RunAnalysis) -> str:
-    lag = "-" if run.watermark_lag_seconds is None else f"{run.watermark_lag_seconds:,.0f} s"
+    lag = "-" if run.watermark_lag_seconds is None else in_words(run.watermark_lag_seconds)
     rows = [
         ("query", run.query_name or "-"),
         ("query id", run.query_id or "-"),
@@ -119,8 +128,8 @@ def _summary(run: RunAnalysis) -> str:
         rows.append(
             (
                 f"state {trend.operator_id}:{trend.operator}",
-                f"{trend.first_rows:,} -> {trend.last_rows:,} rows ({trend.rows_per_batch:+.1f}/batch), "
-                f"{format_size(trend.last_memory_bytes)}" + (" - unbounded growth" if trend.unbounded else ""),
+                f"{state_rows_text(trend)}, {format_size(trend.last_memory_bytes)}"
+                + (" - unbounded growth" if trend.unbounded else ""),
             )
         )
     body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
@@ -170,7 +179,7 @@ def _findings(findings: Sequence[Finding]) -> str:
 def _analyzed(path: str | Path, leak_batches: int, parallelism: int | None) -> list[tuple[RunAnalysis, RunSeries]]:
     """Every run's analysis and plotted series, from one streaming pass over the log."""
     runs: dict[str, tuple[RunFold, SeriesFold]] = {}
-    for run_id, event, progress in run_events(iter_log(path)):
+    for run_id, event, progress in run_events(log_records(path)):
         folds = runs.get(run_id)
         if folds is None:
             folds = runs[run_id] = (RunFold(run_id, leak_batches, parallelism), SeriesFold(PLOT_WIDTH, parallelism))
@@ -217,12 +226,17 @@ def write_report(
     runs = _analyzed(path, leak_batches, parallelism)
     html = _page(path, runs)
     target = Path(output)
+    # Written beside it, then renamed: an interrupted or failed write leaves no half-written report.
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(html, encoding="utf-8")
+        partial.write_text(html, encoding="utf-8")
+        os.replace(partial, target)
     except OSError as exc:
         msg = f"cannot write the report to {target}: {exc.strerror} (choose another -o path)"
         raise UsageError(msg) from exc
+    finally:
+        partial.unlink(missing_ok=True)
     return ReportResult(
         path=str(target),
         runs=len(runs),

@@ -1,0 +1,130 @@
+"""What a Parquet sink folder holds on disk: its Hive partition columns and the columns its files carry.
+
+Commands that change a sink (recover, run over an existing one) and audit compare this with what the config
+says before they touch anything: a sink another job wrote (unpartitioned, partitioned by another column, other
+columns) is refused in one line instead of being half-rewritten.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from tidemark.compat import UTC
+from tidemark.errors import StorageError
+from tidemark.formats.sinklog import data_files
+from tidemark.storage import Storage
+
+# Footers read at most: spread over the folder, so every partition layout is seen on a large sink too.
+MAX_FOOTERS = 400
+
+
+@dataclass(frozen=True)
+class SinkLayout:
+    """The partition folders and file columns of a sink's data files."""
+
+    uri: str
+    files: int
+    partition_columns: tuple[str, ...]  # in folder order, from the first file that has any
+    layouts: tuple[tuple[str, ...], ...]  # every distinct partition-column path found
+    unpartitioned: int  # data files directly in the sink folder
+    columns: tuple[str, ...]  # the columns of the most common file schema
+    schemas: int  # distinct file schemas among the footers read
+    footers_read: int
+    example: str | None  # a data file, for messages
+
+
+def _partition_columns(rel: str) -> tuple[str, ...]:
+    return tuple(part.split("=", 1)[0] for part in rel.split("/")[:-1] if "=" in part)
+
+
+def read_sink_layout(sink: Storage, max_footers: int = MAX_FOOTERS) -> SinkLayout:
+    """List the sink's data files and read the Parquet footers of up to max_footers of them (no data pages)."""
+    import pyarrow.parquet as pq
+
+    files = [e.rel for e in data_files(sink)]
+    layouts = Counter(_partition_columns(rel) for rel in files)
+    step = max(1, len(files) // max_footers)
+    sample = files[::step][:max_footers]
+    seen_layouts = {_partition_columns(rel) for rel in sample}
+    # One footer from every partition layout, however rare.
+    sample += [
+        next(r for r in files if _partition_columns(r) == layout) for layout in layouts if layout not in seen_layouts
+    ]
+    schemas: Counter[tuple[str, ...]] = Counter()
+    if sample:
+        filesystem, base = sink.arrow()
+        for rel in sample:
+            try:
+                schema = pq.read_schema(f"{base}/{rel}", filesystem=filesystem)
+            except Exception as exc:  # not Parquet, or torn: the sink cannot be what the config describes
+                msg = f"{sink.uri(rel)} is not a readable Parquet file ({type(exc).__name__}): {str(exc)[:200]}"
+                raise StorageError(msg) from exc
+            schemas[tuple(schema.names)] += 1
+    partitioned = [layout for layout in layouts if layout]
+    return SinkLayout(
+        uri=sink.uri(),
+        files=len(files),
+        partition_columns=partitioned[0] if partitioned else (),
+        layouts=tuple(sorted(layouts)),
+        unpartitioned=layouts.get((), 0),
+        columns=schemas.most_common(1)[0][0] if schemas else (),
+        schemas=len(schemas),
+        footers_read=len(sample),
+        example=files[0] if files else None,
+    )
+
+
+@dataclass(frozen=True)
+class SinkWindows:
+    """The windows a sink's committed files hold, as a plain reader sees them (only what its log lists)."""
+
+    uri: str
+    files: int  # committed data files read
+    rows: int
+    newest_start: datetime | None
+    column: str | None  # where the window start was found: windowStart, window.start, or a partition folder
+    uncommitted: tuple[str, ...]  # data files the sink log does not list (a failed batch's)
+
+
+def sink_windows(sink: Storage) -> SinkWindows:
+    """Read the window starts of every committed data file (the log's files; every file without a log)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from tidemark.formats.sinklog import partition_start, read_log
+
+    log = read_log(sink)
+    present = [e.rel for e in data_files(sink)]
+    committed = [rel for rel in present if rel in log.files] if log.exists else present
+    uncommitted = tuple(rel for rel in present if log.exists and rel not in log.files)
+    newest: datetime | None = None
+    rows = 0
+    column: str | None = None
+    filesystem, base = sink.arrow() if committed else (None, "")
+    for rel in committed:
+        try:
+            table = pq.read_table(f"{base}/{rel}", filesystem=filesystem, partitioning=None)
+        except Exception as exc:  # not Parquet, torn, or a schema pyarrow refuses
+            msg = f"{sink.uri(rel)} is not a readable Parquet file ({type(exc).__name__}): {str(exc)[:200]}"
+            raise StorageError(msg) from exc
+        rows += table.num_rows
+        if table.num_rows == 0:
+            continue
+        folder_start = partition_start(rel)
+        if folder_start is not None:
+            start, column = folder_start, "windowStart (partition folders)"
+        elif "windowStart" in table.column_names:
+            start, column = pc.max(table.column("windowStart")).as_py(), "windowStart"
+        elif "window" in table.column_names:
+            start, column = pc.max(pc.struct_field(table.column("window"), "start")).as_py(), "window.start"
+        else:
+            msg = (
+                f"{sink.uri(rel)} has no windowStart column, window struct or windowStart=... folder: "
+                "cannot tell which windows the old sink holds"
+            )
+            raise StorageError(msg)
+        start = start if start.tzinfo is not None else start.replace(tzinfo=UTC)
+        newest = start if newest is None or start > newest else newest
+    return SinkWindows(sink.uri(), len(committed), rows, newest, column, uncommitted)

@@ -1,0 +1,136 @@
+"""Exit codes a scheduler can rely on: every command, enumerated from the app, answers a usage mistake with 2.
+
+docs/cli.md has the table; a command added later is covered here without touching this file.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from tidemark.cli.main import build_app, main, version_text
+
+
+def _tree() -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], dict[tuple[str, ...], Any]]:
+    """(groups, leaf commands, leaf -> its click command) of the whole CLI."""
+    root = typer.main.get_command(build_app([]))
+    groups: list[tuple[str, ...]] = []
+    leaves: dict[tuple[str, ...], Any] = {}
+
+    def visit(command: Any, path: tuple[str, ...]) -> None:
+        children = getattr(command, "commands", None)
+        if children is None:
+            leaves[path] = command
+            return
+        if path:
+            groups.append(path)
+        for name, child in children.items():
+            visit(child, (*path, name))
+
+    visit(root, ())
+    return groups, sorted(leaves), leaves
+
+
+GROUPS, LEAVES, COMMANDS = _tree()
+VALUE_OPTIONS = [
+    (path, option.opts[0])
+    for path in LEAVES
+    for option in COMMANDS[path].params
+    if option.param_type_name == "option" and not option.is_flag and option.opts[0].startswith("--")
+]
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_the_tree_holds_every_command() -> None:
+    assert len(LEAVES) >= 25
+    for expected in [("run",), ("checkpoint", "prune"), ("state", "expired"), ("plan", "memory"), ("jars", "fetch")]:
+        assert expected in LEAVES
+    assert ("state",) in GROUPS
+
+
+@pytest.mark.parametrize("path", LEAVES, ids=" ".join)
+def test_a_misspelled_flag_is_exit_2_in_one_line(path: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run([*path, "--no-such-flag"], capsys)
+    assert code == 2, err
+    assert "unexpected error" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "No such option: --no-such-flag" in lines[0]
+    assert f"tidemark {' '.join(path)} --help" in lines[0]
+
+
+@pytest.mark.parametrize(("path", "option"), VALUE_OPTIONS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
+def test_an_option_without_its_value_is_exit_2(
+    path: tuple[str, ...], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run([*path, option], capsys)
+    assert code == 2, err
+    assert "unexpected error" not in err
+    assert f"{option}' requires an argument" in err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1, err
+
+
+@pytest.mark.parametrize("path", GROUPS, ids=" ".join)
+def test_a_group_alone_shows_its_help_and_exits_2(path: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(list(path), capsys)
+    assert code == 2
+    assert "Usage" in out
+    assert err == ""
+
+
+def test_no_command_shows_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run([], capsys)
+    assert (code, err) == (2, "")
+    assert "Usage: tidemark" in out
+    assert "checkpoint" in out
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["--help"], capsys)
+    assert code == 0
+    assert "Usage: tidemark" in out
+
+
+def test_an_unknown_command_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(["inspect"], capsys)
+    assert code == 2
+    assert err.strip() == "error: No such command 'inspect'. (see 'tidemark --help')"
+
+
+def test_a_missing_argument_and_a_bad_value_are_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(["checkpoint", "prune", "--keep", "2"], capsys)
+    assert code == 2
+    assert "Missing argument" in err
+    code, _, err = _run(["checkpoint", "prune", "x", "--keep", "two"], capsys)
+    assert code == 2
+    assert "Invalid value for '--keep'" in err
+    assert "unexpected error" not in err
+
+
+def test_version_prints_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    code, out, err = _run(["--version"], capsys)
+    assert (code, err) == (0, "")
+    assert out.strip() == version_text()
+    assert out.startswith(f"tidemark {version('tidemark')} (pyspark {version('pyspark')}")
+
+
+def test_the_installed_script_has_the_same_codes(tmp_path: Path) -> None:
+    """The console script, as a scheduler runs it (its own process, no terminal)."""
+    script = Path(sys.executable).with_name("tidemark")
+    for args, code in (([], 2), (["--version"], 0), (["checkpoint", "prune", str(tmp_path), "--keep"], 2)):
+        done = subprocess.run([str(script), *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == code, (args, done.stderr)
+        assert "unexpected error" not in done.stderr
+        assert "Traceback" not in done.stderr
