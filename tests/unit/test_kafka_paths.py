@@ -25,12 +25,16 @@ JAAS = (
 EVENT_HUBS = {
     "kafka.security.protocol": "SASL_SSL",
     "kafka.sasl.mechanism": "PLAIN",
-    "kafka.sasl.jaas.config": JAAS,
     "kafka.request.timeout.ms": "60000",
 }
 
 
-def _config(tmp_path: Path, options: dict[str, str] | None = None) -> TidemarkConfig:
+@pytest.fixture(autouse=True)
+def _jaas_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TM_TEST_JAAS", JAAS)
+
+
+def _config(tmp_path: Path, options: dict[str, str] | None = None, **source_keys: Any) -> TidemarkConfig:
     source = {
         "format": "kafka",
         "path": None,
@@ -38,12 +42,14 @@ def _config(tmp_path: Path, options: dict[str, str] | None = None) -> TidemarkCo
         "topic": "events",
         "max_files_per_trigger": None,
         "options": {f'"{k}"': v for k, v in {**EVENT_HUBS, **(options or {})}.items()},
+        "options_from_env": {'"kafka.sasl.jaas.config"': "TM_TEST_JAAS"},
+        **source_keys,
     }
     return load_config(write_config(tmp_path, source=source, checkpoint={"max_lookback": "1 day"}))
 
 
 def test_replay_from_the_epoch_starts_at_the_earliest_offsets_not_a_negative_timestamp(tmp_path: Path) -> None:
-    config = _config(tmp_path, {"startingTimestamp": "123", "startingOffsets": "latest"})
+    config = _config(tmp_path, starting_offsets="2026-01-01T00:00:00Z")
     options = kafka_options(replay_config(config, EPOCH))
     assert options["startingOffsets"] == "earliest"
     assert "startingTimestamp" not in options
@@ -51,7 +57,7 @@ def test_replay_from_the_epoch_starts_at_the_earliest_offsets_not_a_negative_tim
 
 
 def test_replay_from_a_window_starts_by_timestamp_one_lookback_earlier(tmp_path: Path) -> None:
-    config = _config(tmp_path, {"startingOffsetsByTimestamp": '{"events": {"0": 1}}'})
+    config = _config(tmp_path, {"startingOffsetsByTimestamp": '{"events": {"0": 1}}'}, starting_offsets="latest")
     resume = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     options = kafka_options(replay_config(config, resume))
     expected = int((resume - timedelta(days=1)).timestamp() * 1000)
@@ -95,7 +101,7 @@ def _kafka_checkpoint(root: Path) -> Checkpoint:
 def test_quarantine_rereads_exactly_the_offset_range_of_each_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = _config(tmp_path, {"maxOffsetsPerTrigger": "1000", "startingTimestamp": "5"})
+    config = _config(tmp_path, max_offsets_per_trigger=1000, starting_offsets="2026-01-01T00:00:00Z")
     checkpoint = _kafka_checkpoint(tmp_path / "checkpoint")
     assert reconcile.kafka_batch_offsets(checkpoint, 0) == (
         json.dumps({"events": {"0": 3, "1": 0}}),

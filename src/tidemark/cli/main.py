@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from tidemark.cli.output import err
 from tidemark.errors import TidemarkError
+from tidemark.secrets import RedactingFilter, redact
 
 # Which module registers each top-level command: only that one is imported for a run of the CLI,
 # so `tidemark checkpoint inspect` does not pay for the imports of every other command.
@@ -45,6 +46,8 @@ def _root(
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:  # a secret read at run time never reaches a log line
+        handler.addFilter(RedactingFilter())
     if not debug:
         # Cloud SDKs log multi-line warnings (every credential they tried); tidemark says it in one line.
         for name in _QUIET_LOGGERS:
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     except TidemarkError as exc:
         if _debug["on"]:
             err.print_exception()
-        err.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
+        err.print(f"[bold red]error:[/bold red] {escape(redact(str(exc)))}")
         return exc.exit_code
     except KeyboardInterrupt:
         err.print("[red]interrupted[/red]")
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         if _debug["on"]:
             raise
         err.print(
-            f"[bold red]unexpected error:[/bold red] {type(exc).__name__}: {escape(str(exc))} "
+            f"[bold red]unexpected error:[/bold red] {type(exc).__name__}: {escape(redact(str(exc)))} "
             "(run with --debug for details)"
         )
         return 1

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from tidemark.config import SourceFormat, TidemarkConfig
+from tidemark.config import TidemarkConfig
 from tidemark.session import build_session
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
 from tidemark.spark.jars import FetchedJars, Progress, fetch
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 JARS_KEY = "spark.jars"
 PACKAGES_KEY = "spark.jars.packages"
-# The kinds of source that read through Spark's Kafka connector.
-KAFKA_FORMATS = frozenset({SourceFormat.KAFKA})
 
 
 def locations(config: TidemarkConfig) -> list[str]:
@@ -37,7 +35,7 @@ def locations(config: TidemarkConfig) -> list[str]:
 def jar_features(config: TidemarkConfig) -> set[JarFeature]:
     """The jar groups a pipeline needs: the Kafka connector for a Kafka source, Hadoop's cloud connectors."""
     features = features_for_uris(locations(config))
-    if config.source.format in KAFKA_FORMATS:
+    if config.source.is_kafka:  # Kafka, and Event Hubs through its Kafka endpoint
         features.add(JarFeature.KAFKA)
     return features
 

@@ -1,0 +1,72 @@
+"""Kafka end to end against a real broker: windows equal the oracle, quarantine holds exactly the malformed records.
+
+The data has keys over at least 4 partitions, out-of-order events within the watermark, very late events past it
+(dropped, as Spark drops them) and malformed values of five kinds. The oracle takes the batch boundaries from the
+checkpoint's offset log and computes the windows itself (tests/kafka_data.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import read_sink, write_config
+from tests.kafka_broker import KafkaBroker
+from tests.kafka_data import batch_ranges, final_windows_oracle, kafka_oracle, make_events, malformed_positions, produce
+from tests.oracles import assert_matches_oracle
+from tidemark.cli.main import main
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "clicks"
+
+
+def kafka_source(broker: KafkaBroker, topic: str, **extra: Any) -> dict[str, Any]:
+    """[source] overrides for a Kafka topic of the test broker (the JSON events of tests/kafka_data.py)."""
+    return {
+        "format": "kafka",
+        "path": None,
+        "max_files_per_trigger": None,
+        "bootstrap_servers": broker.bootstrap,
+        "topic": topic,
+        **extra,
+    }
+
+
+def _quarantined(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in sorted(folder.glob("batch-*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def test_windows_and_quarantine_equal_the_oracle(spark: Any, kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    kafka_broker.create_topic(TOPIC, partitions=4)
+    first = produce(kafka_broker, TOPIC, make_events(240, seed=1, late_fraction=0.05, malformed_fraction=0.06))
+    assert len({p.partition for p in first}) == 4
+    config = write_config(tmp_path, source=kafka_source(kafka_broker, TOPIC, max_offsets_per_trigger=70))
+
+    assert main(["run", str(config), "--available-now"]) == 0
+    # A second delivery, with more very late events, read by a second run from the committed offsets.
+    more = make_events(120, seed=2, start=_after(first), late_fraction=0.1, malformed_fraction=0.05, first_id=1000)
+    second = produce(kafka_broker, TOPIC, more)
+    assert main(["run", str(config), "--available-now"]) == 0
+
+    produced = first + second
+    expected = kafka_oracle(produced, tmp_path / "checkpoint", TOPIC)
+    assert_matches_oracle(read_sink(tmp_path / "output"), expected)
+    # Very late events were dropped as late: with none dropped (one batch) the same final windows count more.
+    assert final_windows_oracle(produced)["count"].sum() > expected["count"].sum()
+    assert len(batch_ranges(tmp_path / "checkpoint", TOPIC)) >= 6  # several batches per run
+    quarantined = _quarantined(tmp_path / "quarantine")
+    assert sorted(q["source"] for q in quarantined) == sorted(malformed_positions(produced, TOPIC))
+    assert len(quarantined) == len(malformed_positions(produced, TOPIC)) >= 10
+
+
+def _after(produced: list[Any]) -> Any:
+    from datetime import datetime, timedelta
+
+    from tidemark.compat import UTC
+
+    newest = max(p.event.timestamp_ms for p in produced)
+    return datetime.fromtimestamp(newest / 1000, tz=UTC) + timedelta(minutes=1)
