@@ -70,3 +70,46 @@ def _after(produced: list[Any]) -> Any:
 
     newest = max(p.event.timestamp_ms for p in produced)
     return datetime.fromtimestamp(newest / 1000, tz=UTC) + timedelta(minutes=1)
+
+
+def _one_error_line(captured: str) -> str:
+    lines = [line for line in captured.splitlines() if line.strip() and not line.startswith("tidemark running")]
+    assert len(lines) == 1, lines
+    assert "Traceback" not in captured and "\tat " not in captured
+    return lines[0]
+
+
+def test_unreachable_broker_names_the_bootstrap_servers_within_the_timeout(
+    spark: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    config = write_config(tmp_path, source=kafka_source_at("127.0.0.1:9", TOPIC, connect_timeout="3 seconds"))
+    started = time.monotonic()
+    assert main(["run", str(config), "--available-now"]) == 1
+    took = time.monotonic() - started
+    line = _one_error_line(capfd.readouterr().err)
+    assert "127.0.0.1:9" in line and "did not answer within 3 s" in line, line
+    assert took < 20, took
+
+
+def test_unknown_topic_names_it_and_lists_the_topics(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    kafka_broker.create_topic("known-topic", partitions=1)
+    config = write_config(tmp_path, source=kafka_source(kafka_broker, "no-such-topic"))
+    assert main(["run", str(config), "--available-now"]) == 1
+    line = _one_error_line(capfd.readouterr().err)
+    assert "'no-such-topic' does not exist" in line and "known-topic" in line, line
+    assert not (tmp_path / "checkpoint" / "offsets").exists()
+
+
+def kafka_source_at(bootstrap: str, topic: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "format": "kafka",
+        "path": None,
+        "max_files_per_trigger": None,
+        "bootstrap_servers": bootstrap,
+        "topic": topic,
+        **extra,
+    }

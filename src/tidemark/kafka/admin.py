@@ -80,6 +80,20 @@ def _seconds(value: timedelta) -> str:
     return f"{seconds:g} s"
 
 
+def quiet_client_logs(spark: SparkSession) -> None:
+    """Silence the Kafka client's own log lines in the driver JVM: tidemark reports its failures in one line.
+
+    An authentication failure, for one, is logged by the client's NetworkClient at ERROR on every retry, beside
+    the error tidemark raises for it. Only the driver's loggers change (executors log as configured).
+    """
+    jvm: Any = spark._jvm
+    try:
+        level = jvm.org.apache.logging.log4j.Level.OFF
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel("org.apache.kafka", level)
+    except Exception as exc:  # another logging backend: the lines stay, nothing else changes
+        log.debug("cannot quiet the Kafka client's logs: %s", exc)
+
+
 class KafkaAdmin:
     """One admin client for one endpoint; use as a context manager (it closes the client)."""
 
@@ -87,11 +101,13 @@ class KafkaAdmin:
         self.access = access
         self.endpoint = access.endpoint
         self.timeout = timeout
+        self._spark = spark
         self._jvm: Any = spark._jvm
         self._client: Any = None
 
     def __enter__(self) -> KafkaAdmin:
         jvm = self._jvm
+        quiet_client_logs(self._spark)
         props = jvm.java.util.Properties()
         millis = str(int(self.timeout.total_seconds() * 1000))
         settings = {

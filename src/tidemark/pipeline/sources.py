@@ -47,7 +47,12 @@ def parse_schema(ddl: str) -> StructType:
 
 
 def check_source_path(config: TidemarkConfig) -> None:
-    """Fail with one line when a local landing folder does not exist."""
+    """Fail with one line when a local landing folder does not exist, or a Kafka source's secret is missing."""
+    if config.source.is_kafka:
+        from tidemark.kafka.options import kafka_access
+
+        kafka_access(config)  # reads the connection string or secret options: a missing one is named now
+        return
     path = config.source.path
     if config.source.is_file and path and "://" not in path and not Path(path).exists():
         msg = f"source.path {path} does not exist: create the landing folder or fix [source] path"
