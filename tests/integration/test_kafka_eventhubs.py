@@ -8,6 +8,7 @@ it and for its key.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,11 @@ def test_event_hubs_runs_and_no_output_holds_the_connection_string(
     assert sources == sorted(malformed_positions(produced, HUB))
     logs = sorted((tmp_path / "checkpoint-monitor").glob("*.jsonl"))
     assert logs
+    # Lag per partition in the progress log, from each batch's endOffset and latestOffset: it falls to 0.
+    lines = [json.loads(line) for line in logs[-1].read_text().splitlines()]
+    lags = [line["source_lag"] for line in lines if line["type"] == "progress"]
+    assert lags and all(set(lag) == {f"{HUB}-{p}" for p in range(4)} for lag in lags)
+    assert sum(lags[0].values()) > 0 and sum(lags[-1].values()) == 0
     assert main(["analyze", str(logs[-1]), "--json"]) == 0
     assert main(["report", str(logs[-1]), "-o", str(tmp_path / "report.html")]) == 0
     assert main(["checkpoint", "inspect", str(tmp_path / "checkpoint"), "--json"]) == 0

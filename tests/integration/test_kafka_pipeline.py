@@ -40,7 +40,9 @@ def _quarantined(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for f in sorted(folder.glob("batch-*.jsonl")) for line in f.read_text().splitlines()]
 
 
-def test_windows_and_quarantine_equal_the_oracle(spark: Any, kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+def test_windows_and_quarantine_equal_the_oracle(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kafka_broker.create_topic(TOPIC, partitions=4)
     first = produce(kafka_broker, TOPIC, make_events(240, seed=1, late_fraction=0.05, malformed_fraction=0.06))
     assert len({p.partition for p in first}) == 4
@@ -61,6 +63,25 @@ def test_windows_and_quarantine_equal_the_oracle(spark: Any, kafka_broker: Kafka
     quarantined = _quarantined(tmp_path / "quarantine")
     assert sorted(q["source"] for q in quarantined) == sorted(malformed_positions(produced, TOPIC))
     assert len(quarantined) == len(malformed_positions(produced, TOPIC)) >= 10
+    assert {q["reason"] for q in quarantined} >= {"unparseable record", "missing key", "missing or invalid event time"}
+
+    # checkpoint inspect: each partition's committed offset; with --source the broker's end and the lag.
+    committed = kafka_broker.end_offsets(TOPIC)
+    produce(kafka_broker, TOPIC, make_events(30, seed=3, start=_after(produced), first_id=5000))
+    capsys.readouterr()
+    assert main(["checkpoint", "inspect", str(tmp_path / "checkpoint"), "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)["kafka"]
+    assert {p["partition"]: p["committed"] for p in plain["partitions"]} == committed
+    assert plain["broker"] is None
+    assert main(["checkpoint", "inspect", str(tmp_path / "checkpoint"), "--source", str(config), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    ends = kafka_broker.end_offsets(TOPIC)
+    partitions = {p["partition"]: p for p in report["kafka"]["partitions"]}
+    assert {p: (v["committed"], v["earliest"], v["end"]) for p, v in partitions.items()} == {
+        p: (committed[p], 0, ends[p]) for p in ends
+    }
+    assert report["kafka"]["total_lag"] == 30 and report["kafka"]["broker"] == kafka_broker.bootstrap
+    assert not [f for f in report["findings"] if f["code"] == "OFFSETS_EXPIRED"]
 
 
 def _after(produced: list[Any]) -> Any:

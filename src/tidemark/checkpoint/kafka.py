@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tidemark.config import TidemarkConfig
 from tidemark.findings import Finding, Severity
 from tidemark.formats import Checkpoint
 from tidemark.kafka.offsets import (
@@ -54,18 +55,17 @@ class KafkaPartitionReport:
     planned: int | None
     earliest: int | None = None
     end: int | None = None
+    lag: int | None = None  # records from the committed offset to the end (None without the broker's end offset)
+    expired: bool = False  # retention removed records the next batch still needs
 
-    @property
-    def lag(self) -> int | None:
-        """Records from the committed offset to the end (None without the broker's end offset)."""
-        if self.end is None:
-            return None
-        return max(0, self.end - (self.committed if self.committed is not None else 0))
-
-    @property
-    def expired(self) -> bool:
-        """True when retention removed records the next batch still needs."""
-        return self.committed is not None and self.earliest is not None and self.earliest > self.committed
+    @classmethod
+    def of(
+        cls, tp: TopicPartition, committed: int | None, planned: int | None, earliest: int | None, end: int | None
+    ) -> KafkaPartitionReport:
+        """One partition's figures, lag and expiry worked out."""
+        lag = None if end is None else max(0, end - (committed if committed is not None else 0))
+        expired = committed is not None and earliest is not None and earliest > committed
+        return cls(tp.topic, tp.partition, committed, planned, earliest, end, lag, expired)
 
 
 @dataclass(frozen=True)
@@ -103,13 +103,8 @@ def kafka_report(
         return None
     known = set(committed or {}) | set(planned or {}) | set(end or {})
     partitions = [
-        KafkaPartitionReport(
-            topic=tp.topic,
-            partition=tp.partition,
-            committed=(committed or {}).get(tp),
-            planned=(planned or {}).get(tp),
-            earliest=(earliest or {}).get(tp),
-            end=(end or {}).get(tp),
+        KafkaPartitionReport.of(
+            tp, (committed or {}).get(tp), (planned or {}).get(tp), (earliest or {}).get(tp), (end or {}).get(tp)
         )
         for tp in sorted(known)
     ]
@@ -132,3 +127,18 @@ def kafka_findings(report: KafkaSourceReport | None) -> list[Finding]:
         "retention.ms so a stopped pipeline does not lose data again"
     )
     return [Finding("OFFSETS_EXPIRED", Severity.ERROR, message, fix)]
+
+
+def broker_offsets(config: TidemarkConfig) -> tuple[Offsets, Offsets, str]:
+    """(earliest, end, endpoint) of every partition the source subscribes to, asked of the broker through Kafka's
+    admin client in a small local JVM (jars from tidemark's lock)."""
+    from tidemark.kafka.admin import all_partitions, kafka_admin
+    from tidemark.kafka.options import kafka_access
+    from tidemark.spark.environment import session_for_kafka
+
+    access = kafka_access(config)
+    spark = session_for_kafka(config)
+    with kafka_admin(spark, access, config.source.connect_timeout) as admin:
+        # The subscribed topics' partitions now (one the checkpoint names that is gone cannot be asked for).
+        wanted = set(all_partitions(admin.subscribed()))
+        return admin.earliest(wanted), admin.latest(wanted), access.endpoint.describe()

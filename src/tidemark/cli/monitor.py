@@ -32,6 +32,8 @@ def _render(result: LogAnalysis) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from tidemark.monitor.analyze import describe_source_lag
+
     for run in result.runs:
         table = Table(title=escape(f"run {run.run_id}"), title_justify="left", show_header=False)
         table.add_column("figure", style="bold")
@@ -59,6 +61,9 @@ def _render(result: LogAnalysis) -> None:
         table.add_row("quarantined", f"{run.quarantined:,}")
         lag = "-" if run.watermark_lag_seconds is None else f"{run.watermark_lag_seconds:,.0f} s"
         table.add_row("watermark lag", lag)
+        if run.source_lag is not None:
+            table.add_row("Kafka lag (last batch)", escape(describe_source_lag(run.source_lag)))
+            table.add_row("Kafka lag (largest)", f"{run.max_source_lag or 0:,} records")
         out.print(table)
     if not result.findings:
         out.print("no findings")

@@ -82,3 +82,14 @@ def session_for_locations(
     if features and PACKAGES_KEY not in settings:
         settings = with_jars(settings, fetch(features, progress=progress))
     return build_session("local[2]", settings)
+
+
+def session_for_kafka(config: TidemarkConfig) -> SparkSession:
+    """A small local session with the Kafka client on its classpath, for tools that ask a broker (inspect)."""
+    settings: dict[str, str] = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"}
+    conf = config.spark_conf()
+    if PACKAGES_KEY in conf:  # the user manages the JVM dependencies
+        settings[PACKAGES_KEY] = conf[PACKAGES_KEY]
+    else:
+        settings = with_jars(settings, fetch({JarFeature.KAFKA}))
+    return build_session("local[1]", settings, app_name=f"tidemark-{config.pipeline.name}-inspect")
