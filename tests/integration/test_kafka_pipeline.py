@@ -134,3 +134,23 @@ def kafka_source_at(bootstrap: str, topic: str, **extra: Any) -> dict[str, Any]:
         "topic": topic,
         **extra,
     }
+
+
+def test_catch_up_reads_a_kafka_backlog_in_one_large_batch(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic("catch-up", partitions=4)
+    produced = produce(kafka_broker, "catch-up", make_events(400, seed=9))
+    config = write_config(
+        tmp_path,
+        source=kafka_source(kafka_broker, "catch-up", max_offsets_per_trigger=20),  # 20 batches without catch-up
+        trigger={"target_batch_duration": "1 minute"},
+    )
+    assert main(["run", str(config), "--available-now"]) == 0
+
+    lines = [json.loads(line) for log in (tmp_path / "checkpoint-monitor").glob("*.jsonl") for line in log.open()]
+    (plan,) = [line for line in lines if line["type"] == "catch-up"]
+    assert plan["active"] and plan["backlog_records"] == 400 and plan["offsets_per_trigger"] == 400
+    read = [line["progress"]["numInputRows"] for line in lines if line["type"] == "progress"]
+    assert [rows for rows in read if rows] == [400]
+    assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(produced))

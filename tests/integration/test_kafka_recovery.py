@@ -225,3 +225,30 @@ def test_broker_down_for_30_seconds_mid_run_the_run_waits_and_ends_exact(
         thread.join(timeout=300)
     assert "error" not in outcome, outcome
     assert_matches_oracle(read_sink(tmp_path / "output"), kafka_oracle(produced, checkpoint, topic))
+
+
+def test_a_restart_onto_an_uncommitted_batch_reruns_it_exactly(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    # Spark 4.1's Kafka source fails the progress report of the batch a restart re-runs (after it committed);
+    # tidemark starts the query again, and the result is exact.
+    topic = "rerun"
+    kafka_broker.create_topic(topic, partitions=4)
+    produced = produce(kafka_broker, topic, make_events(160, seed=41, late_fraction=0.05))
+    config = _config(tmp_path, kafka_broker, topic, max_offsets_per_trigger=50)
+    assert main(["run", str(config), "--available-now"]) == 0
+    commits = tmp_path / "checkpoint" / "commits"
+    last = max(int(p.name) for p in commits.glob("[0-9]*"))
+    # A crash after the last batch was planned and its sink files logged, before its commit.
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    produced += produce(kafka_broker, topic, make_events(60, seed=42, start=_after(produced), first_id=1000))
+
+    assert main(["run", str(config), "--available-now"]) == 0
+
+    assert_matches_oracle(read_sink(tmp_path / "output"), kafka_oracle(produced, tmp_path / "checkpoint", topic))
+    warnings = _progress_events(tmp_path / "checkpoint-monitor", "warning")
+    from tidemark.spark.lines import Defect, has_defect
+
+    if has_defect(Defect.KAFKA_METRICS_AFTER_RESTART):
+        assert [w for w in warnings if w.get("code") == "SPARK_DEFECT"], warnings

@@ -79,3 +79,12 @@ def test_lag_per_partition_reaches_the_analysis_and_the_report(tmp_path: Path) -
     assert run.max_source_lag == 80
     html = render_report(log)
     assert "Kafka lag (last batch)" in html and "clicks-0 10" in html and "Kafka lag (records not yet read)" in html
+
+
+def test_the_kafka_restart_defect_is_known_for_spark_4_1_only() -> None:
+    from tidemark.spark.lines import Defect, has_defect
+
+    # Read off each line's spark-sql-kafka jar: KafkaMicroBatchStream.metrics on the offsets planning fetched.
+    assert [
+        v for v in ("3.5.7", "4.0.0", "4.1.1", "4.2.0", "4.3.0") if has_defect(Defect.KAFKA_METRICS_AFTER_RESTART, v)
+    ] == ["4.1.1"]

@@ -87,3 +87,30 @@ def describe_kafka_failure(spark: SparkSession, config: TidemarkConfig, text: st
 
 def _keep_going(config: TidemarkConfig) -> object:
     return config.source.model_copy(update={"fail_on_data_loss": False})
+
+
+def kafka_backlog(spark: SparkSession, config: TidemarkConfig) -> int:
+    """Records between where the next batch starts (the checkpoint, or the starting position) and the end."""
+    from tidemark.kafka.offsets import parse_offsets
+
+    access = kafka_access(config)
+    checkpoint = Checkpoint.open(config.checkpoint.location)
+    committed = (committed_offsets(checkpoint) if checkpoint.exists() else None) or {}
+    position = config.source.starting_position
+    with kafka_admin(spark, access, config.source.connect_timeout) as admin:
+        partitions = all_partitions(admin.subscribed())
+        end = admin.latest(partitions)
+        if committed:
+            start = {tp: committed.get(tp, 0) for tp in partitions}
+        elif position.timestamp_ms is not None:
+            found = admin.offsets_for_time(partitions, position.timestamp_ms)
+            start = {tp: end[tp] if (first := found[tp]) is None else first for tp in partitions}
+        elif position.offsets == "latest":
+            start = dict(end)
+        else:
+            earliest = admin.earliest(partitions)
+            given = (parse_offsets(position.offsets) if position.offsets not in (None, "earliest") else None) or {}
+            # Spark's JSON: -2 the earliest offset, -1 the end.
+            named = {tp: given.get(tp, -2) for tp in partitions}
+            start = {tp: earliest[tp] if o == -2 else end[tp] if o == -1 else o for tp, o in named.items()}
+    return sum(max(0, end[tp] - start[tp]) for tp in partitions)

@@ -246,24 +246,30 @@ def _run(
                 clean_stop = True
                 failure = None
                 # One query, or catch-up queries sized from the backlog and then the steady one (pipeline/phases.py).
-                for phase in run_phases(config, once, lambda plan: monitor.record("catch-up", **asdict(plan))):
+                record_plan = lambda plan: monitor.record("catch-up", **asdict(plan))  # noqa: E731
+                for phase in run_phases(config, once, record_plan, session):
                     with runtime_conf(session, phase.spark_conf):
-                        query = start_query(session, phase.config, phase.available_now, replay_from)
-                        monitor.attach(query)
-                        while query.isActive:
-                            if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                                if not stop.is_set():
-                                    reasons.append(StopReason.MAX_DURATION)
-                                clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
-                                break
-                            try:
-                                query.awaitTermination(1)
-                            except Exception:  # it failed: reported below, in one line, from query.exception()
-                                break
+                        for attempt in range(2):
+                            query = start_query(session, phase.config, phase.available_now, replay_from)
+                            monitor.attach(query)
+                            while query.isActive:
+                                if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                                    if not stop.is_set():
+                                        reasons.append(StopReason.MAX_DURATION)
+                                    clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
+                                    break
+                                try:
+                                    query.awaitTermination(1)
+                                except Exception:  # it failed: reported below, in one line, from query.exception()
+                                    break
+                                _write_quarantine(session, config, counters, lock)
+                            failure = query.exception()
+                            _wait_for_listener(query, counters, lock)
                             _write_quarantine(session, config, counters, lock)
-                        failure = query.exception()
-                        _wait_for_listener(query, counters, lock)
-                        _write_quarantine(session, config, counters, lock)
+                            if attempt or failure is None or reasons or stop.is_set():
+                                break
+                            if not _restart_after_spark_defect(config, str(failure), monitor, warnings):
+                                break
                     if failure is not None or reasons or stop.is_set():
                         break
         finally:
@@ -309,6 +315,28 @@ def _write_quarantine(
     with lock:
         for batch in counts:
             counters.malformed.pop(batch, None)
+
+
+def _restart_after_spark_defect(config: TidemarkConfig, failure: str, monitor: RunMonitor, warnings: list[str]) -> bool:
+    """True when the query failed on a known Spark defect after its batch committed, and may simply start again.
+
+    Spark 4.1's Kafka source reports its progress metrics from offsets only planning fetches; the batch a restart
+    re-runs from the offset log is not planned, and its progress fails with a NullPointerException after the
+    batch committed (KafkaMicroBatchStream.metrics wraps a null in Some; Spark 4.2 fixed it). The next query plans
+    its batches and reports them normally.
+    """
+    from tidemark.spark.lines import Defect, has_defect
+
+    signs = ('Option.get()" is null' in failure and "IterableOps.map" in failure) or (
+        "KafkaMicroBatchStream" in failure and "metrics" in failure and "NullPointerException" in failure
+    )
+    if not (config.source.is_kafka and signs and has_defect(Defect.KAFKA_METRICS_AFTER_RESTART)):
+        return False
+    text = f"SPARK_DEFECT: {Defect.KAFKA_METRICS_AFTER_RESTART}; the re-run batch committed, starting the query again"
+    log.warning(text)
+    warnings.append(text)
+    monitor.record("warning", code="SPARK_DEFECT", message=text, fix="none needed (Spark 4.2 fixed it)")
+    return True
 
 
 def _record_data_loss(
