@@ -123,6 +123,12 @@ def test_unknown_topic_names_it_and_lists_the_topics(
     line = _one_error_line(capfd.readouterr().err)
     assert "'no-such-topic' does not exist" in line and "known-topic" in line, line
     assert not (tmp_path / "checkpoint" / "offsets").exists()
+    # Per-partition starting offsets must name every partition of the topic.
+    kafka_broker.create_topic("four", partitions=4)
+    named = write_config(tmp_path, source=kafka_source(kafka_broker, "four", starting_offsets='{"four": {"0": 0}}'))
+    assert main(["run", str(named), "--available-now"]) == 1
+    line = _one_error_line(capfd.readouterr().err)
+    assert "names 1 partition(s) but the subscription has 4: add four-1, four-2, four-3" in line, line
 
 
 def kafka_source_at(bootstrap: str, topic: str, **extra: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from tidemark.config import TidemarkConfig
 from tidemark.errors import SourceError
 from tidemark.formats import Checkpoint
 from tidemark.kafka.admin import all_partitions, kafka_admin
-from tidemark.kafka.offsets import LostRange, Offsets, describe_lost, lost_ranges
+from tidemark.kafka.offsets import LostRange, Offsets, TopicPartition, describe_lost, lost_ranges
 from tidemark.kafka.options import kafka_access
 
 if TYPE_CHECKING:
@@ -46,6 +46,23 @@ def data_loss_line(lost: list[LostRange]) -> str:
     )
 
 
+def _check_named_partitions(config: TidemarkConfig, present: set[TopicPartition]) -> None:
+    """Per-partition starting offsets must name every partition (Spark asserts it, in a stack trace)."""
+    from tidemark.kafka.offsets import parse_offsets
+
+    named = parse_offsets(config.source.starting_position.offsets or "")
+    if named is None:
+        return
+    missing = sorted(present - set(named))
+    if missing:
+        shown = ", ".join(str(tp) for tp in missing[:8]) + (" ..." if len(missing) > 8 else "")
+        msg = (
+            f"[source] starting_offsets names {len(named)} partition(s) but the subscription has {len(present)}: "
+            f"add {shown} (-2 for the earliest offset, -1 for the latest)"
+        )
+        raise SourceError(msg)
+
+
 def check_kafka_start(spark: SparkSession, config: TidemarkConfig) -> KafkaStart:
     """Connect, check the topics, compare the checkpoint's committed offsets with each partition's earliest.
 
@@ -60,6 +77,8 @@ def check_kafka_start(spark: SparkSession, config: TidemarkConfig) -> KafkaStart
         present = set(all_partitions(counts))
         needed = {tp: offset for tp, offset in committed.items() if tp in present}
         earliest = admin.earliest(needed) if needed else {}
+    if not committed:
+        _check_named_partitions(config, present)
     lost = lost_ranges(needed, earliest)
     if lost and config.source.fail_on_data_loss:
         raise SourceError(data_loss_line(lost))
