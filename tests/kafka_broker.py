@@ -352,6 +352,10 @@ class _BrokerProcess:
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
             "log.dirs": str(self.folder / "data"),
             "num.partitions": "4",
+            # Tests produce records whose timestamps are their event times, often years old: with Kafka's default
+            # 7-day retention the first retention check (30 s after start) would delete them. Only delete_records
+            # removes records here.
+            "log.retention.ms": "-1",
             # One node: every internal topic with one replica, and few partitions (the group coordinator's
             # __consumer_offsets would otherwise get 50, created when the first consumer group appears).
             "offsets.topic.replication.factor": "1",

@@ -20,22 +20,31 @@ import pandas as pd
 from tidemark.compat import UTC
 
 
+def valid_event(line: str | None, key: str = "user", ts: str = "ts") -> dict[str, object] | None:
+    """One line (a file's line, a Kafka record's value) as an event, or None when it is malformed."""
+    if line is None:
+        return None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(record, dict) or record.get(key) is None or record.get(ts) is None:
+        return None
+    try:
+        when = datetime.fromisoformat(str(record[ts]).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return {**record, ts: when.astimezone(UTC)}
+
+
 def read_valid_events(files: Sequence[Path], key: str = "user", ts: str = "ts") -> list[dict[str, object]]:
     """The well-formed events of the files, in order (malformed lines skipped)."""
     events: list[dict[str, object]] = []
     for file in files:
         for line in Path(file).read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(record, dict) or record.get(key) is None or record.get(ts) is None:
-                continue
-            try:
-                when = datetime.fromisoformat(str(record[ts]).replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            events.append({**record, ts: when.astimezone(UTC)})
+            event = valid_event(line, key, ts)
+            if event is not None:
+                events.append(event)
     return events
 
 
@@ -67,14 +76,27 @@ def window_oracle(
     value: str | None = "value",
 ) -> pd.DataFrame:
     """Final (key, window) rows for files processed batch by batch, as the pipeline writes them."""
+    events = [read_valid_events(files, key, ts) for files in batches]
+    return window_oracle_events(events, window, watermark, slide, key, ts, value)
+
+
+def window_oracle_events(
+    batches: Sequence[Sequence[dict[str, object]]],
+    window: timedelta,
+    watermark: timedelta,
+    slide: timedelta | None = None,
+    key: str = "user",
+    ts: str = "ts",
+    value: str | None = "value",
+) -> pd.DataFrame:
+    """Final (key, window) rows for valid events processed batch by batch (each event's ts a UTC datetime)."""
     slide = slide or window
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     current_watermark = epoch
     late_watermark = epoch
     max_seen: datetime | None = None
     kept: list[dict[str, object]] = []
-    for files in batches:
-        batch_events = read_valid_events(files, key, ts)
+    for batch_events in batches:
         for event in batch_events:
             when = event[ts]
             assert isinstance(when, datetime)

@@ -21,6 +21,8 @@ import pytest
 
 import tidemark.cli.main
 from tests.helpers import read_sink, write_config
+from tests.kafka_broker import KafkaBroker
+from tests.kafka_data import final_windows_oracle, make_events, malformed_positions, produce
 from tests.oracles import assert_matches_oracle, window_oracle
 from tidemark.cluster import ClusterStatus, cluster_down, cluster_status, cluster_up, kill_worker, master_json
 from tidemark.cluster.model import ClusterRecord
@@ -45,9 +47,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStatus]
         cluster_down(run_dir)
 
 
-def _cluster_config(directory: Path, status: ClusterStatus, name: str = "cluster") -> Path:
+def _cluster_config(
+    directory: Path, status: ClusterStatus, name: str = "cluster", source: dict[str, object] | None = None
+) -> Path:
     path = write_config(
-        directory, pipeline={"name": name}, spark={"master": status.master_url, "shuffle_partitions": 2}
+        directory,
+        pipeline={"name": name},
+        spark={"master": status.master_url, "shuffle_partitions": 2},
+        source=source or {},
     )
     conf = {k: v for k, v in status.spark_conf.items() if k != "spark.master"}
     conf["spark.executor.memory"] = "512m"
@@ -166,6 +173,40 @@ def test_losing_a_worker_mid_stream_loses_nothing(cluster: ClusterStatus, tmp_pa
     status = cluster_status(cluster.run_dir)
     assert status.alive_workers == 1
     assert [w.process_alive for w in status.workers] == [False, True]
+
+
+def test_kafka_pipeline_on_cluster_ships_the_connector_jars_to_the_executors(
+    cluster: ClusterStatus, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = "cluster-clicks"
+    kafka_broker.create_topic(topic, partitions=4)
+    produced = produce(kafka_broker, topic, make_events(300, seed=51, malformed_fraction=0.03))
+    source = {
+        "format": "kafka",
+        "path": None,
+        "max_files_per_trigger": None,
+        "bootstrap_servers": kafka_broker.bootstrap,
+        "topic": topic,
+        "max_offsets_per_trigger": 150,
+    }
+    config = _cluster_config(tmp_path, cluster, name="kafka-cluster", source=source)
+    log = tmp_path / "run.log"
+    _wait(_start_run(config, log), log)
+
+    assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(produced))
+    quarantined = [
+        json.loads(line)["source"]
+        for f in (tmp_path / "quarantine").glob("batch-*.jsonl")
+        for line in f.read_text().splitlines()
+    ]
+    assert sorted(quarantined) == sorted(malformed_positions(produced, topic))
+    # The executors read Kafka with the connector tidemark put on spark.jars: each fetched it into its work dir.
+    view = master_json(cluster.webui_url)
+    assert view is not None
+    (app,) = [app for app in view["completedapps"] if app["name"] == "tidemark-kafka-cluster"]
+    for jar in ("spark-sql-kafka-0-10_*.jar", "kafka-clients-*.jar"):
+        fetched = list(Path(cluster.run_dir).glob(f"work-*/{app['id']}/*/{jar}"))
+        assert fetched, f"no executor fetched {jar}"
 
 
 def test_down_stops_every_daemon_it_started(cluster: ClusterStatus) -> None:

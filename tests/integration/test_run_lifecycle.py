@@ -97,7 +97,13 @@ def test_kafka_offline_with_an_empty_jar_cache_names_the_fetch_command(tmp_path:
     # before any JVM starts.
     config = write_config(
         tmp_path,
-        source={"format": "kafka", "path": None, "bootstrap_servers": "127.0.0.1:9", "topic": "events"},
+        source={
+            "format": "kafka",
+            "path": None,
+            "max_files_per_trigger": None,
+            "bootstrap_servers": "127.0.0.1:9",
+            "topic": "events",
+        },
     )
     env = {
         **os.environ,

@@ -24,6 +24,7 @@ from tidemark.pipeline.catchup import (
     fit_throughput,
     memory_ceiling_bytes,
     plan_catch_up,
+    plan_kafka_catch_up,
     read_tasks,
 )
 from tidemark.pipeline.phases import (
@@ -282,3 +283,32 @@ def test_catch_up_off_without_a_target(tmp_path: Path) -> None:
 def test_target_batch_duration_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="target_batch_duration"):
         load_config(write_config(tmp_path, trigger={"target_batch_duration": "0 s"}))
+
+
+def _records(per_second: float, fixed_ms: float = 0.0) -> Throughput:
+    return Throughput(per_second, fixed_ms, 5, "test")
+
+
+def test_kafka_catch_up_sizes_max_offsets_per_trigger_from_backlog_and_throughput() -> None:
+    # 1 M records at 20,000/s with 2 s per batch fixed: a 30 s target reads 560,000 -> 2 batches of 500,000.
+    plan = plan_kafka_catch_up(1_000_000, 10_000, timedelta(seconds=30), _records(20_000, 2_000))
+    assert plan.active and (plan.offsets_per_trigger, plan.expected_batches) == (500_000, 2)
+    assert plan.expected_batch_ms == pytest.approx(2_000 + 25_000)
+    # The whole backlog fits the target: one batch.
+    one = plan_kafka_catch_up(300_000, 10_000, timedelta(seconds=30), _records(20_000))
+    assert (one.offsets_per_trigger, one.expected_batches) == (300_000, 1)
+
+
+@pytest.mark.parametrize(
+    ("backlog", "steady", "why"),
+    [
+        (0, 100, "no backlog"),
+        (5_000, None, "without max_offsets_per_trigger"),
+        (90, 100, "fits one steady-state batch"),
+        (10**9, 10**6, "allows no more than the steady-state"),
+    ],
+)
+def test_kafka_catch_up_stays_off(backlog: int, steady: int | None, why: str) -> None:
+    plan = plan_kafka_catch_up(backlog, steady, timedelta(seconds=30), _records(20_000))
+    assert not plan.active and why in plan.reason
+    assert plan.offsets_per_trigger == steady

@@ -40,6 +40,15 @@ def _progress(batch: int, name: str = "q1") -> BatchProgress:
                 }
             ],
             "observedMetrics": {"tidemark_quarantine": {"count": 2, "rows": ["a", "b"]}},
+            "sources": [
+                {
+                    "description": "KafkaV2[Subscribe[clicks]]",
+                    "startOffset": {"clicks": {"0": 5, "1": 5}},
+                    "endOffset": {"clicks": {"0": 10 * batch, "1": 5}},
+                    "latestOffset": {"clicks": {"0": 30, "1": 5}},
+                    "metrics": {"maxOffsetsBehindLatest": str(30 - 10 * batch)},
+                }
+            ],
         }
     )
 
@@ -48,6 +57,12 @@ def test_render_has_the_last_batch_values_and_running_totals() -> None:
     registry = MetricsRegistry()
     registry.update(_progress(1), received_at=1000.0)
     registry.update(_progress(2), received_at=2000.0)
+    lag = {
+        dict(labels)["partition"]: value
+        for (name, labels), value in parse_exposition(registry.render()).items()
+        if name == "tidemark_source_lag_records"
+    }
+    assert lag == {"0": 10, "1": 0}  # latestOffset - endOffset of the last batch, per partition
     registry.note_idle("q1", at=2500.0)
     samples = parse_exposition(registry.render())
     q = frozenset({("query", "q1")})

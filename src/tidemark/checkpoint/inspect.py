@@ -8,6 +8,7 @@ from typing import Any
 
 from tidemark.checkpoint.corruption import RestartPoint
 from tidemark.checkpoint.findings import FindingsInput, Thresholds, find_problems
+from tidemark.checkpoint.kafka import KafkaSourceReport, kafka_findings, kafka_report
 from tidemark.checkpoint.report import (
     CheckpointReport,
     FolderCount,
@@ -18,6 +19,8 @@ from tidemark.checkpoint.report import (
 )
 from tidemark.checkpoint.sink_report import inspect_sink
 from tidemark.compat import UTC
+from tidemark.config import TidemarkConfig
+from tidemark.errors import UsageError
 from tidemark.formats import (
     SHUFFLE_PARTITIONS,
     Checkpoint,
@@ -98,14 +101,33 @@ def _short_provider(conf: dict[str, str]) -> str | None:
     return provider.rsplit(".", 1)[-1] if provider else None
 
 
+def _kafka(checkpoint: Checkpoint, source: TidemarkConfig | None) -> KafkaSourceReport | None:
+    """The Kafka offsets the checkpoint holds and, with a source config, the broker's for each partition."""
+    report = kafka_report(checkpoint)
+    if source is None:
+        return report
+    if not source.source.is_kafka:
+        msg = f"--source compares with a Kafka or Event Hubs source; this config reads {source.source.format.value!r}"
+        raise UsageError(msg)
+    from tidemark.checkpoint.kafka import broker_offsets
+
+    earliest, end, endpoint = broker_offsets(source)
+    return kafka_report(checkpoint, earliest, end, endpoint)
+
+
 def inspect_checkpoint(
     path: str,
     sink: str | None = None,
     thresholds: Thresholds | None = None,
     backend: Backend = "auto",
     spark: Any | None = None,
+    source: TidemarkConfig | None = None,
 ) -> CheckpointReport:
-    """Read a checkpoint (Spark 3.5/4.x, HDFS-backed or RocksDB, format v1/v2) and report what it holds."""
+    """Read a checkpoint (Spark 3.5/4.x, HDFS-backed or RocksDB, format v1/v2) and report what it holds.
+
+    source: the pipeline config of a Kafka source, to compare the committed offsets with the broker's (lag,
+    offsets already expired); this connects to the broker.
+    """
     thresholds = thresholds or Thresholds()
     checkpoint = Checkpoint.open(path, backend, spark)
     checkpoint.require(planned=False)
@@ -127,6 +149,7 @@ def inspect_checkpoint(
         unique_ids = latest_commit.state_unique_ids if latest_commit else {}
         state_problems = check_newest_state(checkpoint, scan, point.state_version, unique_ids)
     partitions = latest_offset.conf.get(SHUFFLE_PARTITIONS) if latest_offset else None
+    kafka = _kafka(checkpoint, source)
     findings = find_problems(
         FindingsInput(
             scan=scan,
@@ -142,7 +165,7 @@ def inspect_checkpoint(
             store_names={i: m.store_names for i, m in metas.items() if m is not None},
         ),
         thresholds,
-    )
+    ) + kafka_findings(kafka)
     return CheckpointReport(
         path=path,
         query_id=health.query_id,
@@ -163,4 +186,5 @@ def inspect_checkpoint(
         findings=findings,
         walker=checkpoint.store.walker,
         list_requests=checkpoint.store.list_requests,
+        kafka=kafka,
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tidemark.checkpoint.kafka import KafkaSourceReport
 from tidemark.findings import Finding, Severity
 from tidemark.storage import Walker
 
@@ -98,6 +99,7 @@ class CheckpointReport:
     # "flat" (one paged listing of an object store prefix).
     walker: Walker
     list_requests: int = 0  # listing requests the walk made (pages, on object stores)
+    kafka: KafkaSourceReport | None = None  # a Kafka source: each partition's committed offset (+ the broker's)
 
     @property
     def has_errors(self) -> bool:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from tidemark.cli.output import out, print_json
 
 if TYPE_CHECKING:
+    from tidemark.checkpoint.kafka import KafkaSourceReport
     from tidemark.checkpoint.prune import PruneResult
     from tidemark.checkpoint.report import CheckpointReport
 
@@ -63,6 +64,8 @@ def _render_report(report: CheckpointReport) -> None:
                 f"{op.files:,} files ({_size(op.bytes)}), replay on load up to {op.max_replay_on_load}"
             )
             out.print(f"      by kind: {kinds or '-'}")
+    if report.kafka is not None:
+        _render_kafka(report.kafka)
     if report.sink is not None:
         sink = report.sink
         out.print(
@@ -78,6 +81,27 @@ def _render_report(report: CheckpointReport) -> None:
         if finding.impact:
             out.print(f"  impact: {escape(finding.impact)}")
         out.print(f"  fix: {escape(finding.fix)}")
+
+
+def _render_kafka(kafka: KafkaSourceReport) -> None:
+    from rich.table import Table
+
+    broker = f" against {escape(kafka.broker)}" if kafka.broker else " (add --source CONFIG for lag)"
+    table = Table(title=f"Kafka offsets{broker}", title_justify="left")
+    columns = ["topic", "partition", "committed", "planned"]
+    if kafka.broker:
+        columns += ["earliest", "end", "lag"]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "topic" else "right")
+    for p in kafka.partitions:
+        row = [escape(p.topic), str(p.partition), _opt(p.committed), _opt(p.planned)]
+        if kafka.broker:
+            lag = "-" if p.lag is None else f"{p.lag:,}"
+            row += [_opt(p.earliest), _opt(p.end), f"[red]{lag}[/red]" if p.expired else lag]
+        table.add_row(*row)
+    out.print(table)
+    if kafka.total_lag is not None:
+        out.print(f"  lag {kafka.total_lag:,} records over {len(kafka.partitions)} partitions")
 
 
 def _opt(value: object) -> str:
@@ -123,6 +147,14 @@ def inspect_command(
     max_replay: Annotated[int, typer.Option(help="LONG_REPLAY_CHAIN above this many deltas/changelogs.")] = 50,
     max_history: Annotated[int, typer.Option(help="RETENTION_TOO_HIGH above this many batches/versions.")] = 200,
     max_sink_compact: Annotated[str, typer.Option(help="SINK_METADATA_GROWTH above this compact size.")] = "100m",
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="The pipeline's TOML config (Kafka/Event Hubs): ask the broker for each partition's earliest and "
+            "end offsets, show the lag, find offsets already expired.",
+        ),
+    ] = None,
 ) -> None:
     """Report what a checkpoint holds and what is wrong; exit 1 when a finding is an error."""
     from tidemark.checkpoint.findings import Thresholds
@@ -135,7 +167,12 @@ def inspect_command(
         max_history=max_history,
         max_sink_compact_bytes=parse_size(max_sink_compact),
     )
-    report = inspect_checkpoint(path, sink=sink, thresholds=thresholds)
+    source_config = None
+    if source is not None:
+        from tidemark.config import load_config
+
+        source_config = load_config(source)
+    report = inspect_checkpoint(path, sink=sink, thresholds=thresholds, source=source_config)
     if json_output:
         print_json(report)
     else:

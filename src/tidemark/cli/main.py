@@ -15,6 +15,7 @@ import typer
 
 from tidemark.cli.errors import EXIT_INTERRUPTED, EXITS, outcome
 from tidemark.cli.output import err, out, show_steps
+from tidemark.secrets import RedactingFilter, redact
 from tidemark.steps import show_with
 
 # Which module registers each top-level command: only that one is imported for a run of the CLI,
@@ -73,6 +74,8 @@ def _root(
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:  # a secret read at run time never reaches a log line
+        handler.addFilter(RedactingFilter())
     if not debug:
         # Cloud SDKs log multi-line warnings (every credential they tried); tidemark says it in one line.
         for name in _QUIET_LOGGERS + _PYSPARK_LOGGERS:
@@ -187,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         if ended.help_text is not None:
             out.print(ended.help_text, markup=False, highlight=False)
         if ended.line is not None:
-            err.print(ended.line)
+            err.print(redact(ended.line))  # a secret read at run time never reaches the terminal
         code = ended.code
     else:
         # typer turns a KeyboardInterrupt inside a command into exit code 130 itself.

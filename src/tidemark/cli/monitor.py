@@ -33,7 +33,7 @@ def _render(result: LogAnalysis) -> None:
     from rich.table import Table
 
     from tidemark.durations import in_words
-    from tidemark.monitor.analyze import state_rows_text
+    from tidemark.monitor.analyze import describe_source_lag, state_rows_text
 
     for run in result.runs:
         table = Table(title=escape(f"run {run.run_id}"), title_justify="left", show_header=False)
@@ -59,6 +59,9 @@ def _render(result: LogAnalysis) -> None:
         table.add_row("quarantined", f"{run.quarantined:,}")
         lag = "-" if run.watermark_lag_seconds is None else in_words(run.watermark_lag_seconds)
         table.add_row("watermark lag", lag)
+        if run.source_lag is not None:
+            table.add_row("Kafka lag (last batch)", escape(describe_source_lag(run.source_lag)))
+            table.add_row("Kafka lag (largest)", f"{run.max_source_lag or 0:,} records")
         out.print(table)
     if not result.findings:
         out.print("no findings")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tidemark.config.load import load_config, parse_config
 from tidemark.config.model import (
+    KAFKA_FORMATS,
     AggregationConfig,
     AggregationKind,
     CheckpointConfig,
@@ -24,6 +25,7 @@ from tidemark.config.model import (
 )
 
 __all__ = [
+    "KAFKA_FORMATS",
     "AggregationConfig",
     "AggregationKind",
     "CheckpointConfig",

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 from tidemark.compat import StrEnum
+from tidemark.config.kafka import TYPED_OPTIONS, StartingPosition, check_kafka_options, parse_starting_position
 from tidemark.config.rocksdb import DEFAULT_BOUNDED_MEMORY_MB, rocksdb_conf
 from tidemark.durations import human, parse_duration
 from tidemark.errors import UsageError
@@ -62,20 +63,39 @@ class SourceFormat(StrEnum):
     PARQUET = "parquet"
     RATE = "rate"
     KAFKA = "kafka"
+    EVENTHUBS = "eventhubs"  # Azure Event Hubs, read through its Kafka endpoint
+
+
+KAFKA_FORMATS = frozenset({SourceFormat.KAFKA, SourceFormat.EVENTHUBS})
+_SECURITY_PROTOCOLS = ("SASL_SSL", "SASL_PLAINTEXT")
 
 
 class SourceConfig(_Table):
-    """[source]: a landing folder of files (the default), the rate source, or Kafka."""
+    """[source]: a landing folder of files (the default), the rate source, Kafka or Azure Event Hubs."""
 
     format: SourceFormat = SourceFormat.JSON
     path: str | None = None
     schema_ddl: str | None = Field(default=None, alias="schema")
     max_files_per_trigger: int | None = Field(default=None, ge=1)
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    # Kafka / Event Hubs (Kafka endpoint)
-    bootstrap_servers: str | None = None
+    # Kafka and Event Hubs (docs/kafka.md, docs/eventhubs.md)
+    bootstrap_servers: str | None = None  # eventhubs: overrides <namespace>.servicebus.windows.net:9093
     topic: str | None = None
-    starting_offsets: str = "earliest"
+    topic_pattern: str | None = None  # a Java regular expression (Spark's subscribePattern)
+    starting_offsets: str | dict[str, dict[str, int]] = "earliest"
+    max_offsets_per_trigger: int | None = Field(default=None, ge=1)
+    min_partitions: int | None = Field(default=None, ge=1)
+    fail_on_data_loss: bool = True
+    connect_timeout: Duration = timedelta(seconds=30)  # tidemark's own metadata requests (start, inspect, recover)
+    # Secret options: the option's value is read from this environment variable / file when the run starts.
+    options_from_env: dict[str, str] = Field(default_factory=dict)
+    options_from_file: dict[str, str] = Field(default_factory=dict)
+    # Event Hubs
+    namespace: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9-]{0,62}$")
+    event_hub: str | None = None
+    connection_string_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    connection_string_file: str | None = None
+    security_protocol: str | None = None  # eventhubs: SASL_SSL; SASL_PLAINTEXT only for a local emulator
     # rate source
     rows_per_second: int = Field(default=100, ge=1)
     rate_keys: int = Field(default=100, ge=1)
@@ -87,6 +107,30 @@ class SourceConfig(_Table):
         """True for the file formats that read a landing folder."""
         return self.format in (SourceFormat.JSON, SourceFormat.CSV, SourceFormat.PARQUET)
 
+    @property
+    def is_kafka(self) -> bool:
+        """True for the sources read through Spark's Kafka connector (Kafka, Event Hubs)."""
+        return self.format in KAFKA_FORMATS
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics named in the config (Event Hubs: the event hub); empty with a topic pattern."""
+        name = self.event_hub if self.format is SourceFormat.EVENTHUBS else self.topic
+        return tuple(t.strip() for t in (name or "").split(",") if t.strip())
+
+    @property
+    def subscription(self) -> str:
+        """What the source reads, for messages: `topic events` or `topics matching events-.*`."""
+        if self.topic_pattern:
+            return f"topics matching {self.topic_pattern!r}"
+        names = self.topics
+        return f"topic {names[0]!r}" if len(names) == 1 else f"topics {', '.join(names)}"
+
+    @property
+    def starting_position(self) -> StartingPosition:
+        """Where a new query starts (validated when the config is loaded)."""
+        return parse_starting_position(self.starting_offsets)
+
     @model_validator(mode="after")
     def _check(self) -> SourceConfig:
         if self.is_file:
@@ -96,10 +140,106 @@ class SourceConfig(_Table):
             if not self.schema_ddl:
                 msg = f"source.schema (DDL like 'user STRING, ts STRING') is required for {self.format.value!r}"
                 raise ValueError(msg)
-        if self.format is SourceFormat.KAFKA and not (self.bootstrap_servers and self.topic):
-            msg = "source.bootstrap_servers and source.topic are required for format 'kafka'"
-            raise ValueError(msg)
+        if self.is_kafka:
+            self._check_kafka()
+        else:
+            kafka_only = [k for k in _KAFKA_ONLY_KEYS if getattr(self, k) not in (None, {}, "earliest", True)]
+            kafka_only += ["connect_timeout"] if self.connect_timeout != timedelta(seconds=30) else []
+            if kafka_only:
+                msg = f"source.{kafka_only[0]} applies to formats 'kafka' and 'eventhubs' only"
+                raise ValueError(msg)
         return self
+
+    def _check_kafka(self) -> None:
+        name = self.format.value
+        hubs = self.format is SourceFormat.EVENTHUBS
+        if not self.schema_ddl:
+            msg = f"source.schema (DDL of the JSON in each record's value) is required for {name!r}"
+            raise ValueError(msg)
+        if self.path or self.max_files_per_trigger:
+            msg = f"source.{'path' if self.path else 'max_files_per_trigger'} applies to file sources, not {name!r}"
+            raise ValueError(msg)
+        named = self.event_hub if hubs else self.topic
+        if bool(named) == bool(self.topic_pattern):
+            what = "event_hub" if hubs else "topic"
+            msg = f"source: give exactly one of {what} and topic_pattern for format {name!r}"
+            raise ValueError(msg)
+        if hubs:
+            if self.topic:
+                msg = "source.topic: for format 'eventhubs' name the event hub with event_hub"
+                raise ValueError(msg)
+            self._check_event_hubs()
+        else:
+            if not self.bootstrap_servers:
+                msg = "source.bootstrap_servers (host:port[,host:port]) is required for format 'kafka'"
+                raise ValueError(msg)
+            given = [k for k in _EVENT_HUBS_KEYS if getattr(self, k) is not None]
+            if given:
+                msg = f"source.{given[0]} applies to format 'eventhubs' (for Kafka, use options)"
+                raise ValueError(msg)
+        self.starting_position  # noqa: B018 (validates: raises ValueError naming the accepted forms)
+        problem = check_kafka_options(self.options, hubs)
+        if problem is not None:
+            raise ValueError(problem)
+        for table in ("options_from_env", "options_from_file"):
+            for option in getattr(self, table):
+                if option.lower() in TYPED_OPTIONS or not option.strip():
+                    msg = f"source.{table}: {option!r} is not a secret option of the Kafka client"
+                    raise ValueError(msg)
+                if option in self.options:
+                    msg = f"source.{table}.{option} is also in source.options: give it once"
+                    raise ValueError(msg)
+        both = set(self.options_from_env) & set(self.options_from_file)
+        if both:
+            msg = f"source.options_from_env and options_from_file both set {sorted(both)[0]}: choose one"
+            raise ValueError(msg)
+        if self.connect_timeout.total_seconds() <= 0:
+            msg = 'source.connect_timeout must be positive, e.g. "30 seconds"'
+            raise ValueError(msg)
+
+    def _check_event_hubs(self) -> None:
+        if not self.namespace:
+            msg = "source.namespace (the Event Hubs namespace, without .servicebus.windows.net) is required"
+            raise ValueError(msg)
+        if bool(self.connection_string_env) == bool(self.connection_string_file):
+            msg = (
+                "source: give exactly one of connection_string_env (an environment variable's name) and "
+                "connection_string_file (a file holding the connection string); it never goes in the TOML"
+            )
+            raise ValueError(msg)
+        if self.security_protocol is not None and self.security_protocol not in _SECURITY_PROTOCOLS:
+            msg = "source.security_protocol is SASL_SSL (Event Hubs) or SASL_PLAINTEXT (a local emulator only)"
+            raise ValueError(msg)
+        if self.security_protocol == "SASL_PLAINTEXT" and not self.bootstrap_servers:
+            msg = (
+                "source.security_protocol = 'SASL_PLAINTEXT' sends the connection string unencrypted: it is for a "
+                "local emulator given in bootstrap_servers, never for <namespace>.servicebus.windows.net"
+            )
+            raise ValueError(msg)
+        secret = [k for k in self.options_from_env if k.lower() == "kafka.sasl.jaas.config"]
+        secret += [k for k in self.options_from_file if k.lower() == "kafka.sasl.jaas.config"]
+        if secret:
+            msg = "source.options_from_*: Event Hubs' kafka.sasl.jaas.config comes from the connection string"
+            raise ValueError(msg)
+
+
+_KAFKA_ONLY_KEYS = (
+    "bootstrap_servers",
+    "topic",
+    "topic_pattern",
+    "starting_offsets",
+    "max_offsets_per_trigger",
+    "min_partitions",
+    "fail_on_data_loss",
+    "options_from_env",
+    "options_from_file",
+    "namespace",
+    "event_hub",
+    "connection_string_env",
+    "connection_string_file",
+    "security_protocol",
+)
+_EVENT_HUBS_KEYS = ("namespace", "event_hub", "connection_string_env", "connection_string_file", "security_protocol")
 
 
 class EventTimeConfig(_Table):

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from tidemark.compat import UTC
+from tidemark.kafka.offsets import PartitionLag, source_lags
 
 
 def parse_spark_time(text: str | None) -> datetime | None:
@@ -170,6 +171,17 @@ class BatchProgress:
     def state_memory_bytes(self) -> int:
         """State memory summed over operators."""
         return sum(op.memory_used_bytes for op in self.state_operators)
+
+    @property
+    def source_lag(self) -> list[PartitionLag]:
+        """Per-partition lag of its Kafka sources after this batch (endOffset against latestOffset); [] for others."""
+        return source_lags(self.raw)
+
+    @property
+    def source_lag_total(self) -> int | None:
+        """Records not yet read over every Kafka partition after this batch; None for other sources."""
+        lags = self.source_lag
+        return sum(lag.lag for lag in lags) if lags else None
 
     @property
     def rows_dropped_by_watermark(self) -> int:

@@ -38,6 +38,7 @@ class EventType(StrEnum):
     TERMINATED = "terminated"
     WARNING = "warning"
     QUARANTINE = "quarantine"
+    DATA_LOSS = "data-loss"  # offsets a Kafka source needed were gone (fail_on_data_loss = false)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from tidemark.compat import UTC
 from tidemark.errors import EnvironmentProblem, TidemarkError
 from tidemark.formats.progress_log import LOG_SUFFIX
+from tidemark.secrets import redact
 from tidemark.storage import Storage, open_storage, parse_location
 
 # A part rolls over at this size: each PUT then stays small whatever the length of the run.
@@ -120,7 +121,8 @@ class ProgressLogWriter:
         """Append one line {"type", "time", "run_id", **data} and make it durable; returns the written object."""
         record: dict[str, Any] = {"type": type, "time": utc_now_text(time), "run_id": self.run_id}
         record.update(data)
-        line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode("utf-8")
+        # A secret read at run time (a Kafka connection string) never reaches the log, whatever a message quotes.
+        line = (redact(json.dumps(record, separators=(",", ":"), default=str)) + "\n").encode("utf-8")
         with self._lock:
             if self._sink is None:
                 msg = f"progress log {self.path} is not open"

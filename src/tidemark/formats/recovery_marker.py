@@ -29,18 +29,19 @@ class RecoveryMarker:
     archive: str
     entries: tuple[str, ...]
     injected: bool
+    source_offsets: str | None = None  # Kafka: where the replay starts each partition (until its first commit)
 
     def to_json(self) -> str:
         """The marker file's content."""
-        return json.dumps(
-            {
-                "resume_from": self.resume_from.isoformat(),
-                "archive": self.archive,
-                "injected": self.injected,
-                "entries": list(self.entries),
-            },
-            indent=1,
-        )
+        data: dict[str, object] = {
+            "resume_from": self.resume_from.isoformat(),
+            "archive": self.archive,
+            "injected": self.injected,
+            "entries": list(self.entries),
+        }
+        if self.source_offsets is not None:
+            data["source_offsets"] = self.source_offsets
+        return json.dumps(data, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> RecoveryMarker:
@@ -51,6 +52,7 @@ class RecoveryMarker:
             archive=str(data["archive"]),
             entries=tuple(str(e) for e in data.get("entries", [])),
             injected=bool(data.get("injected", False)),
+            source_offsets=str(data["source_offsets"]) if data.get("source_offsets") else None,
         )
 
 

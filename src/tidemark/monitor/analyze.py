@@ -98,6 +98,9 @@ class RunAnalysis:
     exception: str | None
     batch_duration_ms: DurationStats | None = None
     slowest_batches: tuple[SlowBatch, ...] = ()
+    # Kafka sources: records not yet read per topic partition after the last batch, and the largest total lag.
+    source_lag: dict[str, int] | None = None
+    max_source_lag: int | None = None
     findings: tuple[Finding, ...] = ()
     # False: the state store did not count rows in state (the run's log says so, or its figures show it).
     state_rows_tracked: bool | None = None
@@ -230,6 +233,8 @@ class RunFold:
         self.quarantined = 0
         self.last_lag: float | None = None
         self.max_lag: float | None = None
+        self.last_source_lag: dict[str, int] | None = None
+        self.max_source_lag: int | None = None
         self.stuck: list[dict[str, Any]] = []
         self.terminated = False
         self.exception: str | None = None
@@ -296,6 +301,11 @@ class RunFold:
             operators[index].add(op)
             self.dropped += op.num_rows_dropped_by_watermark
         self.quarantined += quarantined_count(p)
+        lags = p.source_lag
+        if lags:
+            self.last_source_lag = {str(lag.partition): lag.lag for lag in lags}
+            total = sum(self.last_source_lag.values())
+            self.max_source_lag = total if self.max_source_lag is None else max(self.max_source_lag, total)
         watermark = p.watermark
         if watermark is not None and start is not None:
             lag = (start - watermark).total_seconds()
@@ -360,6 +370,8 @@ class RunFold:
             batch_duration_ms=self._durations(),
             slowest_batches=tuple(self.slowest),
             state_rows_tracked=tracked,
+            source_lag=self.last_source_lag,
+            max_source_lag=self.max_source_lag,
         )
         return replace(run, findings=findings_for(run))
 
@@ -375,6 +387,16 @@ def analyze_run(
     for event in events:
         fold.add(event)
     return fold.result()
+
+
+def describe_source_lag(lag: dict[str, int] | None, limit: int = 12) -> str:
+    """`1,200 records: clicks-0 800, clicks-1 400` (partitions with the most lag first)."""
+    if not lag:
+        return "-"
+    ordered = sorted(lag.items(), key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{name} {value:,}" for name, value in ordered[:limit])
+    more = f" (and {len(ordered) - limit} more partitions)" if len(ordered) > limit else ""
+    return f"{sum(lag.values()):,} records: {shown}{more}"
 
 
 def findings_for(run: RunAnalysis) -> tuple[Finding, ...]:

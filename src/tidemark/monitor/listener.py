@@ -169,7 +169,9 @@ class RunMonitor:
             if not self._is_ours(str(data.get("id", ""))):
                 return
             progress = BatchProgress.from_json(data)
-            self._write(EventType.PROGRESS, moment, {"progress": data})
+            lags = progress.source_lag
+            extra = {"source_lag": {str(lag.partition): lag.lag for lag in lags}} if lags else {}
+            self._write(EventType.PROGRESS, moment, {"progress": data, **extra})
             with self._state_lock:
                 self._recent.append(progress)
             self.registry.update(progress)

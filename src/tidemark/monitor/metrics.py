@@ -201,6 +201,9 @@ class MetricsRegistry:
         if lag is not None and p.watermark is not None:
             rows["tidemark_watermark_lag_seconds"].append((q, lag))
             rows["tidemark_watermark_timestamp_seconds"].append((q, p.watermark.timestamp()))
+        for behind in p.source_lag:
+            labels = {**q, "topic": behind.partition.topic, "partition": str(behind.partition.partition)}
+            rows["tidemark_source_lag_records"].append((labels, behind.lag))
         for index, op in enumerate(p.state_operators):
             o = {**q, "operator": op.operator_name, "operator_id": str(index)}
             if self.state_rows_tracked and not op.rows_untracked:
@@ -255,6 +258,11 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("tidemark_watermark_lag_seconds", "gauge", "Batch start time minus the event-time watermark."),
     ("tidemark_watermark_timestamp_seconds", "gauge", "The event-time watermark of the last batch, as Unix time."),
     ("tidemark_quarantined_records", "gauge", "Malformed records quarantined in the last batch."),
+    (
+        "tidemark_source_lag_records",
+        "gauge",
+        "Kafka records not yet read per topic partition after the last batch (its latestOffset minus endOffset).",
+    ),
     ("tidemark_quarantined_records_total", "counter", "Malformed records quarantined since the run started."),
     ("tidemark_input_rows_total", "counter", "Input rows (malformed ones included) since the run started."),
     ("tidemark_batch_duration_seconds_total", "counter", "Summed wall-clock duration of the run's batches."),

@@ -23,13 +23,23 @@ def commit_estimate_ms(progress: BatchProgress, parallelism: int | None = None) 
 
 
 # The figures the report plots per batch, in this order, then (state rows, state memory) per operator.
-FIXED_SERIES = ("duration", *PHASES, "other", "input_rate", "processed_rate", "commit_share", "watermark_lag")
+FIXED_SERIES = (
+    "duration",
+    *PHASES,
+    "other",
+    "input_rate",
+    "processed_rate",
+    "commit_share",
+    "watermark_lag",
+    "source_lag",
+)
 DURATION = FIXED_SERIES.index("duration")
 PHASE_SERIES = tuple(range(DURATION + 1, DURATION + 2 + len(PHASES)))  # PHASES, then "other"
 INPUT_RATE = FIXED_SERIES.index("input_rate")
 PROCESSED_RATE = FIXED_SERIES.index("processed_rate")
 COMMIT_SHARE = FIXED_SERIES.index("commit_share")
 WATERMARK_LAG = FIXED_SERIES.index("watermark_lag")
+SOURCE_LAG = FIXED_SERIES.index("source_lag")
 
 
 def state_rows_series(operator: int) -> int:
@@ -60,6 +70,7 @@ def batch_values(progress: BatchProgress, parallelism: int | None = None) -> tup
         progress.processed_rows_per_second,
         min(1.0, commit / duration) * 100 if duration else 0.0,
         watermark_lag_seconds(progress),
+        progress.source_lag_total,
     ]
     for op in progress.state_operators:
         values += (op.num_rows_total, op.memory_used_bytes)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.errors import TidemarkError
@@ -27,15 +28,21 @@ from tidemark.pipeline.backlog import (
 from tidemark.pipeline.catchup import (
     CatchUpPlan,
     FileSplit,
+    KafkaCatchUpPlan,
+    default_record_throughput,
     default_throughput,
     expansion_for,
     fit_throughput,
     memory_ceiling_bytes,
     plan_catch_up,
+    plan_kafka_catch_up,
 )
 from tidemark.plan.load import conf_from_config
 from tidemark.sizes import format_size
 from tidemark.storage.uri import parse_location
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +72,7 @@ class RunPhase:
 
     config: TidemarkConfig
     available_now: bool
-    plan: CatchUpPlan | None  # the plan that chose it; None when catch-up is off
+    plan: CatchUpPlan | KafkaCatchUpPlan | None  # the plan that chose it; None when catch-up is off
 
     @property
     def spark_conf(self) -> dict[str, str]:
@@ -75,7 +82,7 @@ class RunPhase:
         distributed job of one task per file. On a local disk the driver does that faster itself; on object
         stores, where each stat is a request, the parallel job stays.
         """
-        if self.plan is None or not self.plan.active:
+        if not isinstance(self.plan, CatchUpPlan) or not self.plan.active:
             return {}
         conf: dict[str, str] = {}
         if self.plan.split_bytes is not None:
@@ -120,8 +127,13 @@ def plan_for(config: TidemarkConfig) -> tuple[CatchUpPlan, frozenset[object]]:
     return plan, frozenset(f.key for f in backlog.pending)
 
 
-def describe(plan: CatchUpPlan) -> str:
+def describe(plan: CatchUpPlan | KafkaCatchUpPlan) -> str:
     """One line for the run's log."""
+    if isinstance(plan, KafkaCatchUpPlan):
+        rate = f"{plan.throughput_records_per_second:,.0f} records/s from {plan.throughput_origin}"
+        if not plan.active:
+            return f"catch-up: off ({plan.reason}); {plan.backlog_records:,} records waiting"
+        return f"catch-up: {plan.reason} (about {plan.expected_batch_ms / 1000:.0f} s per batch at {rate})"
     rate = f"{format_size(plan.throughput_bytes_per_second)}/s from {plan.throughput_origin}"
     split = f"; read tasks of {format_size(plan.split_bytes)}" if plan.split_bytes else ""
     if not plan.active:
@@ -139,10 +151,67 @@ def with_files_per_trigger(config: TidemarkConfig, files: int | None) -> Tidemar
     return config.model_copy(update={"source": source})
 
 
+def with_offsets_per_trigger(config: TidemarkConfig, offsets: int | None) -> TidemarkConfig:
+    """The config with another `[source] max_offsets_per_trigger`."""
+    source = config.source.model_copy(update={"max_offsets_per_trigger": offsets})
+    return config.model_copy(update={"source": source})
+
+
+def kafka_plan_for(spark: SparkSession, config: TidemarkConfig) -> KafkaCatchUpPlan:
+    """Measure a Kafka backlog (the broker's end offsets against the checkpoint) and the throughput now."""
+    from tidemark.formats import Checkpoint
+    from tidemark.pipeline.kafka_check import kafka_backlog
+
+    assert config.trigger.target_batch_duration is not None
+    checkpoint = Checkpoint.open(config.checkpoint.location)
+    query_id = checkpoint.query_id() if checkpoint.exists() else None
+    history = recent_progress(config.monitor_dir, query_id)
+    samples = [(p.num_input_rows, float(p.batch_duration_ms)) for p in history]
+    conf = conf_from_config(config)
+    throughput = fit_throughput(samples) or default_record_throughput(conf.executors * conf.cores)
+    stuck_after = default_stuck_after(config.trigger.interval, config.monitor.stuck_after)
+    target = min(config.trigger.target_batch_duration, stuck_after / 2)
+    backlog = kafka_backlog(spark, config)
+    return plan_kafka_catch_up(backlog, config.source.max_offsets_per_trigger, target, throughput)
+
+
+def _kafka_phases(
+    spark: SparkSession,
+    config: TidemarkConfig,
+    available_now: bool,
+    on_plan: Callable[[CatchUpPlan | KafkaCatchUpPlan], None] | None,
+) -> Iterator[RunPhase]:
+    """Kafka catch-up: an available-now query with maxOffsetsPerTrigger sized from the backlog, then steady."""
+    for _ in range(MAX_CATCH_UP_PHASES):
+        try:
+            plan = kafka_plan_for(spark, config)
+        except TidemarkError as exc:
+            log.warning("catch-up: cannot measure the Kafka backlog (%s); reading it at the steady-state size", exc)
+            break
+        if on_plan is not None:
+            on_plan(plan)
+        log.info("%s", describe(plan))
+        if not plan.active:
+            if available_now:
+                yield RunPhase(config, True, plan)
+                return
+            break
+        yield RunPhase(with_offsets_per_trigger(config, plan.offsets_per_trigger), True, plan)
+        if available_now:
+            return
+    yield RunPhase(config, available_now, None)
+
+
 def run_phases(
-    config: TidemarkConfig, available_now: bool, on_plan: Callable[[CatchUpPlan], None] | None = None
+    config: TidemarkConfig,
+    available_now: bool,
+    on_plan: Callable[[CatchUpPlan | KafkaCatchUpPlan], None] | None = None,
+    spark: SparkSession | None = None,
 ) -> Iterator[RunPhase]:
     """The queries a run starts, one at a time; the caller stops asking when a query fails or the run must stop."""
+    if config.trigger.target_batch_duration is not None and config.source.is_kafka and spark is not None:
+        yield from _kafka_phases(spark, config, available_now, on_plan)
+        return
     if config.trigger.target_batch_duration is None or supports_backlog(config) is not None:
         yield RunPhase(config, available_now, None)
         return

@@ -46,7 +46,7 @@ def _batch_input(
     if config.source.is_file:
         chosen = files.get(batch)
         return read_files(spark, config, chosen) if chosen else None
-    if config.source.format is SourceFormat.KAFKA:
+    if config.source.is_kafka:
         offsets = kafka_batch_offsets(checkpoint, batch)
         if offsets is None:
             return None

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from tidemark.monitor.listener import RunMonitor
+    from tidemark.pipeline.kafka_check import KafkaStart
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +212,11 @@ def _run(
     from tidemark.pipeline.reconcile import reconcile_quarantine
     from tidemark.session import runtime_conf
 
+    kafka_start = None
+    if config.source.is_kafka:
+        from tidemark.pipeline.kafka_check import check_kafka_start
+
+        kafka_start = check_kafka_start(session, config)  # one line for a broker, topic or data-loss problem
     reconcile_quarantine(session, config)
     monitor = RunMonitor(session, config, run_id)
     warnings: list[str] = []
@@ -233,37 +239,44 @@ def _run(
         session.streams.addListener(listener)
         try:
             monitor.start(listen=False)
+            if kafka_start is not None and kafka_start.lost:
+                _record_data_loss(kafka_start, monitor, warnings, on_warning)
             with _stop_on_signals(stop, reasons):
                 deadline = started + deadline_after.total_seconds() if deadline_after else None
                 clean_stop = True
                 failure = None
                 # One query, or catch-up queries sized from the backlog and then the steady one (pipeline/phases.py).
-                for phase in run_phases(config, once, lambda plan: monitor.record("catch-up", **asdict(plan))):
+                record_plan = lambda plan: monitor.record("catch-up", **asdict(plan))  # noqa: E731
+                for phase in run_phases(config, once, record_plan, session):
                     with runtime_conf(session, phase.spark_conf):
-                        query = start_query(session, phase.config, phase.available_now, replay_from)
-                        monitor.attach(query)
-                        while query.isActive:
-                            if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                                if not stop.is_set():
-                                    reasons.append(StopReason.MAX_DURATION)
-                                clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
-                                break
-                            try:
-                                query.awaitTermination(1)
-                            except Exception:  # it failed: reported below, in one line, from query.exception()
-                                break
+                        for attempt in range(2):
+                            query = start_query(session, phase.config, phase.available_now, replay_from)
+                            monitor.attach(query)
+                            while query.isActive:
+                                if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                                    if not stop.is_set():
+                                        reasons.append(StopReason.MAX_DURATION)
+                                    clean_stop = _stop_gracefully(query, config.trigger.effective_stop_timeout)
+                                    break
+                                try:
+                                    query.awaitTermination(1)
+                                except Exception:  # it failed: reported below, in one line, from query.exception()
+                                    break
+                                _write_quarantine(session, config, counters, lock)
+                            failure = query.exception()
+                            _wait_for_listener(query, counters, lock)
                             _write_quarantine(session, config, counters, lock)
-                        failure = query.exception()
-                        _wait_for_listener(query, counters, lock)
-                        _write_quarantine(session, config, counters, lock)
+                            if attempt or failure is None or reasons or stop.is_set():
+                                break
+                            if not _restart_after_spark_defect(config, str(failure), monitor, warnings):
+                                break
                     if failure is not None or reasons or stop.is_set():
                         break
         finally:
             monitor.stop(ended=(reasons[0] if reasons else StopReason.FINISHED if once else StopReason.REQUESTED).value)
             session.streams.removeListener(listener)
     if failure is not None:
-        msg = f"the streaming query failed: {_first_line(str(failure))} (run with --debug for the Spark trace)"
-        raise PipelineFailed(msg) from None
+        raise PipelineFailed(_failure_message(session, config, str(failure))) from None
     with lock:
         return RunResult(
             run_id=run_id,
@@ -302,6 +315,64 @@ def _write_quarantine(
     with lock:
         for batch in counts:
             counters.malformed.pop(batch, None)
+
+
+def _restart_after_spark_defect(config: TidemarkConfig, failure: str, monitor: RunMonitor, warnings: list[str]) -> bool:
+    """True when the query failed on a known Spark defect after its batch committed, and may simply start again.
+
+    Spark 4.1's Kafka source reports its progress metrics from offsets only planning fetches; the batch a restart
+    re-runs from the offset log is not planned, and its progress fails with a NullPointerException after the
+    batch committed (KafkaMicroBatchStream.metrics wraps a null in Some; Spark 4.2 fixed it). The next query plans
+    its batches and reports them normally.
+    """
+    from tidemark.spark.lines import Defect, has_defect
+
+    signs = ('Option.get()" is null' in failure and "IterableOps.map" in failure) or (
+        "KafkaMicroBatchStream" in failure and "metrics" in failure and "NullPointerException" in failure
+    )
+    if not (config.source.is_kafka and signs and has_defect(Defect.KAFKA_METRICS_AFTER_RESTART)):
+        return False
+    text = f"SPARK_DEFECT: {Defect.KAFKA_METRICS_AFTER_RESTART}; the re-run batch committed, starting the query again"
+    log.warning(text)
+    warnings.append(text)
+    monitor.record("warning", code="SPARK_DEFECT", message=text, fix="none needed (Spark 4.2 fixed it)")
+    return True
+
+
+def _record_data_loss(
+    start: KafkaStart, monitor: RunMonitor, warnings: list[str], on_warning: Callable[[str], None] | None
+) -> None:
+    """fail_on_data_loss = false and offsets were gone: say so, and keep each lost range in the progress log."""
+    from tidemark.formats import EventType
+    from tidemark.kafka.offsets import describe_lost
+
+    text = (
+        f"DATA_LOSS: {describe_lost(start.lost)} were removed from Kafka before this pipeline read them "
+        f"({start.lost_records:,} offsets); going on without them (fail_on_data_loss = false)"
+    )
+    log.warning(text)
+    warnings.append(text)
+    ranges = [
+        {"topic": r.partition.topic, "partition": r.partition.partition, "first": r.first, "last": r.available_from - 1}
+        for r in start.lost
+    ]
+    monitor.record(EventType.DATA_LOSS, endpoint=start.endpoint, ranges=ranges, offsets=start.lost_records)
+    if on_warning is not None:
+        on_warning(text)
+
+
+def _failure_message(session: SparkSession, config: TidemarkConfig, text: str) -> str:
+    """One line for a failed query: a Kafka problem in Kafka's terms, else Spark's first line."""
+    from tidemark.secrets import redact
+
+    line = None
+    if config.source.is_kafka:
+        from tidemark.pipeline.kafka_check import describe_kafka_failure
+
+        line = describe_kafka_failure(session, config, text)
+    if line is None:
+        line = f"the streaming query failed: {_first_line(text)} (run with --debug for the Spark trace)"
+    return redact(line)
 
 
 def _first_line(text: str) -> str:

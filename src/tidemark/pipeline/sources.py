@@ -47,7 +47,12 @@ def parse_schema(ddl: str) -> StructType:
 
 
 def check_source_path(config: TidemarkConfig) -> None:
-    """Fail with one line when a local landing folder does not exist."""
+    """Fail with one line when a local landing folder does not exist, or a Kafka source's secret is missing."""
+    if config.source.is_kafka:
+        from tidemark.kafka.options import kafka_access
+
+        kafka_access(config)  # reads the connection string or secret options: a missing one is named now
+        return
     path = config.source.path
     if config.source.is_file and path and "://" not in path and not Path(path).exists():
         msg = f"source.path {path} does not exist: create the landing folder or fix [source] path"
@@ -102,22 +107,19 @@ def _rate_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:
     return RawStream(frame, (key, event_column, "value"), None, F.lit("rate"))
 
 
+# The Kafka record's own fields, beside the JSON value's columns (the aggregation and event time may use them).
+KAFKA_COLUMNS = ("kafka_key", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp")
+
+
 def kafka_options(config: TidemarkConfig, start: str | None = None, end: str | None = None) -> dict[str, str]:
-    """The options Spark's Kafka source gets: the stream's, or (start/end given) one batch's offset range."""
-    source = config.source
-    options = {
-        "kafka.bootstrap.servers": source.bootstrap_servers or "",
-        "subscribe": source.topic or "",
-        "startingOffsets": source.starting_offsets,
-    }
-    options.update({key: str(value) for key, value in source.options.items()})
-    if end is not None:
-        # A batch re-read: exactly the offsets the micro-batch read; a stream-only option would be rejected.
-        for key in ("startingTimestamp", "startingOffsetsByTimestamp", "maxOffsetsPerTrigger", "minOffsetsPerTrigger"):
-            options.pop(key, None)
-        options["startingOffsets"] = start or "earliest"
-        options["endingOffsets"] = end
-    return options
+    """The options Spark's Kafka source gets: the stream's, or (end given) one batch's offset range.
+
+    They hold the source's secrets (read from the environment or files now): never log or show them.
+    """
+    from tidemark.kafka.options import kafka_access
+
+    access = kafka_access(config)
+    return access.spark_options() if end is None else access.batch_options(start, end)
 
 
 def _kafka_frame(spark: SparkSession, config: TidemarkConfig, options: dict[str, str], batch: bool) -> RawStream:
@@ -125,6 +127,10 @@ def _kafka_frame(spark: SparkSession, config: TidemarkConfig, options: dict[str,
     from pyspark.sql.types import StringType, StructField, StructType
 
     schema = parse_schema(config.source.schema_ddl or "")
+    clash = [c for c in KAFKA_COLUMNS if c in schema.fieldNames()]
+    if clash:
+        msg = f"source.schema names {clash[0]!r}, which tidemark gives the Kafka record's own field: rename it"
+        raise ConfigError(msg)
     with_corrupt = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
     reader: Any = (spark.read if batch else spark.readStream).format("kafka")
     for key, value in options.items():
@@ -138,11 +144,20 @@ def _kafka_frame(spark: SparkSession, config: TidemarkConfig, options: dict[str,
     line = F.col("value").cast("string")
     parsed = F.from_json(line, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN})
     origin = F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
-    frame = raw.select(parsed.alias("r"), line.alias("_line"), origin.alias(SOURCE_FILE_COLUMN)).select(
-        "r.*", "_line", SOURCE_FILE_COLUMN
-    )
-    raw_line = F.when(F.col(CORRUPT_COLUMN).isNotNull(), F.col("_line"))
-    return RawStream(frame, tuple(schema.fieldNames()), raw_line, F.col(SOURCE_FILE_COLUMN))
+    frame = raw.select(
+        parsed.alias("r"),
+        line.alias("_line"),
+        origin.alias(SOURCE_FILE_COLUMN),
+        F.col("key").cast("string").alias("kafka_key"),
+        F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+    ).select("r.*", "_line", SOURCE_FILE_COLUMN, *KAFKA_COLUMNS)
+    # A value that is not JSON, or null (a tombstone), is malformed whatever the schema's columns allow.
+    unparseable = F.col(CORRUPT_COLUMN).isNotNull() | F.col("_line").isNull()
+    raw_line = F.when(unparseable, F.coalesce(F.col("_line"), F.lit("")))
+    return RawStream(frame, (*schema.fieldNames(), *KAFKA_COLUMNS), raw_line, F.col(SOURCE_FILE_COLUMN))
 
 
 def _kafka_stream(spark: SparkSession, config: TidemarkConfig) -> RawStream:

@@ -82,7 +82,7 @@ def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
     ensure_not_running(paths.checkpoint)
     log = read_sink_log(open_storage(paths.sink))
     entries = tuple(log.files[p] for p in plan.surviving_files if p in log.files)
-    marker = RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False)
+    marker = RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False, source_offsets=plan.source_offsets)
     archive = parse_location(plan.archive)
     kept = open_storage(archive)
     kept.write_atomic(PLAN_FILE, plan.to_json().encode("utf-8"))
@@ -132,7 +132,7 @@ def _replay(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSession) -> 
     paths = pipeline_locations(config)
     with step(f"replaying from {plan.resume_from.isoformat()}: batches") as advance:
         replay = run_pipeline(
-            replay_config(config, plan.resume_from),
+            replay_config(config, plan.resume_from, plan.source_offsets),
             available_now=True,
             spark=spark,
             replay_from=plan.resume_from,
@@ -159,6 +159,18 @@ def interrupted_recovery(config: TidemarkConfig) -> RecoveryPlan | None:
         raise CheckpointError(msg) from exc
 
 
+def plan_from_source(session: SparkSession, config: TidemarkConfig, per_key: bool = False) -> RecoveryPlan:
+    """The recovery plan, with what the source says: the landing files' newest event, or Kafka's start offsets."""
+    if config.source.is_kafka:
+        from tidemark.recovery.kafka import plan_kafka_recovery
+
+        return plan_kafka_recovery(session, config, per_key=per_key)
+    from tidemark.recovery.plan import plan_recovery
+    from tidemark.recovery.replay import newest_landing_event
+
+    return plan_recovery(config, newest_landing_event(session, config), per_key=per_key)
+
+
 def recover_pipeline(
     config: TidemarkConfig,
     *,
@@ -173,8 +185,7 @@ def recover_pipeline(
     replay from the same resume point) instead of planning a new one from a half-moved sink.
     """
     from tidemark.pipeline.sink_check import require_matching_sink
-    from tidemark.recovery.plan import plan_recovery
-    from tidemark.recovery.replay import check_replayable, newest_landing_event
+    from tidemark.recovery.replay import check_replayable
     from tidemark.spark.environment import session_for
 
     check_replayable(config)
@@ -195,7 +206,7 @@ def recover_pipeline(
         resumed = interrupted_recovery(config)
         if resumed is not None:
             return _replay(config, resumed, session)
-    plan = plan_recovery(config, newest_landing_event(session, config), per_key=per_key)
+    plan = plan_from_source(session, config, per_key=per_key)
     if not apply:
         return RecoveryResult(plan, False, None, None, None)
     return apply_recovery(config, plan, session)

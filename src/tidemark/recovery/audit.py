@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemark.compat import StrEnum
-from tidemark.config import AggregationKind, SourceFormat, TidemarkConfig
+from tidemark.config import AggregationKind, TidemarkConfig
 from tidemark.errors import CheckpointError
 from tidemark.formats import (
     Checkpoint,
@@ -117,7 +117,7 @@ def _duplicates(sink: Storage, columns: tuple[str, ...]) -> tuple[int, int, list
 def _source(config: TidemarkConfig, checkpoint: Checkpoint, batch: int, files: dict[int, list[str]]) -> tuple[str, ...]:
     if config.source.is_file:
         return tuple(files.get(batch, []))
-    if config.source.format is SourceFormat.KAFKA:
+    if config.source.is_kafka:
         entry = checkpoint.find_offset(batch)
         return tuple(json.dumps(o) for o in (entry.source_offsets if entry else []))
     return ()

@@ -147,13 +147,11 @@ def sweep_failed_batch_files(config: TidemarkConfig, now: datetime | None = None
 
 
 def _recover(config: TidemarkConfig, spark: SparkSession | None) -> datetime:
-    from tidemark.recovery.apply import apply_recovery
-    from tidemark.recovery.plan import plan_recovery
-    from tidemark.recovery.replay import newest_landing_event
+    from tidemark.recovery.apply import apply_recovery, plan_from_source
     from tidemark.spark.environment import session_for
 
     session = spark or session_for(config)
-    plan = plan_recovery(config, newest_landing_event(session, config))
+    plan = plan_from_source(session, config)
     log.warning(
         "checkpoint %s is gone: recovering from %s (archive %s)", plan.checkpoint, plan.resume_from, plan.archive
     )

@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tidemark.config import SinkFormat, TidemarkConfig
-from tidemark.formats import CheckpointStatus
+from tidemark.formats import CheckpointStatus, read_recovery_marker
 from tidemark.pipeline.run import RunResult, run_pipeline
 from tidemark.recovery.apply import finish_interrupted_moves
 from tidemark.recovery.archive import pipeline_locations
@@ -65,7 +65,9 @@ def run_with_failover(
     replay_from = replay_from or prepare_failover(config, spark)
     run_config = config
     if replay_from is not None and checkpoint_state(paths.checkpoint) is not CheckpointStatus.PRESENT:
-        run_config = replay_config(config, replay_from)  # a recovery whose replay never committed a batch
+        # A recovery whose replay never committed a batch: the same replay again, from the marker's start offsets.
+        marker = read_recovery_marker(paths.checkpoint)
+        run_config = replay_config(config, replay_from, marker.source_offsets if marker is not None else None)
     result = run(run_config, replay_from=replay_from)
     if finish_pending(paths.checkpoint, paths.sink):
         log.warning("added the files that survived the recovery to the sink log of %s", paths.sink)

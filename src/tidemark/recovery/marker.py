@@ -9,8 +9,9 @@ filter, so a restart never rewrites a window the sink already holds.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tidemark.formats import (
-    RecoveryMarker,
     inject_sink_entries,
     read_recovery_marker,
     read_sink_log,
@@ -28,5 +29,5 @@ def finish_pending(checkpoint: Location, sink: Location) -> int | None:
     if read_sink_log(store).latest_batch is None:
         return None
     added = inject_sink_entries(store, marker.entries, parse_location(marker.archive))
-    write_recovery_marker(checkpoint, RecoveryMarker(marker.resume_from, marker.archive, marker.entries, injected=True))
+    write_recovery_marker(checkpoint, replace(marker, injected=True))
     return added

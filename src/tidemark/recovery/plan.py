@@ -55,6 +55,7 @@ class RecoveryPlan:
     surviving_files: tuple[str, ...]
     moves: tuple[Move, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    source_offsets: str | None = None  # Kafka: the replay's per-partition start offsets (Spark's JSON)
 
     def to_json(self) -> str:
         """The plan as JSON (kept in the archive, so an interrupted recovery can be resumed)."""

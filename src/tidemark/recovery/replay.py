@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from tidemark.compat import UTC
@@ -57,53 +57,24 @@ def newest_landing_event(spark: SparkSession, config: TidemarkConfig) -> datetim
     return datetime.fromtimestamp(newest.timestamp(), tz=UTC) if newest.tzinfo is None else newest.astimezone(UTC)
 
 
-def kafka_starting_timestamp(resume_from: datetime, lookback: timedelta) -> int | None:
-    """Kafka record timestamps are not event times: start the look-back earlier and let the filter cut.
-
-    None when that lies at or before the epoch (a sink with no finalized window resumes at the epoch):
-    Kafka rejects a negative timestamp, and "from the start" is what such a replay means.
-    """
-    start = int((resume_from - lookback).timestamp() * 1000)
-    return start if start > 0 else None
+_START_OPTIONS = ("startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy")
 
 
-_START_OPTIONS = (
-    "startingOffsets",
-    "startingTimestamp",
-    "startingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy",
-)
-
-
-def replay_config(config: TidemarkConfig, resume_from: datetime) -> TidemarkConfig:
-    """The config the replay query runs with: for Kafka, starting offsets by timestamp (or the earliest)."""
-    if config.source.format is not SourceFormat.KAFKA:
+def replay_config(config: TidemarkConfig, resume_from: datetime, source_offsets: str | None = None) -> TidemarkConfig:
+    """The config the replay query runs with: for Kafka, the plan's per-partition start offsets (or the earliest)."""
+    del resume_from  # the replay filter goes to the query itself (replay_from)
+    if not config.source.is_kafka:
         return config
-    start = kafka_starting_timestamp(resume_from, config.checkpoint.max_lookback)
     options = {k: v for k, v in config.source.options.items() if k not in _START_OPTIONS}
-    update: dict[str, object] = {"options": options}
-    if start is None:
-        update["starting_offsets"] = "earliest"
-    else:
-        options["startingTimestamp"] = str(start)
-        # A partition with no record at or after the timestamp starts at its end, not with an error.
-        options["startingOffsetsByTimestampStrategy"] = "latest"
-    source = config.source.model_copy(update=update)
+    source = config.source.model_copy(update={"options": options, "starting_offsets": source_offsets or "earliest"})
     return config.model_copy(update={"source": source})
 
 
 def describe_replay(config: TidemarkConfig, resume_from: datetime) -> str:
-    """One line saying from where the source is replayed."""
+    """One line saying from where the source is replayed (a Kafka plan says it with its start offsets)."""
     column = config.event_time.column
     when = resume_from.isoformat()
-    if config.source.format is SourceFormat.KAFKA:
-        start = kafka_starting_timestamp(resume_from, config.checkpoint.max_lookback)
-        if start is None:
-            topic = config.source.topic
-            return f"Kafka topic {topic} from the earliest offsets, keeping events with {column} >= {when}"
-        moment = datetime.fromtimestamp(start / 1000, tz=UTC)
-        return (
-            f"Kafka topic {config.source.topic} from startingTimestamp {moment.isoformat()} "
-            f"(resume point minus max_lookback), keeping events with {column} >= {when}"
-        )
+    if config.source.is_kafka:
+        subscription = config.source.subscription
+        return f"Kafka {subscription} from per-partition start offsets, keeping events with {column} >= {when}"
     return f"every landing file in {config.source.path}, keeping events with {column} >= {when}"

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from tidemark.config import SourceFormat, TidemarkConfig
+from tidemark.config import TidemarkConfig
 from tidemark.session import build_session
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
 from tidemark.spark.jars import FetchedJars, Progress, fetch
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 JARS_KEY = "spark.jars"
 PACKAGES_KEY = "spark.jars.packages"
-# The kinds of source that read through Spark's Kafka connector.
-KAFKA_FORMATS = frozenset({SourceFormat.KAFKA})
 
 
 def locations(config: TidemarkConfig) -> list[str]:
@@ -37,7 +35,7 @@ def locations(config: TidemarkConfig) -> list[str]:
 def jar_features(config: TidemarkConfig) -> set[JarFeature]:
     """The jar groups a pipeline needs: the Kafka connector for a Kafka source, Hadoop's cloud connectors."""
     features = features_for_uris(locations(config))
-    if config.source.format in KAFKA_FORMATS:
+    if config.source.is_kafka:  # Kafka, and Event Hubs through its Kafka endpoint
         features.add(JarFeature.KAFKA)
     return features
 
@@ -84,3 +82,14 @@ def session_for_locations(
     if features and PACKAGES_KEY not in settings:
         settings = with_jars(settings, fetch(features, progress=progress))
     return build_session("local[2]", settings)
+
+
+def session_for_kafka(config: TidemarkConfig) -> SparkSession:
+    """A small local session with the Kafka client on its classpath, for tools that ask a broker (inspect)."""
+    settings: dict[str, str] = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"}
+    conf = config.spark_conf()
+    if PACKAGES_KEY in conf:  # the user manages the JVM dependencies
+        settings[PACKAGES_KEY] = conf[PACKAGES_KEY]
+    else:
+        settings = with_jars(settings, fetch({JarFeature.KAFKA}))
+    return build_session("local[1]", settings, app_name=f"tidemark-{config.pipeline.name}-inspect")

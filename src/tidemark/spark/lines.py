@@ -27,6 +27,15 @@ class Feature(StrEnum):
     WASB = "the WASB driver for wasb:// and wasbs:// (hadoop-azure)"
 
 
+class Defect(StrEnum):
+    """A known Spark bug tidemark works around on the lines that have it."""
+
+    KAFKA_METRICS_AFTER_RESTART = (
+        "Spark 4.1's Kafka source fails the progress report of the batch a restart re-runs "
+        "(NullPointerException in KafkaMicroBatchStream.metrics)"
+    )
+
+
 @dataclass(frozen=True)
 class SparkLine:
     """One Spark line (major.minor) and what comes with it."""
@@ -38,6 +47,9 @@ class SparkLine:
     python: tuple[str, str]  # oldest and newest Python the line supports
     java: str
     features: frozenset[Feature]
+    # Read off each line's spark-sql-kafka jar (KafkaMicroBatchStream.metrics): 3.5 and 4.0 check the offsets
+    # for null, 4.1.1 wraps them in Some, 4.2.0 in Option.
+    defects: frozenset[Defect] = frozenset()
 
     def has(self, feature: Feature) -> bool:
         """True when this line offers the feature."""
@@ -66,7 +78,14 @@ LINES: dict[str, SparkLine] = {
     ),
     "4.0": SparkLine("4.0", "4.0.5", "2.13", "3.4.1", ("3.9", "3.13"), "17+", _ALL_4),
     "4.1": SparkLine(
-        "4.1", "4.1.4", "2.13", "3.4.2", ("3.10", "3.14"), "17+", _ALL_4 | {Feature.TRANSFORM_WITH_STATE_ROWS}
+        "4.1",
+        "4.1.4",
+        "2.13",
+        "3.4.2",
+        ("3.10", "3.14"),
+        "17+",
+        _ALL_4 | {Feature.TRANSFORM_WITH_STATE_ROWS},
+        frozenset({Defect.KAFKA_METRICS_AFTER_RESTART}),
     ),
     "4.2": SparkLine(
         "4.2",
@@ -159,6 +178,11 @@ def require(feature: Feature, spark_version: str | None = None) -> None:
     problem = lacking(feature, spark_version)
     if problem is not None:
         raise EnvironmentProblem(problem)
+
+
+def has_defect(defect: Defect, spark_version: str | None = None) -> bool:
+    """True when the Spark (default: the installed one) has a known defect tidemark works around."""
+    return defect in line_of(spark_version or installed_version()).defects
 
 
 def kafka_package(spark_version: str | None = None) -> str:

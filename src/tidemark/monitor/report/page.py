@@ -15,6 +15,7 @@ from tidemark.monitor.analyze import (
     Finding,
     RunAnalysis,
     RunFold,
+    describe_source_lag,
     log_records,
     run_events,
     state_rows_text,
@@ -27,6 +28,7 @@ from tidemark.monitor.series import (
     PHASE_SERIES,
     PHASES,
     PROCESSED_RATE,
+    SOURCE_LAG,
     WATERMARK_LAG,
     RunSeries,
     SeriesFold,
@@ -93,6 +95,9 @@ def _charts(series: RunSeries) -> str:
         boxes.append(_box("Commit share of batch time", line_chart("Commit share (%)", columns, shares, "%")))
     else:
         boxes.append('<p class="empty">the query has no stateful operator: no state or commit charts</p>')
+    if any(c.get(SOURCE_LAG) is not None for c in columns):
+        lag = [("records behind", SOURCE_LAG)]
+        boxes.append(_box("Kafka lag (records not yet read)", line_chart("Kafka lag (records)", columns, lag)))
     if any(c.get(WATERMARK_LAG) is not None for c in columns):
         boxes.append(_box("Watermark lag", line_chart("Watermark lag (s)", columns, [("lag", WATERMARK_LAG)], "s")))
     else:
@@ -122,6 +127,14 @@ def _summary(run: RunAnalysis) -> str:
         ("rows dropped by watermark", f"{run.dropped_by_watermark:,}"),
         ("quarantined records", f"{run.quarantined:,}"),
         ("watermark lag (last batch)", lag),
+        *(
+            [
+                ("Kafka lag (last batch)", describe_source_lag(run.source_lag)),
+                ("Kafka lag (largest total)", f"{run.max_source_lag or 0:,} records"),
+            ]
+            if run.source_lag is not None
+            else []
+        ),
         ("terminated", "with an error" if run.exception else ("yes" if run.terminated else "no (still running?)")),
     ]
     for trend in run.state_rows_trend:

@@ -1,0 +1,138 @@
+"""Where a recovery replays a Kafka source from: per-partition start offsets for a resume point.
+
+The events that can still change a window starting at or after the resume point R are those with event time >= R.
+Two ways to find the first offset of each partition that may hold one:
+
+- the offsets log, when it survives (a corrupt checkpoint): `offsets/<b>` records the watermark batch b ran with,
+  which is the newest event time of every batch before b minus the watermark delay. The newest batch b whose
+  predecessors saw no event at or after R starts where they ended: its start offsets are exact, whatever the
+  records' Kafka timestamps;
+- otherwise Kafka's offsets-for-times: the first offset whose record timestamp is at or after R minus the watermark
+  delay (a record stamped when it was produced, or with its event time, is never earlier than that). A partition
+  with no such record starts at its end.
+
+The replay reads from there with the filter event time >= R; the earlier records it reads are filtered out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from tidemark.config import TidemarkConfig
+from tidemark.formats import Checkpoint
+from tidemark.kafka.admin import all_partitions, kafka_admin
+from tidemark.kafka.offsets import Offsets, offsets_json, parse_offsets
+from tidemark.kafka.options import kafka_access
+from tidemark.recovery.plan import RecoveryPlan, plan_recovery
+from tidemark.recovery.replay import EPOCH
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class KafkaReplayStart:
+    """Per-partition start offsets of a replay and how they were found."""
+
+    offsets: Offsets
+    method: str
+
+    @property
+    def json(self) -> str:
+        """Spark's startingOffsets JSON."""
+        return offsets_json(self.offsets)
+
+
+def from_offsets_log(checkpoint: Checkpoint, resume_from: datetime, delay_ms: int) -> tuple[Offsets, int] | None:
+    """(start offsets, batch) from a surviving offsets log: the newest batch before which no event at or after
+    resume_from was read; None when the log does not reach back far enough (or holds no Kafka offsets)."""
+    resume_ms = int((resume_from - EPOCH).total_seconds() * 1000)
+    for batch in reversed(checkpoint.offset_batches()):
+        entry = checkpoint.find_offset(batch)
+        if entry is None:
+            return None
+        # The newest event time read before this batch: watermark + delay (0: no event yet).
+        newest_before = entry.watermark_ms + delay_ms if entry.watermark_ms > 0 else None
+        if newest_before is not None and newest_before >= resume_ms:
+            continue
+        if batch == 0:
+            start = parse_offsets(checkpoint.source_initial_offsets())
+        else:
+            before = checkpoint.find_offset(batch - 1)
+            start = parse_offsets(before.source_offsets[0]) if before and before.source_offsets else None
+        return (start, batch) if start is not None else None
+    return None
+
+
+def replay_start(spark: SparkSession, config: TidemarkConfig, resume_from: datetime) -> KafkaReplayStart:
+    """The per-partition offsets a replay from resume_from starts at (every subscribed partition named)."""
+    delay_ms = int(config.event_time.watermark.total_seconds() * 1000)
+    checkpoint = Checkpoint.open(config.checkpoint.location)
+    logged = from_offsets_log(checkpoint, resume_from, delay_ms) if checkpoint.exists() else None
+    access = kafka_access(config)
+    with kafka_admin(spark, access, config.source.connect_timeout) as admin:
+        partitions = all_partitions(admin.subscribed())
+        earliest = admin.earliest(partitions)
+        if logged is not None:
+            start, batch = logged
+            # A partition the log does not name appeared after it was written: from its earliest offset.
+            offsets = {tp: max(start.get(tp, earliest[tp]), earliest[tp]) for tp in partitions}
+            return KafkaReplayStart(offsets, f"the surviving offsets log (where batch {batch} started)")
+        if resume_from <= EPOCH:
+            return KafkaReplayStart(dict(earliest), "the earliest offsets (the sink holds no finished window)")
+        at = resume_from - config.event_time.watermark
+        found = admin.offsets_for_time(partitions, int((at - EPOCH).total_seconds() * 1000))
+        end = admin.latest(partitions)
+        offsets = {tp: end[tp] if (first := found[tp]) is None else first for tp in partitions}
+    return KafkaReplayStart(offsets, f"Kafka offsets-for-times at {at.isoformat()} (resume point minus the watermark)")
+
+
+def describe_offsets(offsets: Offsets, limit: int = 8) -> str:
+    """`clicks-0 at 120, clicks-1 at 98`."""
+    ordered = sorted(offsets.items())
+    shown = ", ".join(f"{tp} at {offset}" for tp, offset in ordered[:limit])
+    return shown + (f" (and {len(ordered) - limit} more)" if len(ordered) > limit else "")
+
+
+def newest_kafka_event(spark: SparkSession, config: TidemarkConfig, start: Offsets) -> datetime | None:
+    """The newest valid event time from the start offsets to each partition's end (a batch read of that range)."""
+    from pyspark.sql import functions as F
+
+    from tidemark.compat import UTC
+    from tidemark.pipeline.quarantine import event_time_expression
+    from tidemark.pipeline.sources import read_kafka_range
+
+    if not start:
+        return None
+    end = {tp: -1 for tp in start}  # -1: latest, in endingOffsets
+    stream = read_kafka_range(spark, config, offsets_json(start), offsets_json(end))
+    types = dict(stream.frame.dtypes)
+    column = event_time_expression(config, types[config.event_time.column])
+    row = stream.frame.select(F.max(column).alias("newest")).first()
+    newest = row["newest"] if row is not None else None
+    if newest is None:
+        return None
+    assert isinstance(newest, datetime)
+    return datetime.fromtimestamp(newest.timestamp(), tz=UTC) if newest.tzinfo is None else newest.astimezone(UTC)
+
+
+def plan_kafka_recovery(
+    spark: SparkSession, config: TidemarkConfig, per_key: bool = False, now: datetime | None = None
+) -> RecoveryPlan:
+    """A recovery plan for a Kafka source: the resume point from the sink, the per-partition start offsets for it,
+    and the newest event time of the data to replay (which bounds max_lookback, as the landing files do)."""
+    probe = plan_recovery(config, None, per_key=per_key, now=now)
+    start = replay_start(spark, config, probe.unclamped_resume_from or EPOCH)
+    newest = newest_kafka_event(spark, config, start.offsets)
+    plan = plan_recovery(config, newest, per_key=per_key, now=now)
+    return replace(plan, source_offsets=start.json, replay=describe_kafka_replay(config, plan.resume_from, start))
+
+
+def describe_kafka_replay(config: TidemarkConfig, resume_from: datetime, start: KafkaReplayStart) -> str:
+    """One line saying where the replay reads each partition from."""
+    return (
+        f"Kafka {config.source.subscription} from {describe_offsets(start.offsets)}, found from {start.method}; "
+        f"keeping events with {config.event_time.column} >= {resume_from.isoformat()}"
+    )

@@ -1,0 +1,162 @@
+"""Kafka end to end against a real broker: windows equal the oracle, quarantine holds exactly the malformed records.
+
+The data has keys over at least 4 partitions, out-of-order events within the watermark, very late events past it
+(dropped, as Spark drops them) and malformed values of five kinds. The oracle takes the batch boundaries from the
+checkpoint's offset log and computes the windows itself (tests/kafka_data.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import read_sink, write_config
+from tests.kafka_broker import KafkaBroker
+from tests.kafka_data import batch_ranges, final_windows_oracle, kafka_oracle, make_events, malformed_positions, produce
+from tests.oracles import assert_matches_oracle
+from tidemark.cli.main import main
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "clicks"
+
+
+def kafka_source(broker: KafkaBroker, topic: str, **extra: Any) -> dict[str, Any]:
+    """[source] overrides for a Kafka topic of the test broker (the JSON events of tests/kafka_data.py)."""
+    return {
+        "format": "kafka",
+        "path": None,
+        "max_files_per_trigger": None,
+        "bootstrap_servers": broker.bootstrap,
+        "topic": topic,
+        **extra,
+    }
+
+
+def _quarantined(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in sorted(folder.glob("batch-*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def test_windows_and_quarantine_equal_the_oracle(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kafka_broker.create_topic(TOPIC, partitions=4)
+    first = produce(kafka_broker, TOPIC, make_events(240, seed=1, late_fraction=0.05, malformed_fraction=0.06))
+    assert len({p.partition for p in first}) == 4
+    config = write_config(tmp_path, source=kafka_source(kafka_broker, TOPIC, max_offsets_per_trigger=70))
+
+    assert main(["run", str(config), "--available-now"]) == 0
+    # A second delivery, with more very late events, read by a second run from the committed offsets.
+    more = make_events(120, seed=2, start=_after(first), late_fraction=0.1, malformed_fraction=0.05, first_id=1000)
+    second = produce(kafka_broker, TOPIC, more)
+    assert main(["run", str(config), "--available-now"]) == 0
+
+    produced = first + second
+    expected = kafka_oracle(produced, tmp_path / "checkpoint", TOPIC)
+    assert_matches_oracle(read_sink(tmp_path / "output"), expected)
+    # Very late events were dropped as late: with none dropped (one batch) the same final windows count more.
+    assert final_windows_oracle(produced)["count"].sum() > expected["count"].sum()
+    assert len(batch_ranges(tmp_path / "checkpoint", TOPIC)) >= 6  # several batches per run
+    quarantined = _quarantined(tmp_path / "quarantine")
+    assert sorted(q["source"] for q in quarantined) == sorted(malformed_positions(produced, TOPIC))
+    assert len(quarantined) == len(malformed_positions(produced, TOPIC)) >= 10
+    assert {q["reason"] for q in quarantined} >= {"unparseable record", "missing key", "missing or invalid event time"}
+
+    # checkpoint inspect: each partition's committed offset; with --source the broker's end and the lag.
+    committed = kafka_broker.end_offsets(TOPIC)
+    produce(kafka_broker, TOPIC, make_events(30, seed=3, start=_after(produced), first_id=5000))
+    capsys.readouterr()
+    assert main(["checkpoint", "inspect", str(tmp_path / "checkpoint"), "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)["kafka"]
+    assert {p["partition"]: p["committed"] for p in plain["partitions"]} == committed
+    assert plain["broker"] is None
+    assert main(["checkpoint", "inspect", str(tmp_path / "checkpoint"), "--source", str(config), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    ends = kafka_broker.end_offsets(TOPIC)
+    partitions = {p["partition"]: p for p in report["kafka"]["partitions"]}
+    assert {p: (v["committed"], v["earliest"], v["end"]) for p, v in partitions.items()} == {
+        p: (committed[p], 0, ends[p]) for p in ends
+    }
+    assert report["kafka"]["total_lag"] == 30 and report["kafka"]["broker"] == kafka_broker.bootstrap
+    assert not [f for f in report["findings"] if f["code"] == "OFFSETS_EXPIRED"]
+
+
+def _after(produced: list[Any]) -> Any:
+    from datetime import datetime, timedelta
+
+    from tidemark.compat import UTC
+
+    newest = max(p.event.timestamp_ms for p in produced)
+    return datetime.fromtimestamp(newest / 1000, tz=UTC) + timedelta(minutes=1)
+
+
+def _one_error_line(captured: str) -> str:
+    lines = [line for line in captured.splitlines() if line.strip() and not line.startswith("tidemark running")]
+    assert len(lines) == 1, lines
+    assert "Traceback" not in captured and "\tat " not in captured
+    return lines[0]
+
+
+def test_unreachable_broker_names_the_bootstrap_servers_within_the_timeout(
+    spark: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    config = write_config(tmp_path, source=kafka_source_at("127.0.0.1:9", TOPIC, connect_timeout="3 seconds"))
+    started = time.monotonic()
+    assert main(["run", str(config), "--available-now"]) == 1
+    took = time.monotonic() - started
+    line = _one_error_line(capfd.readouterr().err)
+    assert "127.0.0.1:9" in line and "did not answer within 3 s" in line, line
+    assert took < 20, took
+
+
+def test_unknown_topic_names_it_and_lists_the_topics(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    kafka_broker.create_topic("known-topic", partitions=1)
+    config = write_config(tmp_path, source=kafka_source(kafka_broker, "no-such-topic"))
+    assert main(["run", str(config), "--available-now"]) == 1
+    line = _one_error_line(capfd.readouterr().err)
+    assert "'no-such-topic' does not exist" in line and "known-topic" in line, line
+    assert not (tmp_path / "checkpoint" / "offsets").exists()
+    # Per-partition starting offsets must name every partition of the topic.
+    kafka_broker.create_topic("four", partitions=4)
+    named = write_config(tmp_path, source=kafka_source(kafka_broker, "four", starting_offsets='{"four": {"0": 0}}'))
+    assert main(["run", str(named), "--available-now"]) == 1
+    line = _one_error_line(capfd.readouterr().err)
+    assert "names 1 partition(s) but the subscription has 4: add four-1, four-2, four-3" in line, line
+
+
+def kafka_source_at(bootstrap: str, topic: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "format": "kafka",
+        "path": None,
+        "max_files_per_trigger": None,
+        "bootstrap_servers": bootstrap,
+        "topic": topic,
+        **extra,
+    }
+
+
+def test_catch_up_reads_a_kafka_backlog_in_one_large_batch(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic("catch-up", partitions=4)
+    produced = produce(kafka_broker, "catch-up", make_events(400, seed=9))
+    config = write_config(
+        tmp_path,
+        source=kafka_source(kafka_broker, "catch-up", max_offsets_per_trigger=20),  # 20 batches without catch-up
+        trigger={"target_batch_duration": "1 minute"},
+    )
+    assert main(["run", str(config), "--available-now"]) == 0
+
+    lines = [json.loads(line) for log in (tmp_path / "checkpoint-monitor").glob("*.jsonl") for line in log.open()]
+    (plan,) = [line for line in lines if line["type"] == "catch-up"]
+    assert plan["active"] and plan["backlog_records"] == 400 and plan["offsets_per_trigger"] == 400
+    read = [line["progress"]["numInputRows"] for line in lines if line["type"] == "progress"]
+    assert [rows for rows in read if rows] == [400]
+    assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(produced))
