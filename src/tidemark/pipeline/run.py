@@ -177,7 +177,7 @@ def run_pipeline(
 ) -> RunResult:
     """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
     from tidemark.session import runtime_conf
-    from tidemark.spark.environment import session_for
+    from tidemark.spark.environment import pipeline_conf, session_for
 
     check_source_path(config)  # before the JVM starts: a wrong path should cost nothing
     run_id = new_run_id()
@@ -189,7 +189,7 @@ def run_pipeline(
 
     session = spark or SparkSession.getActiveSession() or session_for(config)
     # A reused session (tests, notebooks, the recovery replay) gets its settings back afterwards.
-    with runtime_conf(session, config.spark_conf()):
+    with runtime_conf(session, pipeline_conf(config)):
         return _run(session, config, run_id, once, deadline_after, stop, reasons, on_progress, on_warning, replay_from)
 
 

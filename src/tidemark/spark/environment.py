@@ -3,7 +3,8 @@
 Jars come from tidemark's pinned lock through the jar cache (spark/jars.py): fetched on first use, verified
 always, put on `spark.jars` (the driver ships them to executors). A user who sets `spark.jars.packages` in
 [spark.conf] manages the JVM dependencies themselves and tidemark adds none; jars listed in their own
-`spark.jars` are kept. Settings given explicitly win over what tidemark derives.
+`spark.jars` are kept. Spark's access to cloud locations comes from the credentials tidemark's own I/O takes
+(spark/credentials.py). Settings given explicitly win over what tidemark derives.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.session import build_session
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
+from tidemark.spark.credentials import REDACTION_KEY, hadoop_access, redaction_regex
 from tidemark.spark.jars import FetchedJars, Progress, fetch
 
 if TYPE_CHECKING:
@@ -50,6 +52,25 @@ def with_jars(conf: dict[str, str], jars: FetchedJars) -> dict[str, str]:
     return {**conf, JARS_KEY: ",".join([*own, *(str(p) for p in jars.paths if str(p) not in own)])}
 
 
+def storage_conf(uris: Iterable[str | None], explicit: dict[str, str]) -> dict[str, str]:
+    """explicit, plus the spark.hadoop.* settings Spark needs for these locations (explicit keys win)."""
+    uris = list(uris)
+    for uri in uris:
+        if uri:
+            check_scheme(uri)
+    access = hadoop_access(uris, explicit)
+    for line in access.sources:
+        log.info("Spark's access to %s", line)  # the method and its variables, never a value
+    if not access.sources:  # no cloud location: nothing to add, nothing to redact
+        return explicit
+    return {**access.spark_conf(), **explicit, REDACTION_KEY: redaction_regex(explicit)}
+
+
+def pipeline_conf(config: TidemarkConfig) -> dict[str, str]:
+    """Every setting the pipeline's session needs but its jars: the config's, and access to its locations."""
+    return storage_conf(locations(config), config.spark_conf())
+
+
 def session_conf(
     config: TidemarkConfig,
     *,
@@ -57,10 +78,8 @@ def session_conf(
     progress: Progress | None = None,
     hint: str = "tidemark jars fetch CONFIG",
 ) -> dict[str, str]:
-    """Every setting the pipeline's session starts with: the config's, and spark.jars for its features."""
-    conf = config.spark_conf()
-    for uri in locations(config):
-        check_scheme(uri)
+    """Every setting the pipeline's session starts with: the config's, its storage access, spark.jars."""
+    conf = pipeline_conf(config)
     features = jar_features(config)
     if not features or PACKAGES_KEY in conf:
         return conf
@@ -77,9 +96,8 @@ def session_for_locations(
     uris: Iterable[str], conf: dict[str, str] | None = None, progress: Progress | None = None
 ) -> SparkSession:
     """A local session that can read these locations with Spark (for the checkpoint tools)."""
-    settings = dict(conf or {})
-    for uri in uris:
-        check_scheme(uri)
+    uris = list(uris)
+    settings = storage_conf(uris, dict(conf or {}))
     features = features_for_uris(uris)
     if features and PACKAGES_KEY not in settings:
         settings = with_jars(settings, fetch(features, progress=progress))

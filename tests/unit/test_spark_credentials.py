@@ -1,0 +1,281 @@
+"""The credentials tidemark's own I/O takes, mapped to the Hadoop settings Spark itself needs (issue 27).
+
+Expected keys are hadoop-azure's and hadoop-aws's own (read off Hadoop 3.4.2's ConfigurationKeys,
+AzureNativeFileSystemStore and s3a.Constants); the integration tests show Spark writing with them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from tidemark.config import load_config
+from tidemark.errors import EnvironmentProblem
+from tidemark.session import runtime_key
+from tidemark.spark.credentials import (
+    AZURE_REDACTION,
+    SPARK_DEFAULT_REDACTION,
+    hadoop_access,
+    redaction_regex,
+)
+from tidemark.spark.environment import pipeline_conf
+
+KEY = "S3CRETKEY0000abcdefghijklmnopqrstuvwxyz+/=="  # never to appear anywhere but in the settings
+SAS = "sv=2024-01-01&sig=S3CRETSIGNATURE%3D"
+CLIENT_SECRET = "S3CRET-client-secret"
+ACCOUNT = "prodlake"
+BLOB = f"{ACCOUNT}.blob.core.windows.net"
+DFS = f"{ACCOUNT}.dfs.core.windows.net"
+EMULATOR = "devstoreaccount1.blob.core.windows.net"
+SECRETS = (KEY, SAS, "S3CRETSIGNATURE", CLIENT_SECRET, "S3CRET-aws", "S3CRET-session")
+
+
+def emulator_connection(port: int = 10000) -> str:
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={KEY};"
+        f"BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;"
+    )
+
+
+def no_secret(*texts: str) -> None:
+    for text in texts:
+        for secret in SECRETS:
+            assert secret not in text
+
+
+def test_wasb_on_the_emulator_port_is_hadoops_emulator_mode_and_needs_no_key() -> None:
+    access = hadoop_access(
+        [f"wasbs://ckpt@{EMULATOR}/job"], environ={"AZURE_STORAGE_CONNECTION_STRING": emulator_connection()}
+    )
+    assert access.settings == {"fs.azure.storage.emulator.account.name": EMULATOR}
+    assert access.sources == (f"wasbs://ckpt@{EMULATOR}: storage emulator (AZURE_STORAGE_CONNECTION_STRING)",)
+
+
+def test_wasb_on_an_emulator_elsewhere_is_one_line_pointing_at_the_port_and_at_abfs() -> None:
+    env = {"AZURE_STORAGE_CONNECTION_STRING": emulator_connection(47000)}
+    with pytest.raises(EnvironmentProblem) as caught:
+        hadoop_access([f"wasbs://ckpt@{EMULATOR}/job"], environ=env)
+    text = str(caught.value)
+    assert "http://127.0.0.1:10000/devstoreaccount1" in text and "127.0.0.1:47000" in text
+    assert "abfs://ckpt@devstoreaccount1.dfs.core.windows.net/job" in text and "\n" not in text
+    no_secret(text)
+
+
+def test_abfs_on_an_emulator_goes_over_the_blob_endpoint_with_the_key() -> None:
+    fqdn = "devstoreaccount1.dfs.core.windows.net"
+    env = {"AZURE_STORAGE_CONNECTION_STRING": emulator_connection(47000)}
+    access = hadoop_access([f"abfs://ckpt@{fqdn}/job"], environ=env)
+    assert access.settings == {
+        f"fs.azure.abfs.endpoint.{fqdn}": "127.0.0.1:47000",
+        f"fs.azure.fns.account.service.type.{fqdn}": "BLOB",
+        f"fs.azure.account.hns.enabled.{fqdn}": "false",
+        "fs.azure.always.use.https": "false",
+        f"fs.azure.account.key.{fqdn}": KEY,
+        f"fs.azure.account.auth.type.{fqdn}": "SharedKey",
+    }
+    with pytest.raises(EnvironmentProblem, match="abfs://ckpt@"):
+        hadoop_access([f"abfss://ckpt@{fqdn}/job"], environ=env)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"AZURE_STORAGE_ACCOUNT_KEY": KEY},
+        {"AZURE_STORAGE_CONNECTION_STRING": f"DefaultEndpointsProtocol=https;AccountName={ACCOUNT};AccountKey={KEY};"},
+    ],
+)
+def test_an_account_key_serves_wasb_and_abfs(env: dict[str, str]) -> None:
+    access = hadoop_access([f"wasbs://a@{BLOB}/x", f"abfss://b@{DFS}/y"], environ=env)
+    assert access.settings == {
+        f"fs.azure.account.key.{BLOB}": KEY,
+        f"fs.azure.account.key.{DFS}": KEY,
+        f"fs.azure.account.auth.type.{DFS}": "SharedKey",
+    }
+    no_secret(repr(access), *access.sources)
+    assert all("account key" in line for line in access.sources)
+
+
+def test_a_sas_token_is_per_container_for_wasb_and_fixed_for_abfs() -> None:
+    access = hadoop_access(
+        [f"wasbs://a@{BLOB}/x", f"abfss://b@{DFS}/y"], environ={"AZURE_STORAGE_SAS_TOKEN": "?" + SAS}
+    )
+    assert access.settings == {
+        f"fs.azure.sas.a.{BLOB}": SAS,
+        f"fs.azure.account.auth.type.{DFS}": "SAS",
+        f"fs.azure.sas.fixed.token.{DFS}": SAS,
+    }
+    no_secret(repr(access), *access.sources)
+
+
+def test_a_service_principal_becomes_hadoops_client_credentials_provider() -> None:
+    env = {"AZURE_CLIENT_ID": "app-id", "AZURE_TENANT_ID": "tenant-id", "AZURE_CLIENT_SECRET": CLIENT_SECRET}
+    access = hadoop_access([f"abfss://b@{DFS}/y"], environ=env)
+    assert access.settings == {
+        f"fs.azure.account.auth.type.{DFS}": "OAuth",
+        f"fs.azure.account.oauth.provider.type.{DFS}": "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider",
+        f"fs.azure.account.oauth2.client.endpoint.{DFS}": "https://login.microsoftonline.com/tenant-id/oauth2/token",
+        f"fs.azure.account.oauth2.client.id.{DFS}": "app-id",
+        f"fs.azure.account.oauth2.client.secret.{DFS}": CLIENT_SECRET,
+    }
+    no_secret(repr(access), *access.sources)
+    sovereign = hadoop_access(
+        [f"abfss://b@{DFS}/y"], environ={**env, "AZURE_AUTHORITY_HOST": "https://login.chinacloudapi.cn"}
+    )
+    assert sovereign.settings[f"fs.azure.account.oauth2.client.endpoint.{DFS}"] == (
+        "https://login.chinacloudapi.cn/tenant-id/oauth2/token"
+    )
+
+
+def test_workload_identity_and_managed_identity() -> None:
+    workload = {"AZURE_CLIENT_ID": "app", "AZURE_TENANT_ID": "t", "AZURE_FEDERATED_TOKEN_FILE": "/var/run/token"}
+    access = hadoop_access([f"abfss://b@{DFS}/y"], environ=workload)
+    assert access.settings[f"fs.azure.account.oauth.provider.type.{DFS}"].endswith("WorkloadIdentityTokenProvider")
+    assert access.settings[f"fs.azure.account.oauth2.token.file.{DFS}"] == "/var/run/token"
+    assert access.settings[f"fs.azure.account.oauth2.msi.tenant.{DFS}"] == "t"
+    system = hadoop_access([f"abfss://b@{DFS}/y"], environ={})
+    assert system.settings == {
+        f"fs.azure.account.auth.type.{DFS}": "OAuth",
+        f"fs.azure.account.oauth.provider.type.{DFS}": "org.apache.hadoop.fs.azurebfs.oauth2.MsiTokenProvider",
+    }
+    user_assigned = hadoop_access([f"abfss://b@{DFS}/y"], environ={"AZURE_CLIENT_ID": "mi-client"})
+    assert user_assigned.settings[f"fs.azure.account.oauth2.client.id.{DFS}"] == "mi-client"
+
+
+def test_wasb_without_a_key_or_token_gets_nothing_and_says_why() -> None:
+    access = hadoop_access([f"wasbs://a@{BLOB}/x"], environ={"AZURE_CLIENT_ID": "a", "AZURE_TENANT_ID": "t"})
+    assert access.settings == {}
+    assert "only an account key or a SAS token" in access.sources[0]
+
+
+def test_an_account_the_user_configured_gets_nothing_from_tidemark() -> None:
+    mine = {f"spark.hadoop.fs.azure.account.key.{BLOB}": "theirs"}
+    env = {"AZURE_STORAGE_ACCOUNT_KEY": KEY}
+    access = hadoop_access([f"wasbs://a@{BLOB}/x", f"abfss://b@{DFS}/y"], mine, env)
+    assert access.settings == {f"fs.azure.account.key.{DFS}": KEY, f"fs.azure.account.auth.type.{DFS}": "SharedKey"}
+    assert f"wasbs://a@{BLOB}: configured in the Spark settings" in access.sources
+    # a global auth type set by the user covers every ABFS account
+    assert hadoop_access([f"abfss://b@{DFS}/y"], {"fs.azure.account.auth.type": "Custom"}, env).settings == {}
+
+
+def test_s3_from_the_aws_variables_against_an_emulator() -> None:
+    env = {
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "S3CRET-aws",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:5123",
+    }
+    access = hadoop_access(["s3a://lake/ck", "s3a://lake/out", "s3a://other/x"], environ=env)
+    assert access.settings == {
+        "fs.s3a.endpoint": "http://127.0.0.1:5123",
+        "fs.s3a.connection.ssl.enabled": "false",
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.endpoint.region": "us-east-1",
+        "fs.s3a.access.key": "AKIDEXAMPLE",
+        "fs.s3a.secret.key": "S3CRET-aws",
+    }
+    assert access.sources == (
+        "s3a://lake: access key (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
+        "s3a://other: access key (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
+    )
+    no_secret(repr(access), *access.sources)
+
+
+def test_s3_session_credentials_profile_and_role() -> None:
+    session = hadoop_access(
+        ["s3a://lake/ck"],
+        environ={
+            "AWS_ACCESS_KEY_ID": "A",
+            "AWS_SECRET_ACCESS_KEY": "S3CRET-aws",
+            "AWS_SESSION_TOKEN": "S3CRET-session",
+        },
+    )
+    assert session.settings["fs.s3a.session.token"] == "S3CRET-session"
+    assert (
+        session.settings["fs.s3a.aws.credentials.provider"]
+        == "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+    )
+    profile = hadoop_access(["s3a://lake/ck"], environ={"AWS_PROFILE": "prod", "AWS_REGION": "eu-west-1"})
+    assert profile.settings == {
+        "fs.s3a.aws.credentials.provider": "software.amazon.awssdk.auth.credentials.ProfileCredentialsProvider",
+        "fs.s3a.endpoint.region": "eu-west-1",
+    }
+    assert hadoop_access(["s3a://lake/ck"], environ={}).settings == {}
+    real_aws = hadoop_access(["s3a://lake/ck"], environ={"AWS_ENDPOINT_URL_S3": "https://s3.eu-west-1.amazonaws.com"})
+    assert "fs.s3a.path.style.access" not in real_aws.settings
+    assert real_aws.settings["fs.s3a.connection.ssl.enabled"] == "true"
+
+
+def test_s3_credentials_the_user_gave_win_key_by_key() -> None:
+    env = {"AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "S3CRET-aws", "AWS_ENDPOINT_URL": "http://127.0.0.1:1"}
+    mine = {"spark.hadoop.fs.s3a.aws.credentials.provider": "my.Provider", "spark.hadoop.fs.s3a.endpoint": "http://x"}
+    access = hadoop_access(["s3a://lake/ck"], mine, env)
+    assert access.settings == {"fs.s3a.connection.ssl.enabled": "false", "fs.s3a.path.style.access": "true"}
+
+
+def test_local_and_other_schemes_need_nothing() -> None:
+    assert hadoop_access(["/tmp/x", None, "gs://b/x", "hdfs://nn/x"], environ={}).settings == {}
+
+
+def test_spark_redacts_the_azure_keys_it_would_otherwise_show() -> None:
+    pattern = redaction_regex({})
+    assert pattern == f"{SPARK_DEFAULT_REDACTION}|{AZURE_REDACTION}"
+    compiled = re.compile(pattern)
+    for key in (
+        f"spark.hadoop.fs.azure.account.key.{BLOB}",
+        f"spark.hadoop.fs.azure.sas.a.{BLOB}",
+        "fs.s3a.secret.key",
+    ):
+        assert compiled.search(key)
+    assert redaction_regex({"spark.redaction.regex": "mine"}) == f"mine|{AZURE_REDACTION}"
+
+
+def test_pipeline_settings_carry_the_access_and_the_users_own_keys_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_ACCOUNT_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", KEY)
+    root = f"abfss://lake@{DFS}/clicks"
+    (tmp_path / "tidemark.toml").write_text(
+        f"""
+[pipeline]
+name = "clicks"
+[spark]
+master = "local[2]"
+[spark.conf]
+"spark.hadoop.fs.azure.account.auth.type.{DFS}" = "SharedKey"
+"spark.hadoop.fs.azure.account.key.{DFS}" = "theirs"
+[source]
+format = "json"
+path = "landing"
+schema = "user STRING, ts STRING"
+[event_time]
+column = "ts"
+watermark = "1 minute"
+[aggregation]
+key = ["user"]
+window = "1 minute"
+[sink]
+path = "{root}/output"
+[checkpoint]
+location = "{root}/checkpoint"
+[quarantine]
+path = "{root}/quarantine"
+""",
+        encoding="utf-8",
+    )
+    config = load_config(tmp_path / "tidemark.toml")
+    with caplog.at_level(logging.DEBUG, logger="tidemark"):
+        conf = pipeline_conf(config)
+    assert conf[f"spark.hadoop.fs.azure.account.key.{DFS}"] == "theirs"
+    assert conf["spark.redaction.regex"] == f"{SPARK_DEFAULT_REDACTION}|{AZURE_REDACTION}"
+    assert KEY not in conf.values()
+    no_secret(caplog.text)
+
+
+def test_a_running_session_takes_hadoop_settings_under_their_bare_keys() -> None:
+    assert runtime_key("spark.hadoop.fs.s3a.endpoint") == "fs.s3a.endpoint"
+    assert runtime_key("spark.sql.shuffle.partitions") == "spark.sql.shuffle.partitions"
