@@ -40,7 +40,10 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        # dotted keys (Spark settings) are quoted, or TOML would read them as nested tables
+        return (
+            "{ " + ", ".join(f"{_toml_value(k) if '.' in k else k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        )
     raise TypeError(value)
 
 

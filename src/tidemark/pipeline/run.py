@@ -176,8 +176,7 @@ def run_pipeline(
     replay_from: datetime | None = None,
 ) -> RunResult:
     """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
-    from tidemark.session import runtime_conf
-    from tidemark.spark.environment import pipeline_conf, session_for
+    from tidemark.spark.environment import pipeline_session
 
     check_source_path(config)  # before the JVM starts: a wrong path should cost nothing
     run_id = new_run_id()
@@ -185,11 +184,7 @@ def run_pipeline(
     reasons: list[StopReason] = []
     once = bool(available_now) or config.trigger.mode.value == "available-now"
     deadline_after = max_duration or config.trigger.max_duration
-    from pyspark.sql import SparkSession
-
-    session = spark or SparkSession.getActiveSession() or session_for(config)
-    # A reused session (tests, notebooks, the recovery replay) gets its settings back afterwards.
-    with runtime_conf(session, pipeline_conf(config)):
+    with pipeline_session(config, spark) as session:
         return _run(session, config, run_id, once, deadline_after, stop, reasons, on_progress, on_warning, replay_from)
 
 

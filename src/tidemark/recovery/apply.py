@@ -162,17 +162,17 @@ def recover_pipeline(
     """
     from tidemark.recovery.plan import plan_recovery
     from tidemark.recovery.replay import check_replayable, newest_landing_event
-    from tidemark.spark.environment import session_for
+    from tidemark.spark.environment import pipeline_session
 
     check_replayable(config)
     if apply:
         finish_interrupted_moves(config)
-    session = spark or session_for(config)
-    if apply:
-        resumed = interrupted_recovery(config)
-        if resumed is not None:
-            return _replay(config, resumed, session)
-    plan = plan_recovery(config, newest_landing_event(session, config), per_key=per_key)
-    if not apply:
-        return RecoveryResult(plan, False, None, None, None)
-    return apply_recovery(config, plan, session)
+    with pipeline_session(config, spark) as session:
+        if apply:
+            resumed = interrupted_recovery(config)
+            if resumed is not None:
+                return _replay(config, resumed, session)
+        plan = plan_recovery(config, newest_landing_event(session, config), per_key=per_key)
+        if not apply:
+            return RecoveryResult(plan, False, None, None, None)
+        return apply_recovery(config, plan, session)

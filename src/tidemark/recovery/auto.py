@@ -150,12 +150,12 @@ def _recover(config: TidemarkConfig, spark: SparkSession | None) -> datetime:
     from tidemark.recovery.apply import apply_recovery
     from tidemark.recovery.plan import plan_recovery
     from tidemark.recovery.replay import newest_landing_event
-    from tidemark.spark.environment import session_for
+    from tidemark.spark.environment import pipeline_session
 
-    session = spark or session_for(config)
-    plan = plan_recovery(config, newest_landing_event(session, config))
-    log.warning(
-        "checkpoint %s is gone: recovering from %s (archive %s)", plan.checkpoint, plan.resume_from, plan.archive
-    )
-    apply_recovery(config, plan, session)
+    with pipeline_session(config, spark) as session:
+        plan = plan_recovery(config, newest_landing_event(session, config))
+        log.warning(
+            "checkpoint %s is gone: recovering from %s (archive %s)", plan.checkpoint, plan.resume_from, plan.archive
+        )
+        apply_recovery(config, plan, session)
     return plan.resume_from

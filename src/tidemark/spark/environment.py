@@ -10,11 +10,12 @@ always, put on `spark.jars` (the driver ships them to executors). A user who set
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from tidemark.config import SourceFormat, TidemarkConfig
-from tidemark.session import build_session
+from tidemark.session import build_session, runtime_conf
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
 from tidemark.spark.credentials import REDACTION_KEY, hadoop_access, redaction_regex
 from tidemark.spark.jars import FetchedJars, Progress, fetch
@@ -90,6 +91,20 @@ def session_for(config: TidemarkConfig, progress: Progress | None = None) -> Spa
     """The session a pipeline config asks for (jars fetched and verified first when it needs any)."""
     conf = session_conf(config, progress=progress)
     return build_session(config.spark.master, conf, app_name=f"tidemark-{config.pipeline.name}")
+
+
+@contextmanager
+def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) -> Iterator[SparkSession]:
+    """The pipeline's session (the given one, the active one, or a new one) with its settings for the duration.
+
+    A reused session (tests, notebooks, a recovery's replay) gets the config's settings and Spark's access to its
+    locations as session settings, and its own values back afterwards.
+    """
+    from pyspark.sql import SparkSession
+
+    session = spark or SparkSession.getActiveSession() or session_for(config)
+    with runtime_conf(session, pipeline_conf(config)):
+        yield session
 
 
 def session_for_locations(
