@@ -15,6 +15,7 @@ import pytest
 from tidemark.config import load_config
 from tidemark.errors import EnvironmentProblem
 from tidemark.session import runtime_key
+from tidemark.spark.artifacts import check_scheme
 from tidemark.spark.credentials import (
     AZURE_REDACTION,
     SPARK_DEFAULT_REDACTION,
@@ -279,3 +280,38 @@ path = "{root}/quarantine"
 def test_a_running_session_takes_hadoop_settings_under_their_bare_keys() -> None:
     assert runtime_key("spark.hadoop.fs.s3a.endpoint") == "fs.s3a.endpoint"
     assert runtime_key("spark.sql.shuffle.partitions") == "spark.sql.shuffle.partitions"
+
+
+@pytest.mark.parametrize("version", ["4.2.1", "4.3.0"])
+def test_wasbs_on_a_spark_whose_hadoop_has_no_wasb_is_one_line_pointing_at_abfss(version: str) -> None:
+    with pytest.raises(EnvironmentProblem) as caught:
+        check_scheme(f"wasbs://lake@{BLOB}/jobs/ck", version)
+    text = str(caught.value)
+    assert f"abfss://lake@{DFS}/jobs/ck" in text and "removed after Spark 4.1" in text and "\n" not in text
+    for fine in ("3.5.9", "4.0.5", "4.1.1"):
+        check_scheme(f"wasbs://lake@{BLOB}/jobs/ck", fine)
+    check_scheme(f"abfss://lake@{DFS}/jobs/ck", version)
+
+
+def test_run_with_a_wasbs_checkpoint_on_spark_4_2_exits_1_with_that_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.helpers import write_config
+    from tidemark.cli.main import main
+
+    monkeypatch.setattr("tidemark.spark.lines.installed_version", lambda: "4.2.1")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", KEY)
+    (tmp_path / "landing").mkdir()
+    root = f"wasbs://lake@{BLOB}/clicks"
+    config = write_config(
+        tmp_path,
+        source={"path": str(tmp_path / "landing")},
+        sink={"path": f"{root}/output"},
+        checkpoint={"location": f"{root}/checkpoint"},
+    )
+    assert main(["run", str(config)]) == 1
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1].startswith("error:") and f"abfss://lake@{DFS}/clicks/" in lines[-1]
+    assert "Traceback" not in err
+    no_secret(err)

@@ -49,6 +49,9 @@ def _root(
         # Cloud SDKs log multi-line warnings (every credential they tried); tidemark says it in one line.
         for name in _QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL)
+    else:
+        # py4j's debug log is every command sent to the JVM, Spark settings (and so storage keys) included.
+        logging.getLogger("py4j").setLevel(logging.INFO)
 
 
 def build_app(args: list[str] | None = None) -> typer.Typer:
