@@ -315,3 +315,21 @@ def test_run_with_a_wasbs_checkpoint_on_spark_4_2_exits_1_with_that_line(
     assert lines[-1].startswith("error:") and f"abfss://lake@{DFS}/clicks/" in lines[-1]
     assert "Traceback" not in err
     no_secret(err)
+
+
+def test_spark_failures_from_storage_credentials_become_one_line() -> None:
+    from tidemark.spark.credentials import explain_storage_failure
+
+    # hadoop-azure's own messages (AzureNativeFileSystemStore.NO_ACCESS_TO_CONTAINER_MSG, Hadoop 3.5's WASB stub)
+    no_key = (
+        "org.apache.hadoop.fs.azure.AzureException: org.apache.hadoop.fs.azure.AzureException: No credentials found "
+        f"for account {BLOB} in the configuration, and its container lake is not accessible using anonymous "
+        "credentials. Please check if the container exists first."
+    )
+    line = explain_storage_failure(no_key)
+    assert line is not None and f"storage account {BLOB}" in line and "AZURE_STORAGE_ACCOUNT_KEY" in line
+    gone = "java.lang.UnsupportedOperationException: WASB Driver using wasb(s) schema is no longer supported. Instead"
+    assert "abfss://" in (explain_storage_failure(gone) or "")
+    msi = "AADToken: HTTP connection to http://169.254.169.254/metadata/identity/oauth2/token failed"
+    assert "managed identity" in (explain_storage_failure(msi) or "")
+    assert explain_storage_failure("[DIVIDE_BY_ZERO] Division by zero.") is None

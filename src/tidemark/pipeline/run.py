@@ -257,7 +257,10 @@ def _run(
             monitor.stop(ended=(reasons[0] if reasons else StopReason.FINISHED if once else StopReason.REQUESTED).value)
             session.streams.removeListener(listener)
     if failure is not None:
-        msg = f"the streaming query failed: {_first_line(str(failure))} (run with --debug for the Spark trace)"
+        from tidemark.spark.credentials import explain_storage_failure
+
+        reason = explain_storage_failure(str(failure)) or _first_line(str(failure))
+        msg = f"the streaming query failed: {reason} (run with --debug for the Spark trace)"
         raise PipelineFailed(msg) from None
     with lock:
         return RunResult(

@@ -15,6 +15,7 @@ azd, a client certificate or the App Service identity endpoint that DefaultAzure
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -277,3 +278,50 @@ def redaction_regex(explicit: Mapping[str, str]) -> str:
     """Spark's redaction pattern with the Azure key names added (a user's own pattern is kept, and extended)."""
     own = explicit.get(REDACTION_KEY, SPARK_DEFAULT_REDACTION)
     return own if AZURE_REDACTION in own else f"{own}|{AZURE_REDACTION}"
+
+
+# Hadoop's own words for "no or wrong credentials", and the one line tidemark says instead (first match wins).
+_STORAGE_FAILURES: tuple[tuple[str, str], ...] = (
+    (
+        r"WASB Driver using wasb\(s\) schema is no longer supported",
+        "this Spark's Hadoop has no WASB driver: write abfss://<container>@<account>.dfs.core.windows.net/... instead",
+    ),
+    (
+        r"No credentials found for account (\S+) in the configuration",
+        "Spark's WASB driver has no key or SAS token for storage account {0}: set "
+        f"{ACCOUNT_KEY}, {SAS_TOKEN} or {CONNECTION_STRING} (WASB takes no Azure AD sign-in), or use abfss://",
+    ),
+    (
+        r"169\.254\.169\.254|MsiTokenProvider",
+        "Spark could not get a token from the machine's managed identity: where there is none, set "
+        f"{ACCOUNT_KEY}, {SAS_TOKEN} or AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET "
+        "(az login and the other developer sign-ins are tidemark-only: Hadoop has no provider for them)",
+    ),
+    (
+        r"Server failed to authenticate the request|AuthenticationFailed|AuthorizationPermissionMismatch",
+        f"Azure refused Spark's credentials (HTTP 403): correct {ACCOUNT_KEY}, {SAS_TOKEN} or "
+        f"{CONNECTION_STRING}, or the identity's role on the container",
+    ),
+    (
+        r"NoAuthWithAWSException|No AWS Credentials provided|Unable to load AWS credentials",
+        "Spark found no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)",
+    ),
+    (
+        r"AccessDenied|403 Forbidden|Status Code: 403",
+        "S3 refused Spark's access (HTTP 403): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY and the bucket policy",
+    ),
+    (
+        r"No FileSystem for scheme \"?(\w+)",
+        "Spark has no file system for {0}://: tidemark adds hadoop-azure and hadoop-aws itself unless "
+        "[spark.conf] sets spark.jars.packages (then add them there)",
+    ),
+)
+
+
+def explain_storage_failure(text: str) -> str | None:
+    """One line for a Spark failure that comes from storage credentials or connectors, or None."""
+    for pattern, message in _STORAGE_FAILURES:
+        found = re.search(pattern, text)
+        if found is not None:
+            return message.format(*found.groups())
+    return None

@@ -151,7 +151,8 @@ class AzureBackend:
     def translate(self, exc: BaseException, what: str) -> StorageError | None:
         """Missing container, credentials or endpoint as one line (never with a secret in it)."""
         name = type(exc).__name__
-        code = str(getattr(exc, "error_code", "") or "")
+        raw_code = getattr(exc, "error_code", "") or ""
+        code = str(getattr(raw_code, "value", raw_code))  # the SDK gives a StorageErrorCode enum or a string
         account = self.access.account
         if code in ("ContainerNotFound", "ContainerBeingDeleted") or "ContainerNotFound" in str(exc):
             return StorageError(
@@ -159,7 +160,10 @@ class AzureBackend:
                 "create it or fix the path"
             )
         if name == "ClientAuthenticationError" or code in ("AuthenticationFailed", "AuthorizationFailure"):
-            return StorageError(f"cannot {what}: Azure refused the credentials ({self.access.method}); {AZURE_HINT}")
+            return StorageError(
+                f"cannot {what}: Azure refused the credentials for storage account {account!r} from "
+                f"{self.access.source} (HTTP 403: a wrong or rotated key, or an expired SAS token): correct it"
+            )
         if name == "CredentialUnavailableError":
             return StorageError(f"cannot {what}: no Azure credentials found; {AZURE_HINT}")
         if code in ("AuthorizationPermissionMismatch", "AuthorizationResourceTypeMismatch"):
