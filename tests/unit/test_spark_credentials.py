@@ -333,3 +333,28 @@ def test_spark_failures_from_storage_credentials_become_one_line() -> None:
     msi = "AADToken: HTTP connection to http://169.254.169.254/metadata/identity/oauth2/token failed"
     assert "managed identity" in (explain_storage_failure(msi) or "")
     assert explain_storage_failure("[DIVIDE_BY_ZERO] Division by zero.") is None
+
+
+def test_what_the_bundled_hadoop_lacks_is_said_not_mapped() -> None:
+    fqdn = "devstoreaccount1.dfs.core.windows.net"
+    emulator = {"AZURE_STORAGE_CONNECTION_STRING": emulator_connection(47000)}
+    with pytest.raises(EnvironmentProblem, match=r"needs Spark 4\.1 or newer"):
+        hadoop_access([f"abfs://ckpt@{fqdn}/job"], environ=emulator, spark_version="4.0.5")
+    workload = {"AZURE_CLIENT_ID": "app", "AZURE_TENANT_ID": "t", "AZURE_FEDERATED_TOKEN_FILE": "/var/run/token"}
+    old = hadoop_access([f"abfss://b@{DFS}/y"], environ=workload, spark_version="3.5.9")
+    assert old.settings == {} and "workload identity" in old.sources[0] and "Spark 4.0 or newer" in old.sources[0]
+
+
+def test_jars_packages_cover_the_cloud_connectors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.helpers import write_config
+    from tidemark.cli.main import main
+
+    config = write_config(
+        tmp_path,
+        source={"path": "s3a://lake/landing"},
+        sink={"path": f"abfss://lake@{DFS}/out"},
+        checkpoint={"location": f"abfss://lake@{DFS}/ck"},
+    )
+    assert main(["jars", "list", str(config), "--packages"]) == 0
+    printed = capsys.readouterr().out.replace("\n", "")
+    assert "org.apache.hadoop:hadoop-azure:3.4.2" in printed and "org.apache.hadoop:hadoop-aws:3.4.2" in printed

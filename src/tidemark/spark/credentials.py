@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from tidemark.errors import EnvironmentProblem
 from tidemark.session import HADOOP_PREFIX, runtime_key
+from tidemark.spark.lines import Feature, lacking
 from tidemark.storage.credentials import (
     ACCOUNT_KEY,
     CONNECTION_STRING,
@@ -101,7 +102,7 @@ def _path_style_endpoint(endpoint: str, account: str) -> bool:
     return urlsplit(endpoint).path.strip("/") == account
 
 
-def _wasb_emulator(location: Location, fqdn: str, endpoint: str) -> dict[str, str]:
+def _wasb_emulator(location: Location, fqdn: str, endpoint: str, spark_version: str | None) -> dict[str, str]:
     parts = urlsplit(endpoint)
     if parts.scheme != "http" or parts.netloc not in WASB_EMULATOR_HOSTS or location.account != "devstoreaccount1":
         msg = (
@@ -114,7 +115,11 @@ def _wasb_emulator(location: Location, fqdn: str, endpoint: str) -> dict[str, st
     return {"fs.azure.storage.emulator.account.name": fqdn}
 
 
-def _abfs_emulator(location: Location, fqdn: str, endpoint: str) -> dict[str, str]:
+def _abfs_emulator(location: Location, fqdn: str, endpoint: str, spark_version: str | None) -> dict[str, str]:
+    problem = lacking(Feature.ABFS_OVER_BLOB, spark_version)
+    if problem is not None:
+        msg = f"{location.uri}: the storage emulator at {endpoint} serves only the Blob API, and {problem}"
+        raise EnvironmentProblem(msg)
     parts = urlsplit(endpoint)
     if parts.scheme == "http" and location.scheme == "abfss":
         msg = (
@@ -135,7 +140,7 @@ def _abfs_emulator(location: Location, fqdn: str, endpoint: str) -> dict[str, st
     return settings
 
 
-def _azure_oauth(fqdn: str, env: Mapping[str, str]) -> tuple[dict[str, str], str]:
+def _azure_oauth(fqdn: str, env: Mapping[str, str], spark_version: str | None) -> tuple[dict[str, str], str]:
     """ABFS's OAuth settings for the links of DefaultAzureCredential's chain Hadoop has a provider for."""
     client, tenant = env.get("AZURE_CLIENT_ID"), env.get("AZURE_TENANT_ID")
     authority = env.get("AZURE_AUTHORITY_HOST", AAD_AUTHORITY).rstrip("/") + "/"
@@ -151,6 +156,9 @@ def _azure_oauth(fqdn: str, env: Mapping[str, str]) -> tuple[dict[str, str], str
         )
         return settings, "service principal (AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_CLIENT_SECRET)"
     if client and tenant and env.get("AZURE_FEDERATED_TOKEN_FILE"):
+        problem = lacking(Feature.ABFS_WORKLOAD_IDENTITY, spark_version)
+        if problem is not None:
+            return {}, f"none: workload identity is set, but {problem}"
         settings.update(
             {
                 f"fs.azure.account.oauth.provider.type.{fqdn}": WORKLOAD_IDENTITY_PROVIDER,
@@ -169,7 +177,9 @@ def _azure_oauth(fqdn: str, env: Mapping[str, str]) -> tuple[dict[str, str], str
     return settings, "managed identity (the VM's metadata endpoint" + (", AZURE_CLIENT_ID)" if client else ")")
 
 
-def _azure(location: Location, fqdn: str, env: Mapping[str, str]) -> tuple[dict[str, str], str]:
+def _azure(
+    location: Location, fqdn: str, env: Mapping[str, str], spark_version: str | None
+) -> tuple[dict[str, str], str]:
     access: AzureAccess = azure_access(location, dict(env))
     wasb = location.scheme in WASB_SCHEMES
     settings: dict[str, str] = {}
@@ -180,7 +190,7 @@ def _azure(location: Location, fqdn: str, env: Mapping[str, str]) -> tuple[dict[
         key, sas, origin = parts.get("AccountKey"), parts.get("SharedAccessSignature"), CONNECTION_STRING
         if _path_style_endpoint(access.blob_endpoint, access.account):
             emulator = _wasb_emulator if wasb else _abfs_emulator
-            settings.update(emulator(location, fqdn, access.blob_endpoint))
+            settings.update(emulator(location, fqdn, access.blob_endpoint, spark_version))
             if wasb:  # emulator mode signs with the development account's own key: nothing more to give
                 return settings, f"storage emulator ({CONNECTION_STRING})"
     if key:
@@ -200,7 +210,7 @@ def _azure(location: Location, fqdn: str, env: Mapping[str, str]) -> tuple[dict[
         # WASB has no Azure AD sign-in at all: Spark gets nothing from tidemark and Hadoop's own configuration
         # (core-site.xml) decides; without one, Spark's error is turned into a line naming what to set.
         return settings, "none for WASB (it takes only an account key or a SAS token)"
-    oauth, described = _azure_oauth(fqdn, env)
+    oauth, described = _azure_oauth(fqdn, env, spark_version)
     settings.update(oauth)
     return settings, described
 
@@ -236,11 +246,15 @@ def _s3(location: Location, env: Mapping[str, str], configured: bool) -> tuple[d
 
 
 def hadoop_access(
-    uris: Iterable[str | None], explicit: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None
+    uris: Iterable[str | None],
+    explicit: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    spark_version: str | None = None,
 ) -> HadoopAccess:
     """The Hadoop settings Spark needs for these locations, from the environment; explicit keys are kept out.
 
     explicit: the Spark settings the user gave ([spark.conf]); keys in spark.hadoop.<key> or bare form.
+    spark_version: the Spark whose Hadoop reads them (default: the installed one).
     """
     env = os.environ if environ is None else environ
     given = {runtime_key(key) for key in (explicit or {})}
@@ -260,7 +274,7 @@ def hadoop_access(
             if _account_configured(fqdn, given):
                 sources.append(f"{location.root_uri}: configured in the Spark settings")
                 continue
-            found, described = _azure(location, fqdn, env)
+            found, described = _azure(location, fqdn, env, spark_version)
         elif location.kind is StoreKind.S3 and location.scheme == "s3a":
             scope = ("s3a", location.bucket)
             if scope in done:
