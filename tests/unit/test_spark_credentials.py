@@ -358,3 +358,15 @@ def test_jars_packages_cover_the_cloud_connectors(tmp_path: Path, capsys: pytest
     assert main(["jars", "list", str(config), "--packages"]) == 0
     printed = capsys.readouterr().out.replace("\n", "")
     assert "org.apache.hadoop:hadoop-azure:3.4.2" in printed and "org.apache.hadoop:hadoop-aws:3.4.2" in printed
+
+
+def test_accounts_a_running_session_already_has_credentials_for_are_left_alone() -> None:
+    from tidemark.spark.credentials import auth_keys
+
+    uris = [f"abfss://lake@{DFS}/ck", "s3a://bucket/out"]
+    keys = auth_keys(uris)
+    assert f"fs.azure.account.key.{DFS}" in keys and f"fs.azure.account.auth.type.{DFS}" in keys
+    assert "fs.s3a.access.key" in keys and "fs.s3a.bucket.bucket.aws.credentials.provider" in keys
+    # e.g. a Databricks cluster whose Spark config holds the account key: no managed identity guessed over it
+    access = hadoop_access(uris, environ={}, configured=[f"fs.azure.account.key.{DFS}"])
+    assert access.settings == {} and "configured in the Spark settings" in access.sources[0]

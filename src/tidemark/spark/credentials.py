@@ -250,14 +250,16 @@ def hadoop_access(
     explicit: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
     spark_version: str | None = None,
+    configured: Iterable[str] = (),
 ) -> HadoopAccess:
     """The Hadoop settings Spark needs for these locations, from the environment; explicit keys are kept out.
 
     explicit: the Spark settings the user gave ([spark.conf]); keys in spark.hadoop.<key> or bare form.
     spark_version: the Spark whose Hadoop reads them (default: the installed one).
+    configured: Hadoop keys already set where Spark reads them (a running session's), treated as explicit.
     """
     env = os.environ if environ is None else environ
-    given = {runtime_key(key) for key in (explicit or {})}
+    given = {runtime_key(key) for key in (explicit or {})} | set(configured)
     settings: dict[str, str] = {}
     sources: list[str] = []
     done: set[tuple[str, str]] = set()
@@ -266,7 +268,7 @@ def hadoop_access(
             continue
         location = parse_location(uri)
         if location.kind is StoreKind.AZURE and location.scheme in WASB_SCHEMES | ABFS_SCHEMES:
-            fqdn = location.uri.split("://", 1)[1].split("/", 1)[0].split("@", 1)[1].lower()
+            fqdn = _fqdn(location)
             scope = (location.scheme.rstrip("s"), f"{location.bucket}@{fqdn}")
             if scope in done:
                 continue
@@ -286,6 +288,28 @@ def hadoop_access(
         settings.update(found)
         sources.append(f"{location.root_uri}: {described}")
     return HadoopAccess({k: v for k, v in settings.items() if k not in given}, tuple(sources))
+
+
+def _fqdn(location: Location) -> str:
+    return location.uri.split("://", 1)[1].split("/", 1)[0].split("@", 1)[1].lower()
+
+
+def auth_keys(uris: Iterable[str | None]) -> list[str]:
+    """The Hadoop keys whose presence means someone configured these locations' credentials already."""
+    keys: list[str] = []
+    for uri in uris:
+        if not uri or "://" not in uri:
+            continue
+        location = parse_location(uri)
+        if location.kind is StoreKind.AZURE and location.scheme in WASB_SCHEMES | ABFS_SCHEMES:
+            fqdn = _fqdn(location)
+            keys += [f"{prefix}{fqdn}" for prefix in _AZURE_AUTH_KEYS if prefix.endswith(".")]
+            keys += [f"fs.azure.sas.{location.bucket}.{fqdn}", f"fs.azure.sas.fixed.token.{fqdn}"]
+            keys += [f"{key}.{fqdn}" for key in _AZURE_GLOBAL_AUTH_KEYS] + sorted(_AZURE_GLOBAL_AUTH_KEYS)
+        elif location.kind is StoreKind.S3 and location.scheme == "s3a":
+            keys += [f"fs.s3a.{key}" for key in sorted(_S3_AUTH_KEYS)]
+            keys += [f"fs.s3a.bucket.{location.bucket}.{key}" for key in sorted(_S3_AUTH_KEYS)]
+    return list(dict.fromkeys(keys))
 
 
 def redaction_regex(explicit: Mapping[str, str]) -> str:

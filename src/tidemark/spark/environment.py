@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.session import build_session, runtime_conf
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
-from tidemark.spark.credentials import REDACTION_KEY, hadoop_access, redaction_regex
+from tidemark.spark.credentials import REDACTION_KEY, auth_keys, hadoop_access, redaction_regex
 from tidemark.spark.jars import FetchedJars, Progress, fetch
 
 if TYPE_CHECKING:
@@ -53,13 +53,18 @@ def with_jars(conf: dict[str, str], jars: FetchedJars) -> dict[str, str]:
     return {**conf, JARS_KEY: ",".join([*own, *(str(p) for p in jars.paths if str(p) not in own)])}
 
 
-def storage_conf(uris: Iterable[str | None], explicit: dict[str, str]) -> dict[str, str]:
-    """explicit, plus the spark.hadoop.* settings Spark needs for these locations (explicit keys win)."""
+def storage_conf(
+    uris: Iterable[str | None], explicit: dict[str, str], configured: Iterable[str] = ()
+) -> dict[str, str]:
+    """explicit, plus the spark.hadoop.* settings Spark needs for these locations (explicit keys win).
+
+    configured: Hadoop keys a running session already has (its accounts are left as they are).
+    """
     uris = list(uris)
     for uri in uris:
         if uri:
             check_scheme(uri)
-    access = hadoop_access(uris, explicit)
+    access = hadoop_access(uris, explicit, configured=configured)
     for line in access.sources:
         log.info("Spark's access to %s", line)  # the method and its variables, never a value
     if not access.sources:  # no cloud location: nothing to add, nothing to redact
@@ -102,8 +107,19 @@ def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) 
     """
     from pyspark.sql import SparkSession
 
-    session = spark or SparkSession.getActiveSession() or session_for(config)
-    with runtime_conf(session, pipeline_conf(config)):
+    reused = spark or SparkSession.getActiveSession()
+    if reused is None:
+        session = session_for(config)
+        conf = pipeline_conf(config)
+    else:
+        # Credentials the running session already has (a cluster's Spark config, a notebook's spark.conf.set)
+        # are the user's: tidemark adds none for those accounts.
+        session = reused
+        hadoop = session.sparkContext._jsc.hadoopConfiguration()
+        where = locations(config)
+        present = [k for k in auth_keys(where) if hadoop.get(k) is not None or session.conf.get(k, None) is not None]
+        conf = storage_conf(where, config.spark_conf(), present)
+    with runtime_conf(session, conf):
         yield session
 
 
