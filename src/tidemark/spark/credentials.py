@@ -137,6 +137,9 @@ def _abfs_emulator(location: Location, fqdn: str, endpoint: str, spark_version: 
     }
     if parts.scheme == "http":
         settings["fs.azure.always.use.https"] = "false"
+        # Hadoop 3.5's default client (Apache HttpClient) fails on plain http ("SSL socket factory may not be
+        # null"); the JDK's, 3.4's default, does not.
+        settings["fs.azure.networking.library"] = "JDK_HTTP_URL_CONNECTION"
     return settings
 
 
