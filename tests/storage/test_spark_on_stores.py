@@ -48,7 +48,7 @@ class Written:
 def written(request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Written:
     store: SparkStore = request.getfixturevalue(f"{request.param}_store")
     tmp = tmp_path_factory.mktemp(store.kind)
-    data = events(tmp)
+    data = events(tmp, files=3)
     root = store.new_root()
     config = load_config(cloud_config(tmp, root))
     local_root = tmp / "local"

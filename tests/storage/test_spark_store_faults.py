@@ -34,7 +34,7 @@ def test_driver_killed_while_it_puts_a_commit_then_restarted_is_exact(
     spark: Any, wasb_store: SparkStore, tmp_path: Path
 ) -> None:
     root = wasb_store.new_root()
-    data = events(tmp_path, files=3)
+    data = events(tmp_path, files=2)
     config_path = cloud_config(tmp_path, root)
     killed: list[Request] = []
     driver: dict[str, subprocess.Popen[bytes]] = {}
@@ -76,7 +76,7 @@ def test_storage_gone_for_30_seconds_mid_run_then_a_rerun_is_exact(
     spark: Any, wasb_store: SparkStore, tmp_path: Path
 ) -> None:
     root = wasb_store.new_root()
-    data = events(tmp_path, files=3)
+    data = events(tmp_path, files=2)
     config = load_config(cloud_config(tmp_path, root, spark={"conf": FAST_WASB_RETRIES}))
     went_down = threading.Event()
 
@@ -108,7 +108,7 @@ def test_503_on_a_tenth_of_requests_with_latency_is_exact(
 ) -> None:
     store: SparkStore = request.getfixturevalue(f"{kind}_store")
     root = store.new_root()
-    data = events(tmp_path, files=3)
+    data = events(tmp_path, files=2)
     config = load_config(cloud_config(tmp_path, root, spark={"conf": FAST_WASB_RETRIES}))
     store.proxy.latency = 0.005
     store.proxy.error_rate = 0.10

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.session import build_session, runtime_conf
@@ -98,6 +98,15 @@ def session_for(config: TidemarkConfig, progress: Progress | None = None) -> Spa
     return build_session(config.spark.master, conf, app_name=f"tidemark-{config.pipeline.name}")
 
 
+def _set_by_someone(hadoop: Any, key: str) -> bool:
+    """True when a Hadoop configuration has the key from somewhere but Hadoop's own defaults (core-default.xml
+    sets fs.s3a.aws.credentials.provider, for one)."""
+    if hadoop.get(key) is None:
+        return False
+    sources = hadoop.getPropertySources(key)
+    return sources is None or any(str(source) != "core-default.xml" for source in sources)
+
+
 @contextmanager
 def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) -> Iterator[SparkSession]:
     """The pipeline's session (the given one, the active one, or a new one) with its settings for the duration.
@@ -117,7 +126,7 @@ def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) 
         session = reused
         hadoop = session.sparkContext._jsc.hadoopConfiguration()
         where = locations(config)
-        present = [k for k in auth_keys(where) if hadoop.get(k) is not None or session.conf.get(k, None) is not None]
+        present = [k for k in auth_keys(where) if _set_by_someone(hadoop, k) or session.conf.get(k, None) is not None]
         conf = storage_conf(where, config.spark_conf(), present)
     with runtime_conf(session, conf):
         yield session
