@@ -175,7 +175,7 @@ def test_state_stats_show_diff_expired_agree(written: Written) -> None:
     _same(find_expired(cloud), find_expired(local), written)
 
 
-def test_audit_recover_and_check_agree(written: Written, spark: Any) -> None:
+def test_audit_recover_rollback_and_check_agree(written: Written, spark: Any) -> None:
     from tidemark.evolve.check import check_config
     from tidemark.recovery.audit import audit_sink
     from tidemark.recovery.plan import plan_recovery
@@ -191,6 +191,15 @@ def test_audit_recover_and_check_agree(written: Written, spark: Any) -> None:
         local_plan.committed_files,
         local_plan.lost_windows,
     )
+    from tidemark.recovery.rollback import plan_rollback
+
+    cloud_back, local_back = plan_rollback(written.config, 0), plan_rollback(written.local, 0)
+    assert cloud_back.undone_batches == local_back.undone_batches and cloud_back.undone_batches
+
+    def moved(plan: Any, root: str) -> list[str]:
+        return _no_crc([_UUID.sub("<uuid>", str(m.source).replace(root, "<root>")) for m in plan.moves])
+
+    assert moved(cloud_back, written.root) == moved(local_back, str(written.local_root))
     checked = check_config(written.config, "cloud.toml", spark=spark)
     assert checked.compatible and checked.compared
     assert checked.compared == check_config(written.local, "local.toml", spark=spark).compared
