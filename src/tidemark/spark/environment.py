@@ -116,19 +116,16 @@ def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) 
     """
     from pyspark.sql import SparkSession
 
-    reused = spark or SparkSession.getActiveSession()
-    if reused is None:
-        session = session_for(config)
-        conf = pipeline_conf(config)
-    else:
-        # Credentials the running session already has (a cluster's Spark config, a notebook's spark.conf.set)
-        # are the user's: tidemark adds none for those accounts.
-        session = reused
-        hadoop = session.sparkContext._jsc.hadoopConfiguration()
-        where = locations(config)
-        present = [k for k in auth_keys(where) if _set_by_someone(hadoop, k) or session.conf.get(k, None) is not None]
-        conf = storage_conf(where, config.spark_conf(), present)
-    with runtime_conf(session, conf):
+    session = spark or SparkSession.getActiveSession()
+    if session is None:
+        yield session_for(config)  # a new session starts with every setting: nothing to give back
+        return
+    # Credentials the running session already has (a cluster's Spark config, a notebook's spark.conf.set) are the
+    # user's: tidemark adds none for those accounts.
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()
+    where = locations(config)
+    present = [k for k in auth_keys(where) if _set_by_someone(hadoop, k) or session.conf.get(k, None) is not None]
+    with runtime_conf(session, storage_conf(where, config.spark_conf(), present)):
         yield session
 
 
