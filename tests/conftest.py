@@ -22,8 +22,9 @@ def spark() -> Iterator[SparkSession]:
     from tidemark.spark.artifacts import JarFeature
     from tidemark.spark.jars import fetch
 
-    # The Kafka connector, through tidemark's own jar cache (fetched and verified as a user's first run does).
-    kafka = fetch([JarFeature.KAFKA])
+    # The Kafka connector and Hadoop's Azure and S3 connectors, through tidemark's own jar cache (fetched and
+    # verified as a user's first run does).
+    jars = fetch([JarFeature.KAFKA, JarFeature.AZURE, JarFeature.AWS])
     session = build_session(
         "local[2]",
         {
@@ -31,7 +32,7 @@ def spark() -> Iterator[SparkSession]:
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "2g",
             "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
-            "spark.jars": ",".join(str(p) for p in kafka.paths),
+            "spark.jars": ",".join(str(p) for p in jars.paths),
         },
         app_name="tidemark-tests",
     )

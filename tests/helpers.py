@@ -30,6 +30,11 @@ BASE_CONFIG: dict[str, dict[str, Any]] = {
 }
 
 
+def _toml_key(key: str) -> str:
+    """Dotted keys (Spark settings) quoted, or TOML would read them as nested tables; quoted keys as given."""
+    return _toml_value(key) if "." in key and not key.startswith('"') else key
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -40,7 +45,7 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
     raise TypeError(value)
 
 

@@ -14,11 +14,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.fault_proxy import FaultProxy
 
 ROOT = Path(__file__).resolve().parents[1]
 AZURITE_DIR = ROOT / "tools" / "azurite" / "node_modules"
@@ -214,3 +216,109 @@ def s3_env(moto_s3: MotoS3, monkeypatch: pytest.MonkeyPatch) -> MotoS3:
     for name, value in moto_s3.env().items():
         monkeypatch.setenv(name, value)
     return moto_s3
+
+
+# --- Spark itself on the emulators (issue 27) -----------------------------------------------------------------
+
+# hadoop-azure's emulator mode always connects to the Azure Storage SDK's development account at this port.
+WASB_EMULATOR_PORT = 10000
+
+
+@dataclass(frozen=True)
+class SparkStore:
+    """A storage server as Spark and tidemark reach it: through a fault/latency proxy."""
+
+    kind: str  # "wasb", "abfs" or "s3a"
+    proxy: FaultProxy
+    server_pid: int
+    env: dict[str, str]
+    new_root: Callable[[], str]  # a fresh container or bucket: the URI of an empty folder in it
+
+    def calm(self) -> None:
+        """No latency, no errors, no hooks, counts reset."""
+        self.proxy.latency = 0.0
+        self.proxy.error_rate = 0.0
+        self.proxy.clear_hooks()
+        self.proxy.reset_counts()
+        self.proxy._down_until = 0.0
+
+
+@pytest.fixture(scope="session")
+def wasb_proxy(azurite: Azurite) -> Iterator[FaultProxy]:
+    """The fault proxy on 127.0.0.1:10000, where hadoop-azure's emulator mode looks; Azurite behind it."""
+    proxy = FaultProxy(WASB_EMULATOR_PORT, azurite.port, error_body="azure")
+    try:
+        proxy.start()
+    except OSError as exc:
+        raise RuntimeError(
+            f"cannot listen on 127.0.0.1:{WASB_EMULATOR_PORT} ({exc}): hadoop-azure's WASB emulator mode reaches "
+            "Azurite only there; stop whatever holds the port (another Azurite?) and rerun"
+        ) from exc
+    yield proxy
+    proxy.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_proxy(moto_s3: MotoS3) -> Iterator[FaultProxy]:
+    """A fault proxy on a free port in front of moto."""
+    proxy = FaultProxy(0, moto_s3.port, error_body="s3").start()
+    yield proxy
+    proxy.stop()
+
+
+def _use_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    for name in (
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "AZURE_STORAGE_SAS_TOKEN",
+        "AZURE_STORAGE_ACCOUNT_NAME",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+# Module-scoped, so one module's tests can share what one run of Spark wrote (each run costs a minute).
+@pytest.fixture(scope="module")
+def wasb_store(azurite: Azurite, wasb_proxy: FaultProxy) -> Iterator[SparkStore]:
+    """wasbs:// on Azurite for Spark (emulator mode) and tidemark, both through the proxy on port 10000."""
+    endpoint = f"http://127.0.0.1:{WASB_EMULATOR_PORT}/{ACCOUNT}"
+    connection = (
+        f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={azurite.key};BlobEndpoint={endpoint};"
+    )
+    env = {"AZURE_STORAGE_CONNECTION_STRING": connection}
+    store = SparkStore("wasb", wasb_proxy, azurite.pid, env, lambda: azurite.uri(azurite.new_container(), "job"))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _use_env(monkeypatch, env)
+        store.calm()
+        yield store
+        store.calm()
+
+
+@pytest.fixture(scope="module")
+def abfs_store(azurite: Azurite) -> Iterator[SparkStore]:
+    """abfs:// on Azurite: ABFS over the Blob endpoint (Hadoop 3.4.2+), straight to Azurite's free port."""
+    env = {"AZURE_STORAGE_CONNECTION_STRING": azurite.connection_string}
+
+    def new_root() -> str:
+        return f"abfs://{azurite.new_container()}@{ACCOUNT}.dfs.core.windows.net/job"
+
+    proxy = FaultProxy(0, azurite.port)  # never started: abfs goes to Azurite directly
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _use_env(monkeypatch, env)
+        yield SparkStore("abfs", proxy, azurite.pid, env, new_root)
+
+
+@pytest.fixture(scope="module")
+def s3a_store(moto_s3: MotoS3, s3_proxy: FaultProxy) -> Iterator[SparkStore]:
+    """s3a:// on moto for Spark and tidemark, both through the proxy."""
+    env = {**moto_s3.env(), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{s3_proxy.port}"}
+    store = SparkStore("s3a", s3_proxy, moto_s3.pid, env, lambda: f"s3a://{moto_s3.new_bucket()}/job")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _use_env(monkeypatch, env)
+        store.calm()
+        yield store
+        store.calm()

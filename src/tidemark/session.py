@@ -22,11 +22,29 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Settings that only take effect when the JVM starts; on a reused session they are left alone.
-_STATIC_PREFIXES = ("spark.driver.", "spark.executor.", "spark.master", "spark.ui.", "spark.jars", "spark.app.")
+_STATIC_PREFIXES = (
+    "spark.driver.",
+    "spark.executor.",
+    "spark.master",
+    "spark.ui.",
+    "spark.jars",
+    "spark.app.",
+    "spark.redaction.",
+)
+# Hadoop settings: spark.hadoop.<key> reaches the Hadoop configuration when the JVM starts; on a running session
+# the bare <key> does, because Spark copies every session setting into each query's Hadoop configuration.
+HADOOP_PREFIX = "spark.hadoop."
 # Where the JVM's stderr goes (Spark's log4j output, its warnings, task stack traces); None: the terminal.
 _jvm_log: dict[str, Path | None] = {"path": None}
 # Spark logs written by earlier commands that are kept (the newest ones).
 _JVM_LOGS_KEPT = 20
+
+
+def runtime_key(key: str) -> str:
+    """The key a running session takes a setting under: spark.hadoop.fs.x -> fs.x, others unchanged."""
+    return key[len(HADOOP_PREFIX) :] if key.startswith(HADOOP_PREFIX) else key
+
+
 # Read when a stateful query starts: every pipeline query gets them from run_pipeline (and gives them back), so a
 # reused session (tests, notebooks, recovery) is not left with one pipeline's state store tuning for the next.
 _QUERY_START_PREFIXES = ("spark.sql.streaming.stateStore.",)
@@ -113,7 +131,7 @@ def build_session(
     if active is not None:
         for key, value in settings.items():
             if not key.startswith(_STATIC_PREFIXES + _QUERY_START_PREFIXES):
-                active.conf.set(key, value)
+                active.conf.set(runtime_key(key), value)
         return active
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
@@ -145,9 +163,10 @@ def _keep_interrupt_handler() -> Iterator[None]:
 def runtime_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
     """Apply the runtime-settable entries of conf for the duration, then put the previous values back."""
     previous: dict[str, str | None] = {}
-    for key, value in conf.items():
-        if key.startswith(_STATIC_PREFIXES):
+    for given, value in conf.items():
+        if given.startswith(_STATIC_PREFIXES):
             continue
+        key = runtime_key(given)
         old = spark.conf.get(key, None)
         try:
             spark.conf.set(key, value)

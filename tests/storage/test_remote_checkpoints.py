@@ -85,15 +85,23 @@ def test_inspect_and_prune_agree_with_the_local_copy(case: str, remote_root: str
 
 _KILL_AFTER = """
 import os, signal, sys
-from tidemark.storage import objectstore
+from tidemark.storage import journal, objectstore
+journal.DELETE_BATCH = 1  # one file a batch, so the kill lands between two deletes
 count = {{"n": 0}}
-real = objectstore.ObjectStore.delete
-def delete(self, rel):
-    count["n"] += 1
+def counted(n):
+    count["n"] += n
     if count["n"] > {after}:
         os.kill(os.getpid(), signal.SIGKILL)
-    real(self, rel)
+real_delete = objectstore.ObjectStore.delete
+def delete(self, rel):
+    counted(1)
+    real_delete(self, rel)
+real_many = objectstore.ObjectStore.delete_files
+def delete_files(self, rels):
+    counted(len(rels))
+    return real_many(self, rels)
 objectstore.ObjectStore.delete = delete
+objectstore.ObjectStore.delete_files = delete_files
 {body}
 """
 

@@ -276,3 +276,42 @@ def test_a_sas_connection_string_lists_through_the_same_signed_pages(
     )
     with pytest.raises(StorageError, match=r"refused the credentials|answered"):
         list(open_storage(azure_env.uri(container, "ck")).list_files())
+
+
+def test_deleting_many_files_reports_what_was_not_a_file(store_root: str):
+    _fill(store_root)
+    store = open_storage(store_root)
+    gone = ["commits/0", "state/0/0/1.delta", "state/0/1/1.delta"]
+    missing = store.delete_files([*gone, "nothing/here", "state/0/1"])  # the last is a folder
+    assert sorted(missing) == ["nothing/here", "state/0/1"]
+    assert {e.rel for e in store.list_files()} == set(FILES) - set(gone)
+
+
+def test_a_journal_of_deletes_on_azure_sends_256_a_request(azurite: Azurite, monkeypatch: pytest.MonkeyPatch):
+    from tests.fault_proxy import FaultProxy
+    from tidemark.storage.journal import Step, journaled
+
+    proxy = FaultProxy(0, azurite.port).start()
+    try:
+        endpoint = f"http://127.0.0.1:{proxy.port}/{ACCOUNT}"
+        monkeypatch.setenv(
+            "AZURE_STORAGE_CONNECTION_STRING",
+            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={azurite.key};BlobEndpoint={endpoint};",
+        )
+        root = azurite.uri(azurite.new_container(), "ck")
+        store = open_storage(root)
+        names = [f"state/0/{i % 7}/{i}.delta" for i in range(600)]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda rel: store.write_atomic(rel, b"d"), names))
+        store.write_atomic("state/0/keep", b"k")
+        proxy.keep_log = True
+        proxy.reset_counts()
+        steps = [Step(("checkpoint", rel)) for rel in [*names, "state/0/missing"]]
+        result = journaled(parse_location(root).join("_tidemark/journal"), {"checkpoint": root}, steps, "prune")
+        batches = [target for method, target in proxy.log if method == "POST" and "comp=batch" in target]
+        assert len(batches) == math.ceil(601 / 256)
+        assert proxy.counts["delete"] == 1  # the journal itself, once done; no blob is deleted one by one
+        assert result is not None and (result.deleted_files, result.already_done) == (600, 1)
+        assert [e.rel for e in store.list_files()] == ["state/0/keep"]
+    finally:
+        proxy.stop()

@@ -88,6 +88,9 @@ def _root(
         from tidemark.session import send_jvm_output_to
 
         send_jvm_output_to(cache_root() / "logs")
+    else:
+        # py4j's debug log is every command sent to the JVM, Spark settings (and so storage keys) included.
+        logging.getLogger("py4j").setLevel(logging.INFO)
 
 
 def _not_from_py4j(record: logging.LogRecord) -> bool:

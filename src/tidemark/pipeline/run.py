@@ -177,8 +177,7 @@ def run_pipeline(
     replay_from: datetime | None = None,
 ) -> RunResult:
     """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
-    from tidemark.session import runtime_conf
-    from tidemark.spark.environment import session_for
+    from tidemark.spark.environment import pipeline_session
 
     check_source_path(config)  # before the JVM starts: a wrong path should cost nothing
     run_id = new_run_id()
@@ -186,11 +185,7 @@ def run_pipeline(
     reasons: list[StopReason] = []
     once = bool(available_now) or config.trigger.mode.value == "available-now"
     deadline_after = max_duration or config.trigger.max_duration
-    from pyspark.sql import SparkSession
-
-    session = spark or SparkSession.getActiveSession() or session_for(config)
-    # A reused session (tests, notebooks, the recovery replay) gets its settings back afterwards.
-    with runtime_conf(session, config.spark_conf()):
+    with pipeline_session(config, spark) as session:
         return _run(session, config, run_id, once, deadline_after, stop, reasons, on_progress, on_warning, replay_from)
 
 
@@ -371,7 +366,10 @@ def _failure_message(session: SparkSession, config: TidemarkConfig, text: str) -
 
         line = describe_kafka_failure(session, config, text)
     if line is None:
-        line = f"the streaming query failed: {_first_line(text)} (run with --debug for the Spark trace)"
+        from tidemark.spark.credentials import explain_storage_failure
+
+        reason = explain_storage_failure(text) or _first_line(text)
+        line = f"the streaming query failed: {reason} (run with --debug for the Spark trace)"
     return redact(line)
 
 

@@ -186,7 +186,7 @@ def recover_pipeline(
     """
     from tidemark.pipeline.sink_check import require_matching_sink
     from tidemark.recovery.replay import check_replayable
-    from tidemark.spark.environment import session_for
+    from tidemark.spark.environment import pipeline_session
 
     check_replayable(config)
     # Every precondition before anything moves (dry run too: a plan for a sink it cannot rewrite would mislead).
@@ -199,14 +199,14 @@ def recover_pipeline(
     )
     if apply:
         finish_interrupted_moves(config)
-    session = spark or session_for(config)
-    if precheck is not None:
-        precheck(session)  # the caller's own refusal (the checkpoint written by another query), before any move
-    if apply:
-        resumed = interrupted_recovery(config)
-        if resumed is not None:
-            return _replay(config, resumed, session)
-    plan = plan_from_source(session, config, per_key=per_key)
-    if not apply:
-        return RecoveryResult(plan, False, None, None, None)
-    return apply_recovery(config, plan, session)
+    with pipeline_session(config, spark) as session:
+        if precheck is not None:
+            precheck(session)  # the caller's own refusal (the checkpoint written by another query), before any move
+        if apply:
+            resumed = interrupted_recovery(config)
+            if resumed is not None:
+                return _replay(config, resumed, session)
+        plan = plan_from_source(session, config, per_key=per_key)
+        if not apply:
+            return RecoveryResult(plan, False, None, None, None)
+        return apply_recovery(config, plan, session)

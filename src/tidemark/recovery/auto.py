@@ -148,12 +148,12 @@ def sweep_failed_batch_files(config: TidemarkConfig, now: datetime | None = None
 
 def _recover(config: TidemarkConfig, spark: SparkSession | None) -> datetime:
     from tidemark.recovery.apply import apply_recovery, plan_from_source
-    from tidemark.spark.environment import session_for
+    from tidemark.spark.environment import pipeline_session
 
-    session = spark or session_for(config)
-    plan = plan_from_source(session, config)
-    log.warning(
-        "checkpoint %s is gone: recovering from %s (archive %s)", plan.checkpoint, plan.resume_from, plan.archive
-    )
-    apply_recovery(config, plan, session)
+    with pipeline_session(config, spark) as session:
+        plan = plan_from_source(session, config)
+        log.warning(
+            "checkpoint %s is gone: recovering from %s (archive %s)", plan.checkpoint, plan.resume_from, plan.archive
+        )
+        apply_recovery(config, plan, session)
     return plan.resume_from

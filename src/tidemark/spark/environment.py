@@ -3,18 +3,21 @@
 Jars come from tidemark's pinned lock through the jar cache (spark/jars.py): fetched on first use, verified
 always, put on `spark.jars` (the driver ships them to executors). A user who sets `spark.jars.packages` in
 [spark.conf] manages the JVM dependencies themselves and tidemark adds none; jars listed in their own
-`spark.jars` are kept. Settings given explicitly win over what tidemark derives.
+`spark.jars` are kept. Spark's access to cloud locations comes from the credentials tidemark's own I/O takes
+(spark/credentials.py). Settings given explicitly win over what tidemark derives.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from tidemark.config import TidemarkConfig
-from tidemark.session import build_session
+from tidemark.session import build_session, runtime_conf
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
+from tidemark.spark.credentials import REDACTION_KEY, auth_keys, hadoop_access, redaction_regex
 from tidemark.spark.jars import FetchedJars, Progress, fetch
 
 if TYPE_CHECKING:
@@ -48,6 +51,30 @@ def with_jars(conf: dict[str, str], jars: FetchedJars) -> dict[str, str]:
     return {**conf, JARS_KEY: ",".join([*own, *(str(p) for p in jars.paths if str(p) not in own)])}
 
 
+def storage_conf(
+    uris: Iterable[str | None], explicit: dict[str, str], configured: Iterable[str] = ()
+) -> dict[str, str]:
+    """explicit, plus the spark.hadoop.* settings Spark needs for these locations (explicit keys win).
+
+    configured: Hadoop keys a running session already has (its accounts are left as they are).
+    """
+    uris = list(uris)
+    for uri in uris:
+        if uri:
+            check_scheme(uri)
+    access = hadoop_access(uris, explicit, configured=configured)
+    for line in access.sources:
+        log.info("Spark's access to %s", line)  # the method and its variables, never a value
+    if not access.sources:  # no cloud location: nothing to add, nothing to redact
+        return explicit
+    return {**access.spark_conf(), **explicit, REDACTION_KEY: redaction_regex(explicit)}
+
+
+def pipeline_conf(config: TidemarkConfig) -> dict[str, str]:
+    """Every setting the pipeline's session needs but its jars: the config's, and access to its locations."""
+    return storage_conf(locations(config), config.spark_conf())
+
+
 def session_conf(
     config: TidemarkConfig,
     *,
@@ -55,10 +82,8 @@ def session_conf(
     progress: Progress | None = None,
     hint: str = "tidemark jars fetch CONFIG",
 ) -> dict[str, str]:
-    """Every setting the pipeline's session starts with: the config's, and spark.jars for its features."""
-    conf = config.spark_conf()
-    for uri in locations(config):
-        check_scheme(uri)
+    """Every setting the pipeline's session starts with: the config's, its storage access, spark.jars."""
+    conf = pipeline_conf(config)
     features = jar_features(config)
     if not features or PACKAGES_KEY in conf:
         return conf
@@ -71,13 +96,43 @@ def session_for(config: TidemarkConfig, progress: Progress | None = None) -> Spa
     return build_session(config.spark.master, conf, app_name=f"tidemark-{config.pipeline.name}")
 
 
+def _set_by_someone(hadoop: Any, key: str) -> bool:
+    """True when a Hadoop configuration has the key from somewhere but Hadoop's own defaults (core-default.xml
+    sets fs.s3a.aws.credentials.provider, for one)."""
+    if hadoop.get(key) is None:
+        return False
+    sources = hadoop.getPropertySources(key)
+    return sources is None or any(str(source) != "core-default.xml" for source in sources)
+
+
+@contextmanager
+def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) -> Iterator[SparkSession]:
+    """The pipeline's session (the given one, the active one, or a new one) with its settings for the duration.
+
+    A reused session (tests, notebooks, a recovery's replay) gets the config's settings and Spark's access to its
+    locations as session settings, and its own values back afterwards.
+    """
+    from pyspark.sql import SparkSession
+
+    session = spark or SparkSession.getActiveSession()
+    if session is None:
+        yield session_for(config)  # a new session starts with every setting: nothing to give back
+        return
+    # Credentials the running session already has (a cluster's Spark config, a notebook's spark.conf.set) are the
+    # user's: tidemark adds none for those accounts.
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()
+    where = locations(config)
+    present = [k for k in auth_keys(where) if _set_by_someone(hadoop, k) or session.conf.get(k, None) is not None]
+    with runtime_conf(session, storage_conf(where, config.spark_conf(), present)):
+        yield session
+
+
 def session_for_locations(
     uris: Iterable[str], conf: dict[str, str] | None = None, progress: Progress | None = None
 ) -> SparkSession:
     """A local session that can read these locations with Spark (for the checkpoint tools)."""
-    settings = dict(conf or {})
-    for uri in uris:
-        check_scheme(uri)
+    uris = list(uris)
+    settings = storage_conf(uris, dict(conf or {}))
     features = features_for_uris(uris)
     if features and PACKAGES_KEY not in settings:
         settings = with_jars(settings, fetch(features, progress=progress))

@@ -25,6 +25,8 @@ class Feature(StrEnum):
     CHECKPOINT_FORMAT_V2 = "checkpoint format v2 (spark.sql.streaming.stateStore.checkpointFormatVersion)"
     OFFLINE_REPARTITION = "Spark's own offline state repartition"
     WASB = "the WASB driver for wasb:// and wasbs:// (hadoop-azure)"
+    ABFS_OVER_BLOB = "ABFS over the Blob endpoint (hadoop-azure 3.4.2+, HADOOP-19226): abfs:// on a storage emulator"
+    ABFS_WORKLOAD_IDENTITY = "ABFS's workload identity token provider (hadoop-azure 3.4+)"
 
 
 class Defect(StrEnum):
@@ -64,6 +66,7 @@ _ALL_4 = frozenset(
         Feature.CHANGELOG_CHECKPOINTING,
         Feature.CHECKPOINT_FORMAT_V2,
         Feature.WASB,
+        Feature.ABFS_WORKLOAD_IDENTITY,
     }
 )
 LINES: dict[str, SparkLine] = {
@@ -84,7 +87,7 @@ LINES: dict[str, SparkLine] = {
         "3.4.2",
         ("3.10", "3.14"),
         "17+",
-        _ALL_4 | {Feature.TRANSFORM_WITH_STATE_ROWS},
+        _ALL_4 | {Feature.TRANSFORM_WITH_STATE_ROWS, Feature.ABFS_OVER_BLOB},
         frozenset({Defect.KAFKA_METRICS_AFTER_RESTART}),
     ),
     "4.2": SparkLine(
@@ -94,7 +97,8 @@ LINES: dict[str, SparkLine] = {
         "3.5.0",
         ("3.10", "3.14"),
         "17+",
-        (_ALL_4 - {Feature.WASB}) | {Feature.TRANSFORM_WITH_STATE_ROWS, Feature.OFFLINE_REPARTITION},
+        (_ALL_4 - {Feature.WASB})
+        | {Feature.TRANSFORM_WITH_STATE_ROWS, Feature.OFFLINE_REPARTITION, Feature.ABFS_OVER_BLOB},
     ),
     "4.3": SparkLine(
         "4.3",
@@ -103,7 +107,8 @@ LINES: dict[str, SparkLine] = {
         "3.5.0",
         ("3.11", "3.14"),
         "17+",
-        (_ALL_4 - {Feature.WASB}) | {Feature.TRANSFORM_WITH_STATE_ROWS, Feature.OFFLINE_REPARTITION},
+        (_ALL_4 - {Feature.WASB})
+        | {Feature.TRANSFORM_WITH_STATE_ROWS, Feature.OFFLINE_REPARTITION, Feature.ABFS_OVER_BLOB},
     ),
 }
 OLDEST_SUPPORTED = "3.5"

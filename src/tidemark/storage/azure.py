@@ -14,6 +14,7 @@ from tidemark.storage.credentials import AZURE_HINT, AzureAccess
 from tidemark.storage.uri import Location
 
 PAGE_SIZE = 5000  # the most one List Blobs request returns
+BATCH_SIZE = 256  # the most one Blob Batch request carries
 
 
 class AzureBackend:
@@ -107,6 +108,38 @@ class AzureBackend:
             return False
         return True
 
+    def delete_many(self, keys: list[str]) -> list[str]:
+        """Delete blobs with the Blob Batch API (256 a request); return the keys that were not there.
+
+        An account that refuses batches (some with a hierarchical namespace) gets one delete a blob instead.
+        """
+        from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+
+        missing: list[str] = []
+        for start in range(0, len(keys), BATCH_SIZE):
+            chunk = keys[start : start + BATCH_SIZE]
+            try:
+                answers = list(self.container.delete_blobs(*chunk, raise_on_any_failure=False))
+            except HttpResponseError as exc:
+                if getattr(exc, "status_code", None) in (401, 403, 404):
+                    raise
+                answers = []
+            if len(answers) != len(chunk):  # no batch here: one request a blob
+                for key in chunk:
+                    try:
+                        self.container.delete_blob(key)
+                    except ResourceNotFoundError:
+                        missing.append(key)
+                continue
+            for key, answer in zip(chunk, answers, strict=True):
+                status = int(getattr(answer, "status_code", 0) or 0)
+                if status == 404:
+                    missing.append(key)
+                elif status >= 300:
+                    msg = f"deleting {key} in container {self.location.bucket!r} failed with HTTP {status}"
+                    raise StorageError(msg)
+        return missing
+
     def lease(self, key: str, seconds: int) -> AzureLease:
         """A lease on one blob (made on acquire)."""
         return AzureLease(self, key, seconds)
@@ -118,7 +151,8 @@ class AzureBackend:
     def translate(self, exc: BaseException, what: str) -> StorageError | None:
         """Missing container, credentials or endpoint as one line (never with a secret in it)."""
         name = type(exc).__name__
-        code = str(getattr(exc, "error_code", "") or "")
+        raw_code = getattr(exc, "error_code", "") or ""
+        code = str(getattr(raw_code, "value", raw_code))  # the SDK gives a StorageErrorCode enum or a string
         account = self.access.account
         if code in ("ContainerNotFound", "ContainerBeingDeleted") or "ContainerNotFound" in str(exc):
             return StorageError(
@@ -126,7 +160,10 @@ class AzureBackend:
                 "create it or fix the path"
             )
         if name == "ClientAuthenticationError" or code in ("AuthenticationFailed", "AuthorizationFailure"):
-            return StorageError(f"cannot {what}: Azure refused the credentials ({self.access.method}); {AZURE_HINT}")
+            return StorageError(
+                f"cannot {what}: Azure refused the credentials for storage account {account!r} from "
+                f"{self.access.source} (HTTP 403: a wrong or rotated key, or an expired SAS token): correct it"
+            )
         if name == "CredentialUnavailableError":
             return StorageError(f"cannot {what}: no Azure credentials found; {AZURE_HINT}")
         if code in ("AuthorizationPermissionMismatch", "AuthorizationResourceTypeMismatch"):

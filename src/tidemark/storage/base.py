@@ -84,6 +84,10 @@ class Storage(Protocol):
         """Remove one file (never a folder); a missing file is not an error."""
         ...
 
+    def delete_files(self, rels: list[str]) -> list[str]:
+        """Remove these files (many per request where the store can); return those that were not files here."""
+        ...
+
     def exists(self, rel: str) -> bool:
         """True when rel is a file or a folder holding anything."""
         ...

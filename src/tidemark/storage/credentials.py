@@ -52,6 +52,15 @@ class AzureAccess:
     account_key: str | None = field(default=None, repr=False)
     sas_token: str | None = field(default=None, repr=False)
 
+    @property
+    def source(self) -> str:
+        """Where these credentials came from, as the user set them (a variable's name, never its value)."""
+        return {
+            "connection-string": CONNECTION_STRING,
+            "account-key": ACCOUNT_KEY,
+            "sas-token": SAS_TOKEN,
+        }.get(self.method, "DefaultAzureCredential (az login, a managed identity, or AZURE_CLIENT_ID/...)")
+
     def fsspec_options(self) -> dict[str, Any]:
         """Keyword arguments for adlfs.AzureBlobFileSystem."""
         if self.connection_string is not None:

@@ -133,6 +133,17 @@ class HadoopFS:
         if self._fs.exists(path) and not self._fs.getFileStatus(path).isDirectory():
             self._fs.delete(path, False)
 
+    def delete_files(self, rels: list[str]) -> list[str]:
+        """Remove these files one by one; return those that were not files."""
+        missing: list[str] = []
+        for rel in rels:
+            path = self._path(rel)
+            if self._fs.exists(path) and not self._fs.getFileStatus(path).isDirectory():
+                self._fs.delete(path, False)
+            else:
+                missing.append(rel)
+        return missing
+
     def exists(self, rel: str) -> bool:
         """True when the path exists."""
         return bool(self._fs.exists(self._path(rel)))

@@ -154,6 +154,18 @@ class LocalFS:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._abs(rel))
 
+    def delete_files(self, rels: list[str]) -> list[str]:
+        """Remove these files; return those that were not files (missing, or folders)."""
+        missing: list[str] = []
+        for rel in rels:
+            try:
+                os.unlink(self._abs(rel))
+            except (FileNotFoundError, IsADirectoryError, PermissionError):
+                if os.path.isfile(self._abs(rel)):
+                    raise
+                missing.append(rel)
+        return missing
+
     def exists(self, rel: str) -> bool:
         """True when the path exists."""
         return os.path.lexists(self._abs(rel))

@@ -152,6 +152,24 @@ class ObjectStore:
         with self._errors(f"delete {self.uri(rel)}"), contextlib.suppress(FileNotFoundError):
             self._fs.rm_file(self._path(rel))
 
+    def delete_files(self, rels: list[str]) -> list[str]:
+        """Remove these blobs, in batches where the service has them (Azure: 256 a request); return the missing.
+
+        Without batches each blob costs a stat and a delete, as `delete` does.
+        """
+        batch = getattr(self._backend, "delete_many", None)
+        if batch is not None:
+            with self._errors(f"delete below {self.uri()}"):
+                gone = set(batch([self._key(rel) for rel in rels]))
+            return [rel for rel in rels if self._key(rel) in gone]
+        missing: list[str] = []
+        for rel in rels:
+            if self.stat(rel) is None:
+                missing.append(rel)
+            else:
+                self.delete(rel)
+        return missing
+
     def exists(self, rel: str) -> bool:
         """True for a blob, or a prefix with at least one blob below it."""
         if rel.strip("/") and self.stat(rel) is not None:

@@ -83,7 +83,10 @@ class S3Backend:
         if name in ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError"):
             return StorageError(f"cannot {what}: no AWS credentials found; {AWS_HINT}")
         if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text or "403" in text:
-            return StorageError(f"cannot {what}: S3 refused access (check the credentials and the bucket policy)")
+            return StorageError(
+                f"cannot {what}: S3 refused access to bucket {self.location.bucket!r} (HTTP 403): check "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) and the bucket policy"
+            )
         if name in ("EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError") or isinstance(
             exc, ConnectionError
         ):

@@ -1,0 +1,630 @@
+"""Benchmark: the seed incident (a first batch stuck for hours after a restart, its checkpoint on Azure Blob holding
+millions of small state files) reproduced on Azurite through hadoop-azure's WASB driver, and cured with what
+tidemark advises. Issue 27.
+
+Run by hand (phases are resumable: each writes <work>/<phase>.json and is skipped when that file exists):
+
+    .venv/bin/python benchmarks/seed_incident.py --work /tmp/seed [--versions 1000] [--chain 100] [--latency-ms 20]
+
+Needs 127.0.0.1:10000 free (hadoop-azure's emulator mode connects there; a latency proxy of this script owns it
+and Azurite, keeping its data in <work>/azurite, sits behind it on a free port). Each phase runs in its own
+process (its own JVM), so state store maintenance settings of one phase never leak into the next.
+
+Phases:
+  grow     Spark writes the real part: a windowed aggregation (15-minute windows, 10-minute watermark, sum),
+           the HDFS-backed state store, 200 shuffle partitions, checkpoint and sink on
+           wasbs://seed@devstoreaccount1.blob.core.windows.net/job (WASB emulator mode), one landing file a
+           batch. Maintenance runs every second with minDeltasForSnapshot 0, so every partition ends with a
+           snapshot of its last version (Spark's own file).
+  synth    The faster route to the seed's size: batches L+1 .. versions-1 that read no data (offsets and commits
+           copied from Spark's last batch, the sink log's empty entries and compactions as Spark writes them),
+           one empty delta per partition and version (the bytes Spark's own LZ4 codec writes for "no change",
+           made through the JVM), and each partition's last snapshot copied to version versions-chain: the
+           history a store whose maintenance stopped keeping up (snapshots written once, old files never
+           deleted) leaves. Uploaded straight to Azurite (no latency). Then Spark's own `statestore` reader
+           proves them readable: the state at the last batch equals the state at the last real batch, and two
+           partitions read from their first snapshot through every synthetic delta.
+  before   A new landing file, and `tidemark run --available-now` through the proxy (every request held
+           --latency-ms): the first batch after the restart loads each partition from its snapshot through
+           `chain` deltas. Measured: wall time from the run's start to the PUT of that batch's commit, the
+           requests by kind until then (list, read, metadata, write, delete), Spark's own batch duration.
+           Maintenance interval 1 h: the measured window is the restart alone.
+  inspect  `checkpoint inspect` through the proxy against a per-folder walk (one delimiter listing per folder,
+           what Hadoop's FileSystem listing does) of the same checkpoint: requests and time.
+  cure     What inspect advises: `checkpoint prune --keep 10 --apply` (batched deletes), then
+           `state repartition --partitions 4 --state-store rocksdb` (tidemark repartitions local checkpoints:
+           the pruned checkpoint is downloaded, repartitioned with --to, and uploaded to job/checkpoint-cured),
+           and the config switched to RocksDB with changelog checkpointing.
+  after    Another landing file, the same run on the cured checkpoint, measured as in `before`; then the whole
+           sink (every Parquet file on the server) against the pandas oracle of every landing file.
+Prints and writes <work>/result.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fault_proxy import FaultProxy, Request  # noqa: E402
+from tests.helpers import write_config  # noqa: E402
+from tests.servers import ACCOUNT, AZURITE_BIN, _stop, azurite_account_key, free_port  # noqa: E402
+
+PORT = 10000
+CONTAINER = "seed"
+FQDN = f"{ACCOUNT}.blob.core.windows.net"
+JOB = f"wasbs://{CONTAINER}@{FQDN}/job"
+PARTITIONS = 200
+REAL_FILES = 4  # landing files of the grow phase; two more come later (before, after)
+EVENTS_PER_FILE = 2500
+KEYS = 400
+PHASES = ("grow", "synth", "before", "inspect", "cure", "after")
+
+
+# --- servers ----------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def servers(work: Path, latency: float) -> Iterator[tuple[FaultProxy, str]]:
+    """Azurite (data in work/azurite) on a free port, the proxy on 10000 in front; yields (proxy, connection)."""
+    location = work / "azurite"
+    location.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = work / "azurite.log"
+    command = [
+        str(AZURITE_BIN),
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        str(port),
+        "--disableTelemetry",
+        "--skipApiVersionCheck",
+        "--location",
+        str(location),
+    ]
+    with log.open("ab") as out:
+        azurite = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proxy = FaultProxy(PORT, port, latency=latency)
+    try:
+        wait_for(port, azurite, log)
+        proxy.start()
+        key = azurite_account_key()
+        endpoint = f"http://127.0.0.1:{PORT}/{ACCOUNT}"
+        yield (
+            proxy,
+            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={key};BlobEndpoint={endpoint};",
+        )
+    finally:
+        proxy.stop()
+        _stop(azurite)
+
+
+def wait_for(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Azurite loads its whole database from --location before it listens: minutes at 200,000 blobs."""
+    import socket
+
+    deadline = time.monotonic() + 1800
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"azurite exited with {process.returncode}: {log.read_text()[-2000:]}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(1)
+    raise RuntimeError("azurite did not listen within 30 minutes")
+
+
+def direct_connection(proxy: FaultProxy) -> str:
+    """A connection string straight to Azurite (around the proxy): for setup, never for what is measured."""
+    endpoint = f"http://127.0.0.1:{proxy.upstream_port}/{ACCOUNT}"
+    key = azurite_account_key()
+    return f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={key};BlobEndpoint={endpoint};"
+
+
+class Uploader:
+    """PUT Blob with a container SAS over keep-alive connections: ~10x fewer client CPU than the SDK per blob."""
+
+    def __init__(self, port: int) -> None:
+        from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+        from tidemark.compat import UTC
+
+        self.port = port
+        permission = ContainerSasPermissions(read=True, write=True, create=True, list=True, delete=True)
+        expiry = datetime.now(tz=UTC) + timedelta(hours=12)
+        self.sas = generate_container_sas(
+            ACCOUNT, CONTAINER, account_key=azurite_account_key(), permission=permission, expiry=expiry
+        )
+        self.local = threading.local()
+
+    def put(self, name: str, data: bytes) -> None:
+        from urllib.parse import quote
+
+        connection = getattr(self.local, "connection", None)
+        if connection is None:
+            connection = self.local.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        headers = {"x-ms-blob-type": "BlockBlob", "x-ms-version": "2021-08-06", "Content-Length": str(len(data))}
+        for attempt in range(5):
+            try:
+                connection.request(
+                    "PUT", f"/{ACCOUNT}/{CONTAINER}/{quote(name)}?{self.sas}", body=data, headers=headers
+                )
+                answer = connection.getresponse()
+                answer.read()
+                if answer.status == 201:
+                    return
+                raise RuntimeError(f"PUT {name}: HTTP {answer.status} {answer.reason}")
+            except (OSError, http.client.HTTPException):
+                connection.close()
+                connection = self.local.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+                if attempt == 4:
+                    raise
+                time.sleep(1)
+
+    def put_all(self, items: Iterator[tuple[str, bytes]], threads: int = 8) -> int:
+        count = 0
+        with ThreadPoolExecutor(threads) as pool:
+            for _ in pool.map(lambda item: self.put(*item), items):
+                count += 1
+                if count % 10000 == 0:
+                    print(f"  uploaded {count}", file=sys.stderr, flush=True)
+        return count
+
+
+# --- configs ----------------------------------------------------------------------------------------------------
+
+
+def config(work: Path, phase: str, *, cured: bool = False) -> Path:
+    """The pipeline config of a phase (one folder per phase so each keeps its own)."""
+    folder = work / "configs" / phase
+    folder.mkdir(parents=True, exist_ok=True)
+    conf: dict[str, str] = {"spark.sql.adaptive.enabled": "false"}
+    if phase == "grow":
+        conf["spark.sql.streaming.stateStore.maintenanceInterval"] = "1s"
+        conf["spark.sql.streaming.stateStore.minDeltasForSnapshot"] = "0"
+    elif not cured:
+        conf["spark.sql.streaming.stateStore.maintenanceInterval"] = "1h"  # the measured window is the restart
+    checkpoint: dict[str, Any] = {
+        "location": f"{JOB}/checkpoint-cured" if cured else f"{JOB}/checkpoint",
+        "state_store": "rocksdb" if cured else "hdfs",
+        "changelog": cured,
+        "min_batches_to_retain": 100,  # Spark's default, as the seed ran
+    }
+    return write_config(
+        folder,
+        pipeline={"name": "seed"},
+        spark={
+            "master": "local[4]",
+            "shuffle_partitions": 4 if cured else PARTITIONS,
+            "driver_memory": "2g",
+            "conf": conf,
+        },
+        source={"path": str(work / "landing"), "max_files_per_trigger": 1},
+        sink={"path": f"{JOB}/output"},
+        checkpoint=checkpoint,
+        quarantine={"path": str(work / "quarantine")},
+        monitor={"dir": str(work / "monitor")},
+        trigger={"mode": "processing-time" if phase == "grow" else "available-now", "interval": "1 second"},
+    )
+
+
+def session(config_path: Path) -> Any:
+    from tidemark.config import load_config
+    from tidemark.session import build_session
+    from tidemark.spark.environment import session_conf
+
+    settings = load_config(config_path)
+    return build_session(settings.spark.master, session_conf(settings), app_name="tidemark-seed-incident")
+
+
+# --- helpers ----------------------------------------------------------------------------------------------------
+
+
+def blobs(prefix: str) -> list[tuple[str, int]]:
+    from tidemark.storage import open_storage
+
+    return [(e.rel, e.size) for e in open_storage(prefix).list_files()]
+
+
+def landing_files(work: Path) -> list[Path]:
+    """In arrival order (the generator gives each file a later modification time)."""
+    return sorted((work / "landing").glob("*.json"), key=lambda p: p.stat().st_mtime)
+
+
+def release_file(work: Path, index: int) -> Path:
+    """Move staged landing file number index into the landing folder (the source sees it as new)."""
+    staged = sorted((work / "staged").glob("*.json"), key=lambda p: p.stat().st_mtime)[index]
+    target = work / "landing" / staged.name
+    shutil.copy2(staged, target)
+    return target
+
+
+def measured_run(work: Path, config_path: Path, proxy: FaultProxy) -> dict[str, Any]:
+    """Run available-now; time and count requests until the first batch's commit reaches the proxy."""
+    from tidemark.config import load_config
+    from tidemark.formats import Checkpoint
+    from tidemark.recovery.failover import run_with_failover
+
+    settings = load_config(config_path)
+    first_batch = (Checkpoint.open(settings.checkpoint.location).latest_committed_batch() or 0) + 1
+    spark = session(config_path)
+    marks: dict[str, Any] = {}
+    progress: list[dict[str, Any]] = []
+
+    def at_commit(request: Request) -> bool:
+        if "at" not in marks:
+            marks["at"] = time.monotonic()
+            marks["counts"] = dict(proxy.counts)
+        return False
+
+    proxy.on("PUT", rf"/checkpoint(-cured)?/commits/{first_batch}$", at_commit)
+    proxy.reset_counts()
+    started = time.monotonic()
+    result = run_with_failover(settings, spark=spark, available_now=True, on_progress=progress.append)
+    ended = time.monotonic()
+    proxy.clear_hooks()
+    first = next((p for p in progress if int(p.get("batchId", -1)) == first_batch), {})
+    return {
+        "first_batch": first_batch,
+        "first_batch_wall_s": round(marks["at"] - started, 1) if "at" in marks else None,
+        "requests_until_first_commit": marks.get("counts"),
+        "first_batch_duration_ms": first.get("durationMs"),
+        "run_wall_s": round(ended - started, 1),
+        "batches": result.batches,
+        "requests_whole_run": dict(proxy.counts),
+    }
+
+
+# --- phases -----------------------------------------------------------------------------------------------------
+
+
+def phase_grow(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    from azure.core.exceptions import ResourceExistsError
+    from azure.storage.blob import BlobServiceClient
+
+    from tidemark.config import load_config
+    from tidemark.pipeline.generate import generate_events
+    from tidemark.pipeline.run import run_pipeline
+
+    with suppress(ResourceExistsError):
+        BlobServiceClient.from_connection_string(direct_connection(proxy)).create_container(CONTAINER)
+    generate_events(
+        work / "staged", events=EVENTS_PER_FILE * (REAL_FILES + 2), keys=KEYS, files=REAL_FILES + 2, seed=27
+    )
+    (work / "landing").mkdir(exist_ok=True)
+    for index in range(REAL_FILES):
+        release_file(work, index)
+    config_path = config(work, "grow")
+    spark = session(config_path)
+    stop = threading.Event()
+    started = time.monotonic()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = run_pipeline(load_config(config_path), spark=spark, stop=stop)
+        except Exception as exc:  # reported below
+            box["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    latest = None
+    while thread.is_alive() and time.monotonic() - started < 7200:
+        time.sleep(10)
+        names = {rel for rel, _ in blobs(f"{JOB}/checkpoint")}
+        commits = sorted(int(n.split("/")[1]) for n in names if n.startswith("commits/") and n.split("/")[1].isdigit())
+        if len(commits) < REAL_FILES + 1:  # the data batches and the no-data batch that closes the windows
+            continue
+        latest = commits[-1]
+        snapshots = {n.split("/")[2] for n in names if n.endswith(f"/{latest + 1}.snapshot")}
+        print(f"  grow: batch {latest}, {len(snapshots)} snapshots of version {latest + 1}", file=sys.stderr)
+        if len(snapshots) == PARTITIONS:
+            break
+    stop.set()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    # The last batch may have run after the check: keep only what the final state says.
+    names = {rel for rel, _ in blobs(f"{JOB}/checkpoint")}
+    commits = sorted(int(n.split("/")[1]) for n in names if n.startswith("commits/") and n.split("/")[1].isdigit())
+    latest = commits[-1]
+    missing = [p for p in range(PARTITIONS) if f"state/0/{p}/{latest + 1}.snapshot" not in names]
+    if missing:
+        raise RuntimeError(f"partitions without a snapshot of version {latest + 1}: {missing[:10]}")
+    return {"real_batches": latest + 1, "last_real_batch": latest, "seconds": round(time.monotonic() - started, 1)}
+
+
+def empty_delta(spark: Any) -> bytes:
+    """What HDFSBackedStateStoreProvider writes for a version without changes: the end marker (-1) through
+    Spark's own compression codec (the session's spark.sql.streaming.stateStore.compression.codec)."""
+    jvm = spark.sparkContext._jvm
+    codec_name = spark.conf.get("spark.sql.streaming.stateStore.compression.codec", "lz4")
+    codec = jvm.org.apache.spark.io.CompressionCodec.createCodec(spark.sparkContext._jsc.sc().conf(), codec_name)
+    buffer = jvm.java.io.ByteArrayOutputStream()
+    out = jvm.java.io.DataOutputStream(codec.compressedOutputStream(buffer))
+    out.writeInt(-1)
+    out.close()
+    return bytes(buffer.toByteArray())
+
+
+def phase_synth(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    from tidemark.storage import open_storage
+
+    grown = json.loads((work / "grow.json").read_text())
+    last = int(grown["last_real_batch"])
+    versions, chain = args.versions, args.chain
+    snapshot_at = versions - chain
+    if snapshot_at <= last + 1:
+        raise SystemExit(f"--versions {versions} with --chain {chain} leaves no synthetic history")
+    spark = session(config(work, "before"))
+    delta = empty_delta(spark)
+    checkpoint = open_storage(f"{JOB}/checkpoint")
+    sink_log = open_storage(f"{JOB}/output/_spark_metadata")
+    offset_lines = (checkpoint.read_bytes(f"offsets/{last}") or b"").decode().split("\n")
+    commit = checkpoint.read_bytes(f"commits/{last}") or b""
+    meta = json.loads(offset_lines[1])
+    # The sink log: every file Spark wrote, as its latest compaction and the plain entries after it list them.
+    entries = sorted(int(r.split(".")[0]) for r, _ in blobs(f"{JOB}/output/_spark_metadata"))
+    lines: list[str] = []
+    for batch in entries:
+        name = f"{batch}.compact" if (batch + 1) % 10 == 0 else str(batch)
+        body = (sink_log.read_bytes(name) or b"").decode().split("\n")[1:]
+        lines = [ln for ln in body if ln] if name.endswith(".compact") else lines + [ln for ln in body if ln]
+    snapshots = {p: checkpoint.read_bytes(f"state/0/{p}/{last + 1}.snapshot") for p in range(PARTITIONS)}
+
+    def items() -> Iterator[tuple[str, bytes]]:
+        for batch in range(last + 1, versions):
+            meta["batchTimestampMs"] = int(meta["batchTimestampMs"]) + 1000
+            body = "\n".join([offset_lines[0], json.dumps(meta, separators=(",", ":")), *offset_lines[2:]])
+            yield f"job/checkpoint/offsets/{batch}", body.encode()
+            yield f"job/checkpoint/commits/{batch}", commit
+            if (batch + 1) % 10 == 0:
+                yield f"job/output/_spark_metadata/{batch}.compact", "\n".join(["v1", *lines]).encode()
+            else:
+                yield f"job/output/_spark_metadata/{batch}", b"v1"
+            for partition in range(PARTITIONS):
+                yield f"job/checkpoint/state/0/{partition}/{batch + 1}.delta", delta
+        for partition, data in snapshots.items():
+            yield f"job/checkpoint/state/0/{partition}/{snapshot_at}.snapshot", data or b""
+
+    started = time.monotonic()
+    uploaded = Uploader(proxy.upstream_port).put_all(items())
+    upload_s = time.monotonic() - started
+    proof = prove_readable(spark, last, versions - 1)
+    return {
+        "synthetic_batches": versions - 1 - last,
+        "snapshot_at": snapshot_at,
+        "chain": chain,
+        "uploaded": uploaded,
+        "upload_s": round(upload_s, 1),
+        "empty_delta_bytes": len(delta),
+        "proof": proof,
+    }
+
+
+def prove_readable(spark: Any, last_real: int, last: int) -> dict[str, Any]:
+    """Spark's own statestore reader: the newest state equals the last real one; two partitions replay every
+    synthetic delta from their first snapshot."""
+    location = f"{JOB}/checkpoint"
+    spark.streams.active  # noqa: B018 - starts the StateStoreCoordinator the reader's stores report to
+    real = spark.read.format("statestore").option("batchId", last_real).load(location)
+    newest = spark.read.format("statestore").option("batchId", last).load(location)
+    rows = real.count()
+    differ = real.exceptAll(newest).count() + newest.exceptAll(real).count()
+    replayed = []
+    for partition in (0, PARTITIONS - 1):
+        frame = (
+            spark.read.format("statestore")
+            .option("batchId", last)
+            .option("snapshotStartBatchId", last_real)
+            .option("snapshotPartitionId", partition)
+            .load(location)
+        )
+        replayed.append(frame.count())
+    expected = [real.where(f"partition_id = {p}").count() for p in (0, PARTITIONS - 1)]
+    if differ or replayed != expected:
+        raise RuntimeError(f"Spark's reader disagrees: {differ} rows differ, replayed {replayed} != {expected}")
+    return {"rows": rows, "rows_differing": differ, "replayed_partitions": replayed}
+
+
+def phase_before(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    names = blobs(f"{JOB}/checkpoint")
+    release_file(work, REAL_FILES)
+    result = measured_run(work, config(work, "before"), proxy)
+    return {"checkpoint_blobs": len(names), **result}
+
+
+def per_folder_walk(connection: str, prefix: str) -> tuple[int, int]:
+    """Hadoop-style listing: one delimiter listing per folder, recursing; (files, folders listed)."""
+    from azure.storage.blob import BlobServiceClient
+
+    container = BlobServiceClient.from_connection_string(connection).get_container_client(CONTAINER)
+    files = folders = 0
+    pending = [prefix]
+    while pending:
+        folder = pending.pop()
+        folders += 1
+        for item in container.walk_blobs(name_starts_with=folder, delimiter="/", results_per_page=5000):
+            if hasattr(item, "size"):
+                files += 1
+            else:
+                pending.append(item.name)
+    return files, folders
+
+
+def phase_inspect(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    from tidemark.checkpoint.inspect import inspect_checkpoint
+
+    _, connection = proxy_connection(proxy)
+    rounds = []
+    for _ in range(args.rounds):
+        proxy.reset_counts()
+        started = time.monotonic()
+        report = inspect_checkpoint(f"{JOB}/checkpoint", sink=f"{JOB}/output")
+        inspect_s = time.monotonic() - started
+        inspect_lists = proxy.counts["list"]
+        proxy.reset_counts()
+        started = time.monotonic()
+        files, folders = per_folder_walk(connection, "job/checkpoint/")
+        walk_s = time.monotonic() - started
+        rounds.append(
+            {
+                "inspect_s": round(inspect_s, 1),
+                "inspect_list_requests": inspect_lists,
+                "walk_s": round(walk_s, 1),
+                "walk_list_requests": proxy.counts["list"],
+                "walk_files": files,
+                "walk_folders": folders,
+                "inspect_files": report.files_total,
+            }
+        )
+    return {
+        "rounds": rounds,
+        "findings": [
+            {"code": f.code, "severity": str(f.severity), "message": f.message, "fix": f.fix} for f in report.findings
+        ],
+    }
+
+
+def proxy_connection(proxy: FaultProxy) -> tuple[str, str]:
+    endpoint = f"http://127.0.0.1:{PORT}/{ACCOUNT}"
+    return endpoint, (
+        f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={azurite_account_key()};BlobEndpoint={endpoint};"
+    )
+
+
+def phase_cure(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    from tidemark.checkpoint.prune import prune_checkpoint
+    from tidemark.evolve.repartition import repartition_checkpoint
+    from tidemark.storage import open_storage
+
+    before = len(blobs(f"{JOB}/checkpoint"))
+    proxy.reset_counts()
+    started = time.monotonic()
+    pruned = prune_checkpoint(f"{JOB}/checkpoint", keep=10, apply=True)
+    prune = {
+        "seconds": round(time.monotonic() - started, 1),
+        "files": pruned.files,
+        "requests": dict(proxy.counts),
+        "blobs_after": len(blobs(f"{JOB}/checkpoint")),
+    }
+    # tidemark repartitions local checkpoints: download, repartition with --to, upload.
+    local = work / "cure" / "checkpoint"
+    if local.exists():
+        shutil.rmtree(local.parent)
+    store = open_storage(f"{JOB}/checkpoint")
+    names = [rel for rel, _ in blobs(f"{JOB}/checkpoint")]
+    started = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda rel: store.download(rel, str(local / rel)), names))
+    download_s = time.monotonic() - started
+    started = time.monotonic()
+    report = repartition_checkpoint(str(local), 4, apply=True, to=str(work / "cure" / "cured"), state_store="rocksdb")
+    repartition_s = time.monotonic() - started
+    cured = work / "cure" / "cured"
+    files = [p for p in cured.rglob("*") if p.is_file() and not p.name.endswith(".crc")]
+    uploader = Uploader(proxy.upstream_port)
+    uploader.put_all((f"job/checkpoint-cured/{p.relative_to(cured).as_posix()}", p.read_bytes()) for p in files)
+    return {
+        "blobs_before": before,
+        "prune": prune,
+        "download_s": round(download_s, 1),
+        "repartition_s": round(repartition_s, 1),
+        "repartition": {"batch": report.batch, "from": report.old_partitions, "to": report.new_partitions},
+        "cured_blobs": len(blobs(f"{JOB}/checkpoint-cured")),
+    }
+
+
+def phase_after(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    from tests.oracles import assert_matches_oracle, window_oracle
+    from tests.storage.spark_stores import raw_sink
+
+    release_file(work, REAL_FILES + 1)
+    result = measured_run(work, config(work, "after", cured=True), proxy)
+    raw = work / "after-sink"
+    if raw.exists():
+        shutil.rmtree(raw)
+    actual = raw_sink(f"{JOB}/output", raw)
+    expected = window_oracle(
+        [[f] for f in landing_files(work)], window=timedelta(minutes=15), watermark=timedelta(minutes=10)
+    )
+    assert_matches_oracle(actual, expected)
+    return {
+        "checkpoint_blobs": len(blobs(f"{JOB}/checkpoint-cured")),
+        **result,
+        "oracle": {"rows": len(expected), "equal": True, "sink_rows": len(actual)},
+    }
+
+
+def run_phase(name: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One phase in this process, with the servers up and the environment pointing through the proxy."""
+    global PARTITIONS
+    PARTITIONS = args.partitions
+    latency = args.latency_ms / 1000 if name in ("before", "inspect", "after", "cure") else 0.0
+    with servers(work, latency) as (proxy, connection):
+        os.environ["AZURE_STORAGE_CONNECTION_STRING"] = connection
+        for other in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_ACCOUNT_NAME"):
+            os.environ.pop(other, None)
+        load = os.getloadavg()
+        started = time.monotonic()
+        result = globals()[f"phase_{name}"](work, proxy, args)
+        result["phase_s"] = round(time.monotonic() - started, 1)
+        result["load_before"] = [round(x, 1) for x in load]
+        result["load_after"] = [round(x, 1) for x in os.getloadavg()]
+        result["latency_ms"] = latency * 1000
+        return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--versions", type=int, default=1000)
+    parser.add_argument("--chain", type=int, default=100)
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=PARTITIONS, help="shuffle partitions (the seed: 200)")
+    parser.add_argument("--phase", choices=[*PHASES, "all"], default="all")
+    args = parser.parse_args()
+    work = args.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    if args.phase != "all":
+        result = run_phase(args.phase, work, args)
+        (work / f"{args.phase}.json").write_text(json.dumps(result, indent=2, default=str))
+        print(json.dumps({args.phase: result}, indent=2, default=str))
+        return
+    for name in PHASES:
+        if (work / f"{name}.json").exists():
+            continue
+        command = [sys.executable, __file__, "--work", str(work), "--phase", name]
+        command += ["--versions", str(args.versions), "--chain", str(args.chain)]
+        command += ["--latency-ms", str(args.latency_ms), "--rounds", str(args.rounds)]
+        command += ["--partitions", str(args.partitions)]
+        print(f"phase {name} ...", file=sys.stderr, flush=True)
+        subprocess.run(command, check=True)
+    summary = {name: json.loads((work / f"{name}.json").read_text()) for name in PHASES}
+    before, after = summary["before"], summary["after"]
+    summary["ratios"] = {
+        "restart_speedup": round(before["first_batch_wall_s"] / after["first_batch_wall_s"], 1),
+        "blob_reduction": round(before["checkpoint_blobs"] / after["checkpoint_blobs"], 1),
+    }
+    (work / "result.json").write_text(json.dumps(summary, indent=2, default=str))
+    print(json.dumps(summary, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

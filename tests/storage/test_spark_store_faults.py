@@ -1,0 +1,120 @@
+"""Issue 27: what object storage does to a running pipeline, with Spark itself writing there.
+
+A SIGKILL of the driver the moment it PUTs `commits/<n>` (the proxy fires it, so the commit never lands), then a
+restart: exact output, no (key, window) twice in the raw Parquet. The storage server gone for 30 s mid-run: the
+run rides it out or stops with one line, and a rerun ends exact. 503 on 10% of requests plus latency: exact.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fault_proxy import Request
+from tests.oracles import assert_matches_oracle
+from tests.servers import SparkStore
+from tests.storage.spark_stores import FAST_WASB_RETRIES, cloud_config, events, oracle, raw_sink
+from tidemark.config import load_config
+from tidemark.errors import CheckpointLocked, TidemarkError
+from tidemark.recovery.failover import run_with_failover
+from tidemark.storage import open_storage
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_driver_killed_while_it_puts_a_commit_then_restarted_is_exact(
+    spark: Any, wasb_store: SparkStore, tmp_path: Path
+) -> None:
+    root = wasb_store.new_root()
+    data = events(tmp_path, files=2)
+    config_path = cloud_config(tmp_path, root)
+    killed: list[Request] = []
+    driver: dict[str, subprocess.Popen[bytes]] = {}
+
+    def kill(request: Request) -> bool:
+        if not killed:
+            killed.append(request)
+            os.killpg(driver["run"].pid, signal.SIGKILL)
+        return True  # the commit never reaches the server
+
+    wasb_store.proxy.on("PUT", r"/job/checkpoint/commits/1$", kill)
+    command = [sys.executable, "-m", "tidemark.cli.main", "run", str(config_path), "--available-now"]
+    with (tmp_path / "killed.log").open("wb") as log:
+        driver["run"] = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ}
+        )
+        code = driver["run"].wait(timeout=600)
+    wasb_store.proxy.clear_hooks()
+    assert killed, (tmp_path / "killed.log").read_text()[-3000:]
+    assert code == -signal.SIGKILL
+    on_server = {e.rel for e in open_storage(f"{root}/checkpoint").list_files()}
+    assert "offsets/1" in on_server and "commits/0" in on_server and "commits/1" not in on_server
+
+    # The killed run's lock (a blob lease) outlives it by at most 35 s; the restart says so and is retried, as a
+    # user would after reading the message.
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            result = run_with_failover(load_config(config_path), spark=spark, available_now=True)
+            break
+        except CheckpointLocked as exc:
+            assert "goes stale" in str(exc) and time.monotonic() < deadline
+            time.sleep(5)
+    assert result.first_batch == 1  # batch 1 ran again
+    assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw"), oracle(data))
+
+
+def test_storage_gone_for_30_seconds_mid_run_then_a_rerun_is_exact(
+    spark: Any, wasb_store: SparkStore, tmp_path: Path
+) -> None:
+    root = wasb_store.new_root()
+    data = events(tmp_path, files=2)
+    config = load_config(cloud_config(tmp_path, root, spark={"conf": FAST_WASB_RETRIES}))
+    went_down = threading.Event()
+
+    def outage(request: Request) -> bool:
+        if not went_down.is_set():
+            went_down.set()
+            wasb_store.proxy.down(30)
+            return True
+        return False
+
+    wasb_store.proxy.on("PUT", r"/job/checkpoint/commits/1$", outage)
+    started = time.monotonic()
+    try:
+        first = run_with_failover(config, spark=spark, available_now=True)
+        outcome = f"rode it out: {first.batches} batches"
+    except TidemarkError as exc:
+        outcome = str(exc)
+        assert "\n" not in outcome
+    assert went_down.is_set(), outcome
+    assert time.monotonic() - started >= 30 or "rode it out" not in outcome
+    wasb_store.proxy.clear_hooks()
+    run_with_failover(config, spark=spark, available_now=True)
+    assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw"), oracle(data))
+
+
+@pytest.mark.parametrize("kind", ["wasb", "s3a"])
+def test_503_on_a_tenth_of_requests_with_latency_is_exact(
+    spark: Any, kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    store: SparkStore = request.getfixturevalue(f"{kind}_store")
+    root = store.new_root()
+    data = events(tmp_path, files=2)
+    config = load_config(cloud_config(tmp_path, root, spark={"conf": FAST_WASB_RETRIES}))
+    store.proxy.latency = 0.005
+    store.proxy.error_rate = 0.10
+    try:
+        run_with_failover(config, spark=spark, available_now=True)
+        assert store.proxy.errors > 10
+    finally:
+        store.calm()
+    assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw"), oracle(data))
