@@ -46,7 +46,15 @@ from tidemark.formats.lock import clear_lock as clear_run_lock
 from tidemark.formats.operators import OperatorEntry, operator_entries
 from tidemark.formats.operators import schema_files as operator_schema_files
 from tidemark.formats.progress import BatchProgress, NumericMetrics, StateOperatorProgress, parse_spark_time
-from tidemark.formats.progress_log import EventType, LogEvent, iter_log, iter_progress, read_progress
+from tidemark.formats.progress_log import (
+    ROCKSDB_CAP_FIELD,
+    EventType,
+    LogEvent,
+    iter_log,
+    iter_progress,
+    last_progress,
+    read_progress,
+)
 from tidemark.formats.progress_log import log_files as progress_log_files
 from tidemark.formats.progress_log import read_log as read_progress_log
 from tidemark.formats.progress_writer import ProgressLogWriter, log_path_for, utc_now_text
@@ -78,10 +86,12 @@ from tidemark.formats.state_schema import (
     type_signature,
 )
 from tidemark.formats.state_schema import names as field_names
+from tidemark.formats.state_size import StateSize, StoreSize, snapshot_metadata, state_size
 
 __all__ = [
     "LOCK_FILE",
     "PROVIDER_CLASS",
+    "ROCKSDB_CAP_FIELD",
     "SHUFFLE_PARTITIONS",
     "BatchProgress",
     "Checkpoint",
@@ -110,9 +120,11 @@ __all__ = [
     "SinkLog",
     "SinkLogFile",
     "StateOperatorProgress",
+    "StateSize",
     "StoreMetadata",
     "StoreMove",
     "StoreScan",
+    "StoreSize",
     "archive_marker",
     "clear_run_lock",
     "clone_without_state",
@@ -130,6 +142,7 @@ __all__ = [
     "is_store_data",
     "iter_log",
     "iter_progress",
+    "last_progress",
     "ledger_files",
     "lock_is_live",
     "locked_message",
@@ -165,7 +178,9 @@ __all__ = [
     "sink_log_folder",
     "sink_log_names",
     "sink_log_uri",
+    "snapshot_metadata",
     "state_root",
+    "state_size",
     "store_schemas",
     "struct_fields",
     "type_signature",

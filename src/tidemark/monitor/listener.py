@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import UTC
-from tidemark.formats import BatchProgress, EventType, ProgressLogWriter, log_path_for
+from tidemark.formats import ROCKSDB_CAP_FIELD, BatchProgress, EventType, ProgressLogWriter, log_path_for
 from tidemark.monitor.events import EventKind, json_listener
 from tidemark.monitor.metrics import MetricsRegistry, RunState
 from tidemark.monitor.publish import MetricsPublisher
@@ -42,10 +42,21 @@ _Item = tuple[str, datetime, Any]
 class RunMonitor:
     """Monitors one run: listener -> queue -> log writer thread; watchdog thread; optional metrics server."""
 
-    def __init__(self, spark: SparkSession, config: TidemarkConfig, run_id: str) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: TidemarkConfig,
+        run_id: str,
+        start: dict[str, Any] | None = None,
+        rocksdb_cap_bytes: int | None = None,
+    ) -> None:
         self.spark = spark
         self.config = config
         self.run_id = run_id
+        # What the run started with (provider, RocksDB cap and why): the started line carries it.
+        self.start_record = start
+        # RocksDB's memory cap of this process: every progress line carries it beside Spark's figures.
+        self.rocksdb_cap_bytes = rocksdb_cap_bytes
         self.log_path = str(log_path_for(config.monitor_dir, run_id))
         self.stuck_after = default_stuck_after(config.trigger.interval, config.monitor.stuck_after)
         self.registry = MetricsRegistry(config.pipeline.name, run_id, self.stuck_after.total_seconds())
@@ -164,7 +175,10 @@ class RunMonitor:
             if not self._is_ours(str(data.get("id", ""))):
                 return
             progress = BatchProgress.from_json(data)
-            self._write(EventType.PROGRESS, moment, {"progress": data})
+            line: dict[str, Any] = {"progress": data}
+            if self.rocksdb_cap_bytes is not None:
+                line[ROCKSDB_CAP_FIELD] = self.rocksdb_cap_bytes
+            self._write(EventType.PROGRESS, moment, line)
             with self._state_lock:
                 self._recent.append(progress)
             self.registry.update(progress)
@@ -179,6 +193,8 @@ class RunMonitor:
                 payload = {**payload, "pipeline": self.config.pipeline.name, "checkpoint": self._location}
                 payload["stuck_after_seconds"] = self.stuck_after.total_seconds()
                 payload["metrics_url"] = self._publisher.url
+                if self.start_record is not None:
+                    payload["state_store"] = self.start_record
             if kind == EventType.TERMINATED:
                 self._terminated.set()
             elif kind == EventType.IDLE:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from tidemark.monitor.listener import RunMonitor
+    from tidemark.plan.store_start import StartPlan
 
 log = logging.getLogger(__name__)
 
@@ -138,14 +139,26 @@ def _leak_hook(
 
     def hook(progress: dict[str, Any]) -> None:
         for warning in guard.observe(progress):
-            text = f"{warning.code}: {warning.message}; fix: {warning.fix}"
-            log.warning(text)
-            warnings.append(text)
-            monitor.record("warning", code=warning.code, message=warning.message, fix=warning.fix)
-            if on_warning is not None:
-                on_warning(text)
+            _warn(warning.code, warning.message, warning.fix, monitor, warnings, on_warning)
 
     return hook
+
+
+def _warn(
+    code: str,
+    message: str,
+    fix: str,
+    monitor: RunMonitor,
+    warnings: list[str],
+    on_warning: Callable[[str], None] | None,
+) -> None:
+    """One warning in the run's output, its result and its progress log."""
+    text = f"{code}: {message}; fix: {fix}"
+    log.warning(text)
+    warnings.append(text)
+    monitor.record("warning", code=code, message=message, fix=fix)
+    if on_warning is not None:
+        on_warning(text)
 
 
 def _ledger_hook(config: TidemarkConfig) -> ProgressHook:
@@ -176,10 +189,14 @@ def run_pipeline(
     replay_from: datetime | None = None,
 ) -> RunResult:
     """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
+    from tidemark.plan.store_start import plan_start
     from tidemark.session import runtime_conf
     from tidemark.spark.environment import session_for
 
     check_source_path(config)  # before the JVM starts: a wrong path should cost nothing
+    # The provider of a new checkpoint and RocksDB's cap for this process, sized before the JVM starts.
+    start = plan_start(config)
+    config = start.config
     run_id = new_run_id()
     stop = stop or threading.Event()
     reasons: list[StopReason] = []
@@ -190,7 +207,9 @@ def run_pipeline(
     session = spark or SparkSession.getActiveSession() or session_for(config)
     # A reused session (tests, notebooks, the recovery replay) gets its settings back afterwards.
     with runtime_conf(session, config.spark_conf()):
-        return _run(session, config, run_id, once, deadline_after, stop, reasons, on_progress, on_warning, replay_from)
+        return _run(
+            session, config, run_id, once, deadline_after, stop, reasons, on_progress, on_warning, replay_from, start
+        )
 
 
 def _run(
@@ -204,6 +223,7 @@ def _run(
     on_progress: Callable[[dict[str, Any]], None] | None,
     on_warning: Callable[[str], None] | None,
     replay_from: datetime | None,
+    start: StartPlan,
 ) -> RunResult:
     """The body of run_pipeline, on a session that has the pipeline's settings."""
     from tidemark.formats import RunLock
@@ -212,7 +232,8 @@ def _run(
     from tidemark.session import runtime_conf
 
     reconcile_quarantine(session, config)
-    monitor = RunMonitor(session, config, run_id)
+    cap = start.cap.cap_bytes if start.cap is not None else None
+    monitor = RunMonitor(session, config, run_id, start=start.as_record(), rocksdb_cap_bytes=cap)
     warnings: list[str] = []
     hooks: list[ProgressHook] = [on_progress] if on_progress else []
     # Spark's own window and session aggregations evict by watermark by construction: their state
@@ -233,6 +254,8 @@ def _run(
         session.streams.addListener(listener)
         try:
             monitor.start(listen=False)
+            for finding in start.findings:
+                _warn(finding.code, finding.message, finding.fix, monitor, warnings, on_warning)
             with _stop_on_signals(stop, reasons):
                 deadline = started + deadline_after.total_seconds() if deadline_after else None
                 clean_stop = True
