@@ -7,6 +7,7 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from tidemark.formats import ROCKSDB_CAP_FIELD, BatchProgress, EventType, Progre
 from tidemark.monitor.events import EventKind, json_listener
 from tidemark.monitor.metrics import MetricsRegistry, RunState
 from tidemark.monitor.publish import MetricsPublisher
+from tidemark.monitor.rocksdb_health import CrawlWatch
 from tidemark.monitor.watchdog import (
     RunningStage,
     StuckDiagnosis,
@@ -49,6 +51,8 @@ class RunMonitor:
         run_id: str,
         start: dict[str, Any] | None = None,
         rocksdb_cap_bytes: int | None = None,
+        crawl_watch: CrawlWatch | None = None,
+        on_warning: Callable[[str], None] | None = None,
     ) -> None:
         self.spark = spark
         self.config = config
@@ -57,6 +61,9 @@ class RunMonitor:
         self.start_record = start
         # RocksDB's memory cap of this process: every progress line carries it beside Spark's figures.
         self.rocksdb_cap_bytes = rocksdb_cap_bytes
+        # Warns once when RocksDB's reads start going to disk batch after batch (a crawl coming).
+        self.crawl_watch = crawl_watch or CrawlWatch()
+        self._on_warning = on_warning
         self.log_path = str(log_path_for(config.monitor_dir, run_id))
         self.stuck_after = default_stuck_after(config.trigger.interval, config.monitor.stuck_after)
         self.registry = MetricsRegistry(config.pipeline.name, run_id, self.stuck_after.total_seconds())
@@ -181,8 +188,11 @@ class RunMonitor:
             self._write(EventType.PROGRESS, moment, line)
             with self._state_lock:
                 self._recent.append(progress)
-            self.registry.update(progress)
+            crawl = self.crawl_watch.observe(progress, self.rocksdb_cap_bytes)
+            self.registry.update(progress, rocksdb_cap_bytes=self.rocksdb_cap_bytes, crawl=crawl is not None)
             self._publisher.changed()
+            if crawl is not None:
+                self.warn(crawl.code, crawl.message, crawl.fix, moment)
             self._watchdog.note_activity()
             self._idle_logged = False
             return
@@ -333,6 +343,14 @@ class RunMonitor:
     def _warn(self, text: str) -> None:
         log.warning(text)
         self.record("warning", code="METRICS", message=text)
+
+    def warn(self, code: str, message: str, fix: str, moment: datetime | None = None) -> None:
+        """A finding of the run itself (from the monitor's thread): the log, the progress log, the run's warnings."""
+        text = f"{code}: {message}; fix: {fix}"
+        log.warning(text)
+        self._write(EventType.WARNING, moment or datetime.now(UTC), {"code": code, "message": message, "fix": fix})
+        if self._on_warning is not None:
+            self._on_warning(text)
 
     def _final_state(self, ended: str | None) -> RunState:
         query = self._query

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from tidemark.monitor.listener import RunMonitor
+    from tidemark.monitor.rocksdb_health import CrawlWatch
     from tidemark.plan.store_start import StartPlan
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,19 @@ def _leak_hook(
     return hook
 
 
+def crawl_watch_for(config: TidemarkConfig, start: StartPlan) -> CrawlWatch:
+    """The run's crawl watch: the partitions an executor works on at once, and what it can give RocksDB."""
+    from tidemark.monitor.rocksdb_health import CrawlWatch
+    from tidemark.plan.load import conf_from_config
+
+    conf = conf_from_config(config)
+    need = start.cap.need if start.cap is not None else None
+    partitions = need.partitions if need is not None else config.spark.shuffle_partitions
+    active = max(1, min(conf.cores, -(-partitions // max(1, conf.executors))))
+    room = start.cap.room.bytes if start.cap is not None else None
+    return CrawlWatch(active_partitions=active, room_bytes=room)
+
+
 def _warn(
     code: str,
     message: str,
@@ -232,9 +246,22 @@ def _run(
     from tidemark.session import runtime_conf
 
     reconcile_quarantine(session, config)
-    cap = start.cap.cap_bytes if start.cap is not None else None
-    monitor = RunMonitor(session, config, run_id, start=start.as_record(), rocksdb_cap_bytes=cap)
     warnings: list[str] = []
+
+    def monitor_warning(text: str) -> None:
+        warnings.append(text)
+        if on_warning is not None:
+            on_warning(text)
+
+    monitor = RunMonitor(
+        session,
+        config,
+        run_id,
+        start=start.as_record(),
+        rocksdb_cap_bytes=start.cap.cap_bytes if start.cap is not None else None,
+        crawl_watch=crawl_watch_for(config, start),
+        on_warning=monitor_warning,
+    )
     hooks: list[ProgressHook] = [on_progress] if on_progress else []
     # Spark's own window and session aggregations evict by watermark by construction: their state
     # grows only while it ramps up. Leaks come from per-key logic that forgets to remove state.

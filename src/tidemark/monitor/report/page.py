@@ -18,6 +18,9 @@ from tidemark.monitor.series import (
     PHASE_SERIES,
     PHASES,
     PROCESSED_RATE,
+    ROCKSDB_CAP,
+    ROCKSDB_MEMORY,
+    ROCKSDB_MISS,
     WATERMARK_LAG,
     RunSeries,
     SeriesFold,
@@ -84,6 +87,13 @@ def _charts(series: RunSeries) -> str:
         boxes.append(_box("Commit share of batch time", line_chart("Commit share (%)", columns, shares, "%")))
     else:
         boxes.append('<p class="empty">the query has no stateful operator: no state or commit charts</p>')
+    if any(c.get(ROCKSDB_MEMORY) is not None for c in columns):
+        lines = [("used", ROCKSDB_MEMORY)]
+        if any(c.get(ROCKSDB_CAP) is not None for c in columns):
+            lines.append(("cap", ROCKSDB_CAP))
+        boxes.append(_box("RocksDB memory against its cap", line_chart("RocksDB memory (B)", columns, lines, "B")))
+        misses = [("misses per get", ROCKSDB_MISS)]
+        boxes.append(_box("RocksDB block cache misses", line_chart("Cache misses per get (%)", columns, misses, "%")))
     if any(c.get(WATERMARK_LAG) is not None for c in columns):
         boxes.append(_box("Watermark lag", line_chart("Watermark lag (s)", columns, [("lag", WATERMARK_LAG)], "s")))
     else:
@@ -115,6 +125,17 @@ def _summary(run: RunAnalysis) -> str:
         ("watermark lag (last batch)", lag),
         ("terminated", "with an error" if run.exception else ("yes" if run.terminated else "no (still running?)")),
     ]
+    if run.rocksdb is not None:
+        r = run.rocksdb
+        cap = f" of a {format_size(r.cap_bytes)} cap" if r.cap_bytes else " (no cap recorded)"
+        rows.append(
+            (
+                "RocksDB memory",
+                f"{format_size(r.last_memory_bytes)}{cap} (max {format_size(r.max_memory_bytes)}); cache misses "
+                f"per get {r.last_cache_miss_share:.1%} (max {r.max_cache_miss_share:.1%}), "
+                f"{r.last_micros_per_get:,.1f} us a get",
+            )
+        )
     for trend in run.state_rows_trend:
         rows.append(
             (
@@ -176,7 +197,7 @@ def _analyzed(path: str | Path, leak_batches: int, parallelism: int | None) -> l
             folds = runs[run_id] = (RunFold(run_id, leak_batches, parallelism), SeriesFold(PLOT_WIDTH, parallelism))
         folds[0].add(event, progress)
         if progress is not None:
-            folds[1].add(progress)
+            folds[1].add(progress, event.rocksdb_cap_bytes)
     return [(analysis.result(), series.result()) for analysis, series in runs.values()]
 
 
