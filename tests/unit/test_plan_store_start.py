@@ -102,13 +102,37 @@ def test_an_existing_checkpoint_keeps_its_provider_and_sizes_the_cap_from_its_st
     assert start.state_store is StateStoreKind.ROCKSDB and start.store_chosen_by == "checkpoint"
     assert start.config.checkpoint.state_store is StateStoreKind.ROCKSDB
     [fixed] = [f for f in start.findings if f.code == "STATE_STORE_FIXED"]
-    assert f"tidemark state repartition {root} --partitions N --state-store hdfs --apply" in fixed.fix
+    assert f"tidemark state repartition {root} --partitions 2 --state-store hdfs --apply" in fixed.fix
     assert start.cap is not None and start.cap.need is not None
     measured = state_size(Checkpoint.open(str(root)))
     largest_two = sorted(measured.per_partition().values())[-2:]
     assert start.cap.need.basis == "bytes"
     assert start.cap.need.active_state_bytes == sum(largest_two)
     assert start.cap.need.need_bytes >= sum(largest_two) * ROCKSDB_CAP_PER_SST_BYTE
+
+
+def test_a_hint_past_the_existing_store_says_how_to_move(tmp_path: Path) -> None:
+    root = _copy("hdfs_window", tmp_path)
+    grown = load_config(
+        write_config(
+            tmp_path,
+            spark={"driver_memory": "2g"},
+            checkpoint={"location": str(root), "expected_state_keys": 50_000_000},
+        )
+    )
+    start = plan_start(grown, available_bytes=8 * GB)
+    assert start.state_store is StateStoreKind.HDFS and start.cap is None  # the checkpoint's own, for this run
+    [outgrown] = start.findings
+    assert outgrown.code == "STATE_STORE_OUTGROWN" and "RocksDB keeps them off the heap" in outgrown.message
+    assert f"tidemark state repartition {root} --partitions 2 --state-store rocksdb --apply" in outgrown.fix
+    small = load_config(write_config(tmp_path, checkpoint={"location": str(root), "expected_state_keys": 1000}))
+    assert plan_start(small, available_bytes=8 * GB).findings == ()  # both stores do at 1 k keys
+    fits = load_config(
+        write_config(
+            tmp_path, spark={"driver_memory": "4g"}, checkpoint={"location": str(root), "expected_state_keys": 500_000}
+        )
+    )
+    assert plan_start(fits, available_bytes=8 * GB).findings == ()
 
 
 def test_a_configured_cap_is_passed_through(tmp_path: Path) -> None:

@@ -26,7 +26,15 @@ from tidemark.config.model import (
 from tidemark.config.rocksdb import AUTO
 from tidemark.errors import TidemarkError
 from tidemark.findings import Finding, Severity
-from tidemark.formats import PROVIDER_CLASS, Checkpoint, CheckpointStatus, StateSize, last_progress, state_size
+from tidemark.formats import (
+    PROVIDER_CLASS,
+    SHUFFLE_PARTITIONS,
+    Checkpoint,
+    CheckpointStatus,
+    StateSize,
+    last_progress,
+    state_size,
+)
 from tidemark.plan.load import conf_from_config, is_local_master
 from tidemark.plan.memory import MIB, MemoryConf
 from tidemark.plan.resident import RowShape, Workload, hdfs_footprint, shape_from_version_bytes, unsafe_row_bytes
@@ -147,14 +155,17 @@ def _hdfs_outgrown(config: TidemarkConfig, conf: MemoryConf, checkpoint: str) ->
     )
 
 
-def _existing_store(check: Checkpoint) -> StateStoreKind | None:
-    """The provider a checkpoint with a committed batch was created with (None: no committed batch)."""
+def _existing_store(check: Checkpoint) -> tuple[StateStoreKind, str] | None:
+    """The provider a checkpoint with a committed batch was created with, and its partitions ("N" when not
+    recorded); None without a committed batch."""
     batches = check.commit_batches()
     if not batches:
         return None
     offsets = check.find_offset(batches[-1])
-    provider = offsets.conf.get(PROVIDER_CLASS, HDFS_PROVIDER) if offsets is not None else HDFS_PROVIDER
-    return StateStoreKind.ROCKSDB if provider == ROCKSDB_PROVIDER else StateStoreKind.HDFS
+    conf = offsets.conf if offsets is not None else {}
+    provider = conf.get(PROVIDER_CLASS, HDFS_PROVIDER)
+    store = StateStoreKind.ROCKSDB if provider == ROCKSDB_PROVIDER else StateStoreKind.HDFS
+    return store, conf.get(SHUFFLE_PARTITIONS, "N")
 
 
 def plan_start(config: TidemarkConfig, available_bytes: int | None = None, read_machine: bool = True) -> StartPlan:
@@ -167,15 +178,30 @@ def plan_start(config: TidemarkConfig, available_bytes: int | None = None, read_
     findings: list[Finding] = []
     check = Checkpoint.open(location)
     existing: StateStoreKind | None = None
+    partitions = "N"
     try:
-        if check.status() is CheckpointStatus.PRESENT:
-            existing = _existing_store(check)
+        if check.status() is CheckpointStatus.PRESENT and (found := _existing_store(check)) is not None:
+            existing, partitions = found
     except TidemarkError as exc:  # the run itself reports an unreadable checkpoint, in its own words
         log.debug("cannot read %s to size the state store: %s", location, exc)
     explicit = "state_store" in config.checkpoint.model_fields_set
+    hint = config.checkpoint.expected_state_keys
     if existing is not None:
         store, chosen_by = existing, "checkpoint"
         reason = "a checkpoint keeps the provider it was created with"
+        hinted, why = store_for_hint(hint, config, conf) if hint is not None else (existing, "")
+        heap_short = hint is not None and hint / max(1, conf.executors) >= HDFS_FASTER_FROM_KEYS
+        if existing is StateStoreKind.HDFS and hinted is StateStoreKind.ROCKSDB and heap_short:
+            findings.append(
+                Finding(
+                    "STATE_STORE_OUTGROWN",
+                    Severity.WARNING,
+                    f"expected_state_keys = {hint:,} outgrows the HDFS-backed store {location} was created with, "
+                    f"which Spark keeps: {why}",
+                    f"move the state while the query is stopped: tidemark state repartition {location} --partitions "
+                    f"{partitions} --state-store {hinted.value} --apply (or more partitions)",
+                )
+            )
         if explicit and config.checkpoint.state_store is not existing:
             findings.append(
                 Finding(
@@ -183,14 +209,14 @@ def plan_start(config: TidemarkConfig, available_bytes: int | None = None, read_
                     Severity.WARNING,
                     f"[checkpoint] state_store = {config.checkpoint.state_store.value!r} but {location} was created "
                     f"with the {existing.value} store, which Spark keeps",
-                    f"tidemark state repartition {location} --partitions N --state-store "
+                    f"tidemark state repartition {location} --partitions {partitions} --state-store "
                     f"{config.checkpoint.state_store.value} --apply moves the state (query stopped), or set it back",
                 )
             )
     elif explicit:
         store, chosen_by, reason = config.checkpoint.state_store, "config", "[checkpoint] state_store"
-    elif config.checkpoint.expected_state_keys is not None:
-        store, reason = store_for_hint(config.checkpoint.expected_state_keys, config, conf)
+    elif hint is not None:
+        store, reason = store_for_hint(hint, config, conf)
         chosen_by = "hint"
         if config.aggregation.kind is AggregationKind.CUSTOM and store is StateStoreKind.HDFS:
             # transformWithState needs RocksDB's column families.
