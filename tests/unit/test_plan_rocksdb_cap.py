@@ -67,15 +67,21 @@ def test_counted_keys_win_when_they_ask_more() -> None:
     assert state_need({0: 0}, _local()) is None
 
 
-def test_local_mode_gives_rocksdb_half_of_what_the_machine_leaves() -> None:
+def test_local_mode_gives_rocksdb_a_quarter_of_the_heap_or_what_the_state_needs_within_the_machine() -> None:
     available = 21 * GB
-    plan = plan_cap(_local(), True, state_need(_ten_million_keys(), _local()), available)
     room = LOCAL_MACHINE_SHARE * (available - 12 * GB - JVM_NATIVE_BYTES)
-    assert plan.room.local
-    assert plan.cap_bytes == room // MIB * MIB
-    assert plan.chosen == "auto"
-    assert plan.findings == ()  # 10 M keys need about 1 GB: the machine has it
-    assert plan.memory_overhead_bytes is None
+    fresh = plan_cap(_local(), True, None, available)
+    assert fresh.room.local and fresh.room.bytes == room
+    assert fresh.cap_bytes == 3 * GB  # a quarter of the 12 GB heap: the 10 M keys that needed it need about 1 GB
+    assert fresh.chosen == "auto" and fresh.memory_overhead_bytes is None
+    need = state_need(_ten_million_keys(), _local())
+    assert need is not None
+    assert plan_cap(_local(), True, need, available).findings == ()  # the machine has it
+    small = _local(heap=1 * GB)
+    assert plan_cap(small, True, None, available).cap_bytes == START_CAP_BYTES  # at least 256 MB
+    grown = plan_cap(small, True, need, available)
+    assert grown.cap_bytes == pytest.approx(need.need_bytes * GROWTH_HEADROOM, abs=MIB)  # a new run, a larger cap
+    assert grown.findings == ()
 
 
 def test_local_mode_short_of_memory_says_what_to_change() -> None:

@@ -60,10 +60,10 @@ def test_a_new_checkpoint_gets_rocksdb_and_what_the_machine_has(tmp_path: Path) 
     start = plan_start(config, available_bytes=10 * GB)
     assert start.state_store is StateStoreKind.ROCKSDB and start.store_chosen_by == "default"
     assert start.cap is not None and start.cap.need is None
-    room = LOCAL_MACHINE_SHARE * (10 * GB - 2 * GB - JVM_NATIVE_BYTES)
-    assert start.cap.cap_bytes == room // MIB * MIB
+    assert start.cap.room.bytes == LOCAL_MACHINE_SHARE * (10 * GB - 2 * GB - JVM_NATIVE_BYTES)
+    assert start.cap.cap_bytes == 512 * MIB  # a quarter of the 2 GB heap, well within the room
     conf = start.config.spark_conf()
-    assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == str(int(room // MIB))
+    assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "512"
     assert start.findings == ()
     record = start.as_record()
     assert record["state_store"] == "rocksdb"
@@ -156,7 +156,10 @@ def test_a_cluster_on_the_default_overhead_asks_for_the_overhead(tmp_path: Path)
     path.write_text(path.read_text() + '\n[spark.conf]\n"spark.executor.memoryOverhead" = "2g"\n')
     start = plan_start(load_config(path))
     assert start.config.spark_conf()["spark.executor.memoryOverhead"] == "2g"
-    assert start.cap is not None and start.cap.cap_bytes == 2 * GB - JVM_NATIVE_BYTES
+    assert start.cap is not None and start.cap.cap_bytes == GB  # a quarter of the heap, within 2 GB - 320 MB
+    path.write_text(path.read_text().replace('"2g"', '"512m"'))
+    tight = plan_start(load_config(path))  # 512 MB of overhead leaves RocksDB 192 MB
+    assert tight.cap is not None and tight.cap.cap_bytes == 512 * MIB - JVM_NATIVE_BYTES
 
 
 def test_hdfs_state_past_half_the_heap_gets_the_move_to_rocksdb(tmp_path: Path) -> None:

@@ -40,6 +40,11 @@ START_CAP_BYTES = 256 * MIB
 MIN_CAP_BYTES = 16 * MIB
 # In local mode the machine is the container: RocksDB may take this share of what the heap and the JVM leave.
 LOCAL_MACHINE_SHARE = 0.5
+# Before the state is known, a share of the heap, which says how large a job its owner expects (the HDFS-backed
+# store needed a 12 GB heap for the 10 M keys that RocksDB needed about 1 GB of cap for: a quarter leaves a margin
+# of 3). A cap is an upper bound the LRU cache fills over time (blocks of compacted files stay until evicted), so
+# it is not simply all the room.
+HEAP_SHARE = 0.25
 # Below this share of the need, batches crawl rather than slow down (27 B a key crawled, 54 B ran: half).
 CRAWL_SHARE = 0.5
 
@@ -221,20 +226,22 @@ def plan_cap(
     configured_mb: int | None = None,
     checkpoint: str = "CHECKPOINT",
 ) -> CapPlan:
-    """The cap for a run: the configured one, else what the executor can give (clusters on the default overhead:
-    what the state needs, with the overhead raised to carry it); a finding when the state needs more."""
+    """The cap for a run: the configured one; else the largest of 256 MB, a quarter of the heap and what the state
+    needs with room to grow, within what the executor can give. On a cluster's default overhead tidemark asks for
+    the overhead instead (for 256 MB or what the state needs); a finding when the state needs more than it gets."""
     room = rocksdb_room(conf, local, available_bytes)
     overhead: int | None = None
+    grown = need.need_bytes * GROWTH_HEADROOM if need is not None else 0.0
     if configured_mb is not None:
         cap = configured_mb * MIB
         chosen = "config"
     elif room.overhead_default:
-        wanted = max(float(START_CAP_BYTES), need.need_bytes * GROWTH_HEADROOM if need else 0.0)
-        cap = math.ceil(wanted / MIB) * MIB
+        cap = math.ceil(max(float(START_CAP_BYTES), grown) / MIB) * MIB
         overhead = math.ceil((overhead_for(conf) + cap) / MIB) * MIB
         chosen = "auto"
     else:
-        cap = max(MIN_CAP_BYTES, math.floor(room.bytes / MIB) * MIB)
+        wanted = max(float(START_CAP_BYTES), HEAP_SHARE * conf.executor_memory_bytes, grown)
+        cap = max(MIN_CAP_BYTES, math.floor(min(wanted, room.bytes) / MIB) * MIB)
         chosen = "auto"
     findings: list[Finding] = []
     if need is not None and need.need_bytes > cap:
