@@ -26,6 +26,7 @@ import collections
 import glob
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -49,6 +50,7 @@ from tidemark.config import parse_config  # noqa: E402
 TIDEMARK_DEFAULT = "tidemark"
 BASELINE = "hdfs"
 _TICK = os.sysconf("SC_CLK_TCK")
+_NOT_WORD = re.compile(r"\W")
 _THREAD_GROUPS = (
     ("Executor task", "tasks"),
     ("GC Thread", "gc"),
@@ -60,28 +62,54 @@ _THREAD_GROUPS = (
 )
 
 
-def tidemark_state_conf() -> dict[str, str]:
-    """The state store settings tidemark gives a window pipeline with its default [checkpoint] table."""
-    config = parse_config({k: dict(v) for k, v in BASE_CONFIG.items()}, base=Path(tempfile.gettempdir()))
-    return {k: v for k, v in config.spark_conf().items() if k.startswith("spark.sql.streaming.stateStore.")}
+# What `tidemark run` sized at this process's start (plan_start), kept for the report; set by main().
+START: dict[str, Any] = {}
+
+
+def tidemark_state_conf(driver_memory: str = "3g", partitions: int = 2) -> dict[str, str]:
+    """The state store settings `tidemark run` gives a window pipeline with nothing configured in [checkpoint]:
+    the provider of a new checkpoint and RocksDB's cap, sized as at a run's start (before this JVM starts)."""
+    from tidemark.plan.store_start import plan_start
+
+    tables = {k: dict(v) for k, v in BASE_CONFIG.items()}
+    tables["spark"] = {**tables["spark"], "driver_memory": driver_memory, "shuffle_partitions": partitions}
+    # A checkpoint that does not exist yet: what a first run sees.
+    tables["checkpoint"] = {"location": str(Path(tempfile.gettempdir()) / f"tidemark-bench-new-{time.time_ns()}")}
+    config = parse_config(tables, base=Path(tempfile.gettempdir()))
+    start = plan_start(config)
+    START.update(start.as_record())
+    return {k: v for k, v in start.config.spark_conf().items() if k.startswith("spark.sql.streaming.stateStore.")}
 
 
 def all_setups() -> dict[str, dict[str, str]]:
     """Every setup this benchmark knows: the shared ones plus tidemark's current defaults."""
-    return {**SETUPS, TIDEMARK_DEFAULT: tidemark_state_conf()}
+    if TIDEMARK_DEFAULT not in _SIZED:
+        _SIZED[TIDEMARK_DEFAULT] = tidemark_state_conf()
+    return {**SETUPS, **_SIZED}
+
+
+_SIZED: dict[str, dict[str, str]] = {}
 
 
 def setup_conf(setup: str) -> dict[str, str]:
-    """A named setup's settings; `NAME@MB` is that setup with RocksDB's bounded memory set to MB.
+    """A named setup's settings; `NAME@MB` is that setup with RocksDB's bounded memory set to MB, `NAME@unbounded`
+    without a bound, `NAME+key=value` adds one RocksDB setting (e.g. `tidemark+blockSizeKB=16`).
 
     RocksDB reads the bound once per JVM (one cache for every instance), so a `@MB` setup must be the only
     RocksDB setup of its process: run it with `--setups hdfs,tidemark@1024` or alone.
     """
-    name, _, bound = setup.partition("@")
+    base, *extras = setup.split("+") if setup != "rocksdb+changelog" else [setup]
+    name, _, bound = base.partition("@")
     conf = dict(all_setups()[name])
-    if bound:
+    if bound == "unbounded":
+        conf.pop("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage", None)
+        conf.pop("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", None)
+    elif bound:
         conf["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] = "true"
         conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] = str(int(bound))
+    for extra in extras:
+        key, _, value = extra.partition("=")
+        conf[f"spark.sql.streaming.stateStore.rocksdb.{key}"] = value
     return conf
 
 
@@ -93,8 +121,12 @@ class Jvm:
         self.pid = int(self.jvm.java.lang.ProcessHandle.current().pid())
 
     def threads_cpu(self) -> collections.Counter[str]:
-        """CPU seconds so far by thread group."""
+        """CPU seconds so far by thread group of the live threads, and the whole process's under "process" (which
+        keeps the CPU of threads that ended: Spark replaces task threads, so live threads alone can go back)."""
         groups: collections.Counter[str] = collections.Counter()
+        raw = Path(f"/proc/{self.pid}/stat").read_text()
+        fields = raw.rsplit(")", 1)[1].split()
+        groups["process"] = (int(fields[11]) + int(fields[12])) / _TICK
         for stat in glob.glob(f"/proc/{self.pid}/task/*/stat"):
             try:
                 raw = Path(stat).read_text()
@@ -163,7 +195,7 @@ def measure(
             stream.writeStream.format("noop")
             .outputMode("update")
             .option("checkpointLocation", str(checkpoint))
-            .queryName(f"bench_{setup.replace('+', '_')}_{keys}")
+            .queryName(f"bench_{_NOT_WORD.sub('_', setup)}_{keys}")
             .start()
         )
         deadline = time.monotonic() + timeout
@@ -193,6 +225,7 @@ def measure(
     steady = ordered[1:]
     first, end = 1, batches - 1
     cpu = {g: (marks[end][1][g] - marks[first][1].get(g, 0)) * 1000 / (end - first) for g in marks[end][1]}
+    process_cpu = cpu.pop("process")
     files, size = folder_stats(checkpoint / "state")
     shutil.rmtree(checkpoint, ignore_errors=True)
     return {
@@ -202,13 +235,18 @@ def measure(
         "wall_s": wall,
         "first_batch_ms": float(ordered[0]["batchDuration"]),
         "batch_ms": statistics.median(float(p["batchDuration"]) for p in steady),
-        "cpu_ms": sum(cpu.values()),
+        "cpu_ms": process_cpu,
         "cpu_by_threads_ms": {g: round(v) for g, v in sorted(cpu.items(), key=lambda kv: -kv[1]) if v >= 1},
         "updates_ms": statistics.median(_state_metric(p, "allUpdatesTimeMs") for p in steady),
         "commit_ms": statistics.median(_state_metric(p, "commitTimeMs") for p in steady),
         "rocksdb_get_ms": statistics.median(_custom(p, "rocksdbGetLatency") for p in steady),
         "rocksdb_put_ms": statistics.median(_custom(p, "rocksdbPutLatency") for p in steady),
         "rocksdb_gets": statistics.median(_custom(p, "rocksdbGetCount") for p in steady),
+        "rocksdb_cache_miss_share": statistics.median(
+            _custom(p, "rocksdbReadBlockCacheMissCount") / max(1.0, _custom(p, "rocksdbGetCount")) for p in steady
+        ),
+        "rocksdb_sst_bytes": _custom(ordered[-1], "rocksdbSstFileSize"),
+        "rocksdb_cap_mb": float(setup_conf(setup).get("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", 0)),
         "memory_bytes": _state_metric(ordered[-1], "memoryUsedBytes"),
         "heap_after_gc_mb": heap,
         "rss_mb": [round(marks[b][0]) for b in range(batches)],
@@ -292,7 +330,10 @@ def main() -> None:
     setups = args.setups.split(",")
     if sum(1 for s in setups if s != BASELINE) > 1 and any("@" in s for s in setups):
         parser.error("a NAME@MB setup sets RocksDB's one bound for the whole JVM: run it alone or with hdfs")
-    print("tidemark's state store settings:", json.dumps(tidemark_state_conf()), file=sys.stderr, flush=True)
+    # Sized before the JVM starts, as `tidemark run` does: the machine's memory beside this heap.
+    _SIZED[TIDEMARK_DEFAULT] = tidemark_state_conf(args.driver_memory, args.partitions)
+    print("tidemark's state store settings:", json.dumps(_SIZED[TIDEMARK_DEFAULT]), file=sys.stderr, flush=True)
+    print("sized at start:", json.dumps(START), file=sys.stderr, flush=True)
     spark = session(shuffle_partitions=args.partitions, driver_memory=args.driver_memory)
     jvm = Jvm(spark)
     work = Path(tempfile.mkdtemp(prefix="tidemark-bench-state-"))
@@ -313,7 +354,7 @@ def main() -> None:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
         if args.json:
-            args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+            args.json.write_text(json.dumps({"start": START, "runs": results}, indent=2), encoding="utf-8")
     print(render(results))
 
 

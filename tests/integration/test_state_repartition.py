@@ -29,9 +29,10 @@ from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.evolve.repartition import RepartitionReport, repartition_checkpoint
 from tidemark.evolve.verify import compare_state
-from tidemark.formats import Checkpoint
+from tidemark.formats import PROVIDER_CLASS, Checkpoint, read_progress_log
 from tidemark.pipeline.generate import generate_events
-from tidemark.pipeline.run import start_query
+from tidemark.pipeline.run import run_pipeline, start_query
+from tidemark.plan.store_start import plan_start
 from tidemark.recovery.audit import audit_sink
 from tidemark.session import runtime_conf
 from tidemark.state.reader import open_state_source
@@ -106,6 +107,36 @@ def test_window_continues_with_8_partitions_after_repartition(spark: SparkSessio
     audit = audit_sink(config)  # issue 16.3: exactly once across the repartition, batch by batch
     assert audit.ok, audit.violations
     assert len(audit.batches) == Checkpoint.open(config.checkpoint.location).latest_committed_batch() + 1
+
+
+def test_a_window_that_outgrew_the_hdfs_store_moves_to_rocksdb(spark: SparkSession, tmp_path: Path) -> None:
+    """Issue 29: the expected size outgrows the store a checkpoint was created with; the advice's command moves the
+    state to RocksDB (same partitions), and `tidemark run` continues on it with a cap sized from that state."""
+    data = generate_events(tmp_path / "all", events=1200, keys=9, files=4, seed=29)
+    arrive(list(data.files[:2]), tmp_path / "landing", 1_700_000_000)
+    config = load_config(write_config(tmp_path, checkpoint={"state_store": HDFS}))
+    run_pipeline(config, available_now=True, spark=spark)
+
+    grown = load_config(write_config(tmp_path, checkpoint={"expected_state_keys": 50_000_000}))
+    [advice] = plan_start(grown).findings
+    assert advice.code == "STATE_STORE_OUTGROWN"
+    command = f"tidemark state repartition {config.checkpoint.location} --partitions 2 --state-store rocksdb --apply"
+    assert command in advice.fix
+    assert main(command.split()[1:]) == 0  # the advice, as the user runs it
+    moved = Checkpoint.open(config.checkpoint.location)
+    assert moved.offset(moved.latest_committed_batch()).conf[PROVIDER_CLASS] == ROCKSDB_PROVIDER
+
+    arrive(list(data.files[2:]), tmp_path / "landing", 1_700_000_100)
+    result = run_pipeline(grown, available_now=True, spark=spark)
+    started = next(e for e in read_progress_log(result.monitor_log or "") if e.type == "started")
+    record = started.data["state_store"]
+    assert record["state_store"] == "rocksdb" and record["chosen_by"] == "checkpoint"
+    assert record["rocksdb"]["state_bytes"] > 0  # the cap was sized from the moved state
+    expected = window_oracle(batches_of(config.checkpoint.location), timedelta(minutes=15), timedelta(minutes=10))
+    assert len(expected) > 30
+    assert_matches_oracle(read_sink(tmp_path / "output"), expected)
+    audit = audit_sink(grown)
+    assert audit.ok, audit.violations
 
 
 def test_sessions_continue_on_2_partitions_and_another_store(spark: SparkSession, tmp_path: Path) -> None:

@@ -218,7 +218,13 @@ def test_settings_spark_keeps_from_the_checkpoint(tmp_path: Path) -> None:
         tmp_path / "checkpoint", {PARTITIONS: "3", "spark.sql.streaming.stateStore.providerClass": provider}
     )
     (tmp_path / "landing").mkdir()
-    config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 8}))  # RocksDB by default
+    # Unset, the state store follows the checkpoint (issue 29): only a config that sets another one differs.
+    unset = load_config(write_config(tmp_path, spark={"shuffle_partitions": 8}))
+    found = _Findings(frozenset())
+    _check_settings(Checkpoint.open(str(root)), 2, unset, found)
+    assert {p.code for p in found.problems} == {"SHUFFLE_PARTITIONS"}
+    assert "state store hdfs" in found.compared
+    config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 8}, checkpoint={"state_store": "rocksdb"}))
     found = _Findings(frozenset())
     _check_settings(Checkpoint.open(str(root)), 2, config, found)
     problems = {p.code: p for p in found.problems}

@@ -29,6 +29,7 @@ def test_one_row_per_concern_and_variables_for_pipeline_and_run() -> None:
     assert rows == [
         "Progress and lag",
         "State size and commit time",
+        "RocksDB",
         "Quarantine",
         "Stuck batches",
         "Spark executor memory",

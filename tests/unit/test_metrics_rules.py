@@ -81,7 +81,7 @@ def test_rules_file_passes_promtool_check(tmp_path: Path) -> None:
     rules.write_text(rules_yaml(AlertThresholds(stuck_after=timedelta(minutes=20))), encoding="utf-8")
     done = run_promtool("check", "rules", str(rules))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 6 rules found" in done.stdout
+    assert "SUCCESS: 7 rules found" in done.stdout
 
 
 def test_promtool_rejects_a_broken_expression(tmp_path: Path) -> None:
@@ -236,6 +236,23 @@ def test_watermark_lag_above_the_limit_counts_each_run_once(tmp_path: Path) -> N
     ]
     fired = alert(name, "pipeline a (run r1): the watermark trails the batch time by 1h 6m 40s", **_ids("a"))
     checks = [check(name, "4m"), check(name, "6m", fired)]
+    run_tests(tmp_path, [{"interval": "1m", "input_series": inputs, "alert_rule_test": checks}])
+
+
+def test_rocksdb_crawl_ahead_while_the_run_goes_on(tmp_path: Path) -> None:
+    name = "TidemarkRocksDBCrawlAhead"
+    warned = query("tidemark_rocksdb_crawl_warning", f"0x20 1x{LENGTH - 21}", "a", "r1")
+    quiet = query("tidemark_rocksdb_crawl_warning", f"0x{LENGTH}", "b", "r1")
+    over = query("tidemark_rocksdb_crawl_warning", f"1x{LENGTH}", "c", "r1")  # an ended run: quiet
+    inputs = [*run("a", "r1"), *run("b", "r1"), *run("c", "r1", state="finished"), warned, quiet, over]
+    fired = alert(
+        name,
+        "pipeline a (run r1): RocksDB reads go to disk more and more batch after batch",
+        pipeline="a",
+        run_id="r1",
+        query="a",
+    )
+    checks = [check(name, "10m"), check(name, "30m", fired)]
     run_tests(tmp_path, [{"interval": "1m", "input_series": inputs, "alert_rule_test": checks}])
 
 

@@ -37,6 +37,13 @@ def _progress(batch: int, name: str = "q1") -> BatchProgress:
                     "commitTimeMs": 250,
                     "numStateStoreInstances": 2,
                     "numRowsDroppedByWatermark": 3,
+                    "customMetrics": {
+                        "rocksdbGetCount": 1000,
+                        "rocksdbGetLatency": 5,
+                        "rocksdbReadBlockCacheMissCount": 250,
+                        "rocksdbReadBlockCacheHitCount": 750,
+                        "rocksdbSstFileSize": 2048,
+                    },
                 }
             ],
             "observedMetrics": {"tidemark_quarantine": {"count": 2, "rows": ["a", "b"]}},
@@ -113,12 +120,30 @@ def test_every_sample_carries_pipeline_and_run_id_and_the_run_state() -> None:
     assert ended[("tidemark_batch_id", run | {("query", "clicks")})] == 1  # the last figures stay
 
 
+def test_rocksdb_memory_against_its_cap_and_the_crawl_watch() -> None:
+    registry = MetricsRegistry()
+    registry.update(_progress(1), rocksdb_cap_bytes=8192)
+    samples = parse_exposition(registry.render())
+    q = frozenset({("query", "q1")})
+    assert samples[("tidemark_rocksdb_memory_bytes", q)] == 4096
+    assert samples[("tidemark_rocksdb_memory_cap_bytes", q)] == 8192
+    assert samples[("tidemark_rocksdb_cache_miss_ratio", q)] == 0.25
+    assert samples[("tidemark_rocksdb_get_latency_seconds", q)] == pytest.approx(5e-6)
+    assert samples[("tidemark_rocksdb_crawl_warning", q)] == 0
+    registry.update(_progress(2), rocksdb_cap_bytes=8192, crawl=True)
+    registry.update(_progress(3), rocksdb_cap_bytes=8192)
+    assert parse_exposition(registry.render())[("tidemark_rocksdb_crawl_warning", q)] == 1  # stays for the run
+    unbounded = MetricsRegistry()
+    unbounded.update(_progress(1))
+    assert ("tidemark_rocksdb_memory_cap_bytes", q) not in parse_exposition(unbounded.render())
+
+
 def test_exposition_passes_promtool_check_metrics() -> None:
     promtool = shutil.which("promtool")
     assert promtool, "promtool is needed (Debian package prometheus: make prometheus)"
     registry = MetricsRegistry(pipeline="clicks", run_id="r1", stuck_after_seconds=300)
     registry.begin()
-    registry.update(_progress(1, name="clicks"))
+    registry.update(_progress(1, name="clicks"), rocksdb_cap_bytes=256 * 1024**2, crawl=True)
     registry.note_idle("clicks")
     registry.set_stuck("clicks", True)
     registry.finish(RunState.STUCK)

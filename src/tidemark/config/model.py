@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
@@ -32,6 +32,19 @@ def _to_duration(value: Any) -> Any:
 
 
 Duration = Annotated[timedelta, BeforeValidator(_to_duration), PlainSerializer(human, return_type=str)]
+
+
+def _to_bound(value: Any) -> Any:
+    # TOML has no null: "unbounded" turns the cap off (each RocksDB instance its own cache, Spark's default).
+    if isinstance(value, str) and value.strip().lower() in ("auto", "unbounded"):
+        return None if value.strip().lower() == "unbounded" else "auto"
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 16):
+        return value
+    msg = 'must be "auto" (sized at every start), "unbounded", or a number of MB of at least 16'
+    raise ValueError(msg)
+
+
+BoundedMemory = Annotated[Literal["auto"] | int | None, BeforeValidator(_to_bound)]
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -359,7 +372,11 @@ class CheckpointConfig(_Table):
     changelog: bool = True
     min_batches_to_retain: int = Field(default=20, ge=2)
     format_version: int = Field(default=1, ge=1, le=2)
-    bounded_memory_mb: int | None = Field(default=DEFAULT_BOUNDED_MEMORY_MB, ge=16)
+    # "auto": sized at every run start (tidemark.plan.rocksdb_cap); a number of MB; "unbounded" (None): no cap.
+    bounded_memory_mb: BoundedMemory = "auto"
+    # About how many keys the state will hold at its largest: picks the provider of a new checkpoint when
+    # state_store is not set (tidemark.plan.store_start); an existing checkpoint keeps its own.
+    expected_state_keys: int | None = Field(default=None, ge=1)
     # RocksDB counts the rows in state with one read per write (numRowsTotal); None: only for kind "custom".
     track_state_rows: bool | None = None
     on_missing: str = Field(default="fail", pattern=r"^(fail|recover)$")
@@ -373,7 +390,8 @@ class CheckpointConfig(_Table):
         }
         if self.state_store is StateStoreKind.ROCKSDB:
             track = self.track_state_rows if self.track_state_rows is not None else track_state_rows
-            conf.update(rocksdb_conf(self.changelog, self.bounded_memory_mb, track))
+            bound = DEFAULT_BOUNDED_MEMORY_MB if self.bounded_memory_mb == "auto" else self.bounded_memory_mb
+            conf.update(rocksdb_conf(self.changelog, bound, track))
             if self.format_version == 2:
                 conf["spark.sql.streaming.stateStore.checkpointFormatVersion"] = "2"
         return conf

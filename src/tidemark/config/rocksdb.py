@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 PREFIX = "spark.sql.streaming.stateStore.rocksdb."
-# One cap per executor for all its RocksDB instances (block cache, write buffers, index and filter blocks).
-# Fits Spark's smallest memory overhead (384 MiB) next to the JVM's own native memory.
+# `bounded_memory_mb = "auto"` (the default): `tidemark run` sizes one cap per executor at every start, from what
+# the executor has and what the state needs (tidemark.plan.rocksdb_cap). Where nothing sized it (a config turned
+# into Spark settings outside a run: check, rehearse), this cap stands in: tidemark's fixed default before.
+AUTO = "auto"
 DEFAULT_BOUNDED_MEMORY_MB = 256
 
 

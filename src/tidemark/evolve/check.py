@@ -97,7 +97,9 @@ def _check_settings(checkpoint: Checkpoint, batch: int, config: TidemarkConfig, 
     else:
         found.same(f"shuffle partitions {new_n}")
     old_provider = pinned.get(PROVIDER_CLASS, HDFS_PROVIDER)
-    new_provider = wanted.get(PROVIDER_CLASS, HDFS_PROVIDER)
+    # Unset, [checkpoint] state_store follows the checkpoint (tidemark.plan.store_start): only a set one can differ.
+    explicit = "state_store" in config.checkpoint.model_fields_set
+    new_provider = wanted.get(PROVIDER_CLASS, HDFS_PROVIDER) if explicit else old_provider
     if old_provider != new_provider:
         old_name, new_name = _provider_name(old_provider), _provider_name(new_provider)
         found.problem(

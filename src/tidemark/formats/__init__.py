@@ -58,11 +58,13 @@ from tidemark.formats.operators import OperatorEntry, operator_entries
 from tidemark.formats.operators import schema_files as operator_schema_files
 from tidemark.formats.progress import BatchProgress, NumericMetrics, StateOperatorProgress, parse_spark_time
 from tidemark.formats.progress_log import (
+    ROCKSDB_CAP_FIELD,
     EventType,
     LogEvent,
     is_record,
     iter_log,
     iter_progress,
+    last_progress,
     no_records,
     read_progress,
 )
@@ -101,11 +103,13 @@ from tidemark.formats.state_schema import (
     type_signature,
 )
 from tidemark.formats.state_schema import names as field_names
+from tidemark.formats.state_size import StateSize, StoreSize, snapshot_metadata, state_size
 from tidemark.formats.unsafe_row import RowDecodeError, decode_row, fields_from_ddl
 
 __all__ = [
     "LOCK_FILE",
     "PROVIDER_CLASS",
+    "ROCKSDB_CAP_FIELD",
     "SHUFFLE_PARTITIONS",
     "BatchProgress",
     "Checkpoint",
@@ -144,11 +148,13 @@ __all__ = [
     "StateNotReadable",
     "StateOperatorProgress",
     "StateReadMethod",
+    "StateSize",
     "StoreMetadata",
     "StoreMove",
     "StoreProvider",
     "StoreRows",
     "StoreScan",
+    "StoreSize",
     "archive_marker",
     "check_newest_state",
     "clear_run_lock",
@@ -170,6 +176,7 @@ __all__ = [
     "is_store_data",
     "iter_log",
     "iter_progress",
+    "last_progress",
     "ledger_files",
     "lock_is_live",
     "locked_message",
@@ -213,7 +220,9 @@ __all__ = [
     "sink_log_names",
     "sink_log_uri",
     "sink_windows",
+    "snapshot_metadata",
     "state_root",
+    "state_size",
     "store_schemas",
     "struct_fields",
     "type_signature",

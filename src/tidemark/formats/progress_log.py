@@ -25,6 +25,8 @@ from tidemark.storage import open_storage, parse_location
 log = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".jsonl"
+# A progress line's RocksDB memory cap (bytes) of the process that ran the batch, written beside Spark's progress.
+ROCKSDB_CAP_FIELD = "rocksdb_cap_bytes"
 MAX_LINE_BYTES = 16 * 1024**2
 
 
@@ -49,6 +51,12 @@ class LogEvent:
     time: datetime
     run_id: str | None
     data: Mapping[str, Any]
+
+    @property
+    def rocksdb_cap_bytes(self) -> int | None:
+        """The RocksDB memory cap a progress line records (None: not recorded, or not RocksDB)."""
+        value = self.data.get(ROCKSDB_CAP_FIELD)
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
 
     @property
     def progress(self) -> BatchProgress | None:
@@ -181,6 +189,44 @@ def iter_progress(path: str | Path) -> Iterator[BatchProgress]:
         progress = event.progress
         if progress is not None:
             yield progress
+
+
+TAIL_BYTES = 4 * 1024**2
+
+
+def _tail_lines(file: str) -> list[str]:
+    """The complete lines among the last TAIL_BYTES of one log file (all of a short one)."""
+    location = parse_location(file)
+    store = open_storage(location.parent)
+    with store.open_read(location.name) as handle:
+        try:
+            size = handle.seek(0, 2)
+            start = max(0, size - TAIL_BYTES)
+            handle.seek(start)
+        except (OSError, ValueError):  # not seekable: read it all
+            start = 0
+        data = handle.read()
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return lines[1:] if start > 0 else lines
+
+
+def last_progress(path: str | Path) -> LogEvent | None:
+    """The newest progress line of a log file or folder (its last files' tails only), None when there is none.
+
+    A folder that does not exist yet (no run wrote it) has none.
+    """
+    try:
+        files = log_files(path)
+    except InputError:
+        return None
+    for file in reversed(files):
+        for line in reversed(_tail_lines(file)):
+            data = _parse(line) if line.strip() else None
+            if isinstance(data, dict) and data.get("type") == EventType.PROGRESS:
+                event = LogEvent.from_json(data)
+                if event.progress is not None:
+                    return event
+    return None
 
 
 def read_log(path: str | Path) -> list[LogEvent]:

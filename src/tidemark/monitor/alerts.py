@@ -188,6 +188,19 @@ def alert_rules(limits: AlertThresholds) -> tuple[AlertRule, ...]:
             ),
         ),
         AlertRule(
+            name="TidemarkRocksDBCrawlAhead",
+            expr=f"max by ({QUERY}) (tidemark_rocksdb_crawl_warning) == 1\nand on ({RUN}) {RUNNING}",
+            hold=timedelta(0),
+            severity="warning",
+            summary=f"{where}: RocksDB reads go to disk more and more batch after batch",
+            description=(
+                "The share of RocksDB gets that miss the block cache climbed batch after batch as the state grew: "
+                "its memory cap is too small for the state, and batches slow down until one takes hours. The run's "
+                "ROCKSDB_CRAWL_AHEAD warning (tidemark analyze LOG) names the bounded_memory_mb to set; the cap "
+                "changes at the next start."
+            ),
+        ),
+        AlertRule(
             name="TidemarkRunFailed",
             expr=f'max by ({RUN}) (tidemark_run_state{{state="failed"}}) == 1',
             hold=timedelta(0),

@@ -10,6 +10,7 @@ from typing import Any
 
 from tidemark.formats import BatchProgress, EventType, LogEvent, StateOperatorProgress, is_record, iter_log, no_records
 from tidemark.monitor.metrics import quarantined_count
+from tidemark.monitor.rocksdb_health import CrawlWarning, CrawlWatch
 from tidemark.monitor.series import commit_estimate_ms
 from tidemark.monitor.sketch import Largest, QuantileSketch
 
@@ -104,6 +105,20 @@ class RunAnalysis:
     findings: tuple[Finding, ...] = ()
     # False: the state store did not count rows in state (the run's log says so, or its figures show it).
     state_rows_tracked: bool | None = None
+    rocksdb: RocksDBSummary | None = None
+    rocksdb_crawl: CrawlWarning | None = None
+
+
+@dataclass(frozen=True)
+class RocksDBSummary:
+    """A run's RocksDB memory against its cap, and how its reads went (RocksDB operators summed)."""
+
+    cap_bytes: int | None  # recorded by tidemark run on every progress line
+    last_memory_bytes: int
+    max_memory_bytes: int
+    last_cache_miss_share: float
+    max_cache_miss_share: float
+    last_micros_per_get: float
 
 
 @dataclass(frozen=True)
@@ -246,6 +261,10 @@ class RunFold:
         self.slowest: Largest[SlowBatch] = Largest(SLOWEST_BATCHES)
         self.rows_tracked_said: bool | None = None  # what the run's started line says
         self.rows_untracked_seen = False
+        self.crawl = CrawlWatch(active_partitions=parallelism)
+        self.rocksdb_cap: int | None = None
+        self.rocksdb_max_memory = 0
+        self.rocksdb_max_miss = 0.0
 
     def add(self, event: LogEvent, progress: BatchProgress | None = None) -> None:
         """Fold one event of this run (progress: event.progress, when the caller already has it)."""
@@ -254,6 +273,7 @@ class RunFold:
         self.last_time = event.time
         if progress is not None:
             self._add_progress(progress)
+            self._add_rocksdb(progress, event.rocksdb_cap_bytes)
         elif event.type == EventType.STARTED:
             if event.data.get("name"):
                 self.started_name = str(event.data["name"])
@@ -312,6 +332,27 @@ class RunFold:
             self.last_lag = lag
             if self.max_lag is None or lag > self.max_lag:
                 self.max_lag = lag
+
+    def _add_rocksdb(self, progress: BatchProgress, cap: int | None) -> None:
+        self.crawl.observe(progress, cap)
+        last = self.crawl.last
+        if last is not None and last.batch_id == progress.batch_id:
+            self.rocksdb_cap = cap or self.rocksdb_cap
+            self.rocksdb_max_memory = max(self.rocksdb_max_memory, last.memory_bytes)
+            self.rocksdb_max_miss = max(self.rocksdb_max_miss, last.miss_share)
+
+    def _rocksdb(self) -> RocksDBSummary | None:
+        last = self.crawl.last
+        if last is None:
+            return None
+        return RocksDBSummary(
+            cap_bytes=self.rocksdb_cap,
+            last_memory_bytes=last.memory_bytes,
+            max_memory_bytes=self.rocksdb_max_memory,
+            last_cache_miss_share=round(last.miss_share, 4),
+            max_cache_miss_share=round(self.rocksdb_max_miss, 4),
+            last_micros_per_get=round(last.micros_per_get, 3),
+        )
 
     def _rates(self) -> tuple[float, float]:
         input_rate = 0.0
@@ -372,6 +413,8 @@ class RunFold:
             state_rows_tracked=tracked,
             source_lag=self.last_source_lag,
             max_source_lag=self.max_source_lag,
+            rocksdb=self._rocksdb(),
+            rocksdb_crawl=self.crawl.warning,
         )
         return replace(run, findings=findings_for(run))
 
@@ -448,6 +491,9 @@ def findings_for(run: RunAnalysis) -> tuple[Finding, ...]:
                 "'tidemark state stats CHECKPOINT'",
             )
         )
+    if run.rocksdb_crawl is not None:
+        crawl = run.rocksdb_crawl
+        found.append(Finding(crawl.code, "warning", rid, crawl.message, crawl.fix))
     if run.commit_share >= HIGH_COMMIT_SHARE:
         found.append(
             Finding(

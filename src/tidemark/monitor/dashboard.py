@@ -148,6 +148,32 @@ def rows(window: timedelta = timedelta(minutes=15)) -> tuple[Row, ...]:
             ),
         ),
         Row(
+            "RocksDB",
+            (
+                Panel(
+                    "RocksDB memory against its cap",
+                    "native memory the query's RocksDB state stores report, and the process's cap (bounded memory)",
+                    (
+                        Target(_max(BY_QUERY, f"tidemark_rocksdb_memory_bytes{{{SEL}}}"), f"{run_legend} used"),
+                        Target(_max(BY_QUERY, f"tidemark_rocksdb_memory_cap_bytes{{{SEL}}}"), f"{run_legend} cap"),
+                    ),
+                    unit="bytes",
+                ),
+                Panel(
+                    "Block cache misses per get",
+                    "share of RocksDB gets that missed the block cache in the last batch: climbing batch after batch "
+                    "as keys grow, a crawl is coming",
+                    (Target(_max(BY_QUERY, f"tidemark_rocksdb_cache_miss_ratio{{{SEL}}}"), run_legend),),
+                    unit="percentunit",
+                ),
+                Panel(
+                    "Crawl warning",
+                    "1 once the run warned ROCKSDB_CRAWL_AHEAD (its fix names the cap to set)",
+                    (Target(_max(BY_QUERY, f"tidemark_rocksdb_crawl_warning{{{SEL}}}"), run_legend),),
+                ),
+            ),
+        ),
+        Row(
             "Quarantine",
             (
                 Panel(

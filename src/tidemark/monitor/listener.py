@@ -7,15 +7,17 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import UTC
-from tidemark.formats import BatchProgress, EventType, ProgressLogWriter, log_path_for
+from tidemark.formats import ROCKSDB_CAP_FIELD, BatchProgress, EventType, ProgressLogWriter, log_path_for
 from tidemark.monitor.events import EventKind, json_listener
 from tidemark.monitor.metrics import MetricsRegistry, RunState
 from tidemark.monitor.publish import MetricsPublisher
+from tidemark.monitor.rocksdb_health import CrawlWatch
 from tidemark.monitor.watchdog import (
     RunningStage,
     StuckDiagnosis,
@@ -44,10 +46,26 @@ _Item = tuple[str, datetime, Any]
 class RunMonitor:
     """Monitors one run: listener -> queue -> log writer thread; watchdog thread; optional metrics server."""
 
-    def __init__(self, spark: SparkSession, config: TidemarkConfig, run_id: str) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: TidemarkConfig,
+        run_id: str,
+        start: dict[str, Any] | None = None,
+        rocksdb_cap_bytes: int | None = None,
+        crawl_watch: CrawlWatch | None = None,
+        on_warning: Callable[[str], None] | None = None,
+    ) -> None:
         self.spark = spark
         self.config = config
         self.run_id = run_id
+        # What the run started with (provider, RocksDB cap and why): the started line carries it.
+        self.start_record = start
+        # RocksDB's memory cap of this process: every progress line carries it beside Spark's figures.
+        self.rocksdb_cap_bytes = rocksdb_cap_bytes
+        # Warns once when RocksDB's reads start going to disk batch after batch (a crawl coming).
+        self.crawl_watch = crawl_watch or CrawlWatch()
+        self._on_warning = on_warning
         self.log_path = str(log_path_for(config.monitor_dir, run_id))
         self.stuck_after = default_stuck_after(config.trigger.interval, config.monitor.stuck_after)
         self.rows_tracked = rows_tracked(config.spark_conf())
@@ -169,13 +187,19 @@ class RunMonitor:
             if not self._is_ours(str(data.get("id", ""))):
                 return
             progress = BatchProgress.from_json(data)
-            lags = progress.source_lag
-            extra = {"source_lag": {str(lag.partition): lag.lag for lag in lags}} if lags else {}
-            self._write(EventType.PROGRESS, moment, {"progress": data, **extra})
+            line: dict[str, Any] = {"progress": data}
+            if progress.source_lag:
+                line["source_lag"] = {str(lag.partition): lag.lag for lag in progress.source_lag}
+            if self.rocksdb_cap_bytes is not None:
+                line[ROCKSDB_CAP_FIELD] = self.rocksdb_cap_bytes
+            self._write(EventType.PROGRESS, moment, line)
             with self._state_lock:
                 self._recent.append(progress)
-            self.registry.update(progress)
+            crawl = self.crawl_watch.observe(progress, self.rocksdb_cap_bytes)
+            self.registry.update(progress, rocksdb_cap_bytes=self.rocksdb_cap_bytes, crawl=crawl is not None)
             self._publisher.changed()
+            if crawl is not None:
+                self.warn(crawl.code, crawl.message, crawl.fix, moment)
             self._watchdog.note_activity()
             self._idle_logged = False
             return
@@ -188,6 +212,8 @@ class RunMonitor:
                 # analyze, report and plan show an uncounted numRowsTotal as "not tracked", never as 0.
                 payload["state_rows_tracked"] = self.rows_tracked
                 payload["metrics_url"] = self._publisher.url
+                if self.start_record is not None:
+                    payload["state_store"] = self.start_record
             if kind == EventType.TERMINATED:
                 self._terminated.set()
             elif kind == EventType.IDLE:
@@ -326,6 +352,14 @@ class RunMonitor:
     def _warn(self, text: str) -> None:
         log.warning(text)
         self.record("warning", code="METRICS", message=text)
+
+    def warn(self, code: str, message: str, fix: str, moment: datetime | None = None) -> None:
+        """A finding of the run itself (from the monitor's thread): the log, the progress log, the run's warnings."""
+        text = f"{code}: {message}; fix: {fix}"
+        log.warning(text)
+        self._write(EventType.WARNING, moment or datetime.now(UTC), {"code": code, "message": message, "fix": fix})
+        if self._on_warning is not None:
+            self._on_warning(text)
 
     def _final_state(self, ended: str | None) -> RunState:
         query = self._query

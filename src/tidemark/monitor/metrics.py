@@ -12,6 +12,7 @@ from typing import Any
 
 from tidemark.compat import StrEnum
 from tidemark.formats import BatchProgress
+from tidemark.monitor.rocksdb_health import RocksDBBatch
 from tidemark.plan.advice import batch_commit_ms
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ class _QueryState:
     batch_seconds_total: float = 0.0
     commit_wall_seconds_total: float = 0.0
     stuck: bool = False
+    rocksdb: RocksDBBatch | None = None
+    crawl: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,9 +127,16 @@ class MetricsRegistry:
             if self._started_at is None:
                 self._started_at = self._ended_at
 
-    def update(self, progress: BatchProgress, received_at: float | None = None) -> None:
-        """Take one batch's progress as the query's latest."""
+    def update(
+        self,
+        progress: BatchProgress,
+        received_at: float | None = None,
+        rocksdb_cap_bytes: int | None = None,
+        crawl: bool = False,
+    ) -> None:
+        """Take one batch's progress as the query's latest (crawl: the crawl watch fired on it)."""
         name = progress.name or progress.query_id
+        rocksdb = RocksDBBatch.from_progress(progress, rocksdb_cap_bytes)
         with self._lock:
             state = self._queries.setdefault(name, _QueryState())
             state.last = progress
@@ -138,6 +148,9 @@ class MetricsRegistry:
             state.batch_seconds_total += progress.batch_duration_ms / 1000
             state.commit_wall_seconds_total += batch_commit_ms(progress, None) / 1000
             state.stuck = False
+            if rocksdb is not None:
+                state.rocksdb = rocksdb
+            state.crawl = state.crawl or crawl
 
     def add_query(self, query: str) -> None:
         """Export a query's counters (at 0) before its first batch, so rate() and increase() count that batch."""
@@ -204,6 +217,14 @@ class MetricsRegistry:
         for behind in p.source_lag:
             labels = {**q, "topic": behind.partition.topic, "partition": str(behind.partition.partition)}
             rows["tidemark_source_lag_records"].append((labels, behind.lag))
+        if state.rocksdb is not None:
+            r = state.rocksdb
+            rows["tidemark_rocksdb_memory_bytes"].append((q, r.memory_bytes))
+            if r.cap_bytes is not None:
+                rows["tidemark_rocksdb_memory_cap_bytes"].append((q, r.cap_bytes))
+            rows["tidemark_rocksdb_cache_miss_ratio"].append((q, r.miss_share))
+            rows["tidemark_rocksdb_get_latency_seconds"].append((q, r.micros_per_get / 1e6))
+            rows["tidemark_rocksdb_crawl_warning"].append((q, 1.0 if state.crawl else 0.0))
         for index, op in enumerate(p.state_operators):
             o = {**q, "operator": op.operator_name, "operator_id": str(index)}
             if self.state_rows_tracked and not op.rows_untracked:
@@ -254,6 +275,19 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("tidemark_state_commit_seconds", "gauge", "State commit time of the last batch, summed over tasks."),
     ("tidemark_state_store_instances", "gauge", "State store instances (tasks) of the operator."),
     ("tidemark_rows_dropped_by_watermark", "gauge", "Late rows the operator dropped in the last batch."),
+    (
+        "tidemark_rocksdb_memory_bytes",
+        "gauge",
+        "RocksDB native memory the query's state stores report (memoryUsedBytes of its RocksDB operators).",
+    ),
+    ("tidemark_rocksdb_memory_cap_bytes", "gauge", "RocksDB's memory cap of the process (bounded memory)."),
+    ("tidemark_rocksdb_cache_miss_ratio", "gauge", "Share of RocksDB gets that missed the block cache, last batch."),
+    ("tidemark_rocksdb_get_latency_seconds", "gauge", "Mean time of one RocksDB get in the last batch."),
+    (
+        "tidemark_rocksdb_crawl_warning",
+        "gauge",
+        "1 once RocksDB's reads went to disk more and more batch after batch in this run (a crawl coming).",
+    ),
     ("tidemark_rows_dropped_by_watermark_total", "counter", "Late rows dropped since the run started."),
     ("tidemark_watermark_lag_seconds", "gauge", "Batch start time minus the event-time watermark."),
     ("tidemark_watermark_timestamp_seconds", "gauge", "The event-time watermark of the last batch, as Unix time."),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tidemark.formats import BatchProgress
 from tidemark.monitor.metrics import watermark_lag_seconds
+from tidemark.monitor.rocksdb_health import RocksDBBatch
 
 # durationMs keys that are phases of triggerExecution (the whole batch); the remainder is shown as "other".
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
@@ -32,6 +33,9 @@ FIXED_SERIES = (
     "commit_share",
     "watermark_lag",
     "source_lag",
+    "rocksdb_memory",
+    "rocksdb_cap",
+    "rocksdb_miss",
 )
 DURATION = FIXED_SERIES.index("duration")
 PHASE_SERIES = tuple(range(DURATION + 1, DURATION + 2 + len(PHASES)))  # PHASES, then "other"
@@ -40,6 +44,9 @@ PROCESSED_RATE = FIXED_SERIES.index("processed_rate")
 COMMIT_SHARE = FIXED_SERIES.index("commit_share")
 WATERMARK_LAG = FIXED_SERIES.index("watermark_lag")
 SOURCE_LAG = FIXED_SERIES.index("source_lag")
+ROCKSDB_MEMORY = FIXED_SERIES.index("rocksdb_memory")
+ROCKSDB_CAP = FIXED_SERIES.index("rocksdb_cap")
+ROCKSDB_MISS = FIXED_SERIES.index("rocksdb_miss")
 
 
 def state_rows_series(operator: int) -> int:
@@ -52,10 +59,13 @@ def state_memory_series(operator: int) -> int:
     return len(FIXED_SERIES) + 2 * operator + 1
 
 
-def batch_values(progress: BatchProgress, parallelism: int | None = None) -> tuple[float | None, ...]:
+def batch_values(
+    progress: BatchProgress, parallelism: int | None = None, rocksdb_cap_bytes: int | None = None
+) -> tuple[float | None, ...]:
     """One batch's plotted figures (FIXED_SERIES, then per operator rows and memory); None where there is none.
 
-    Phases are completed with 'other' so they add up to the batch duration; commit share is in percent.
+    Phases are completed with 'other' so they add up to the batch duration; commit share and RocksDB's cache
+    miss share are in percent.
     """
     durations = progress.duration_ms
     phases = [durations.get(name, 0) for name in PHASES]
@@ -72,6 +82,11 @@ def batch_values(progress: BatchProgress, parallelism: int | None = None) -> tup
         watermark_lag_seconds(progress),
         progress.source_lag_total,
     ]
+    rocksdb = RocksDBBatch.from_progress(progress, rocksdb_cap_bytes)
+    if rocksdb is None:
+        values += [None, None, None]
+    else:
+        values += [rocksdb.memory_bytes, rocksdb.cap_bytes, rocksdb.miss_share * 100]
     for op in progress.state_operators:
         values += (op.num_rows_total, op.memory_used_bytes)
     return tuple(values)
@@ -182,11 +197,11 @@ class SeriesFold:
         self._count = 0
         self._operators: list[str] = []
 
-    def add(self, progress: BatchProgress) -> None:
-        """Fold one batch."""
+    def add(self, progress: BatchProgress, rocksdb_cap_bytes: int | None = None) -> None:
+        """Fold one batch (with the RocksDB cap its progress line records)."""
         for op in progress.state_operators[len(self._operators) :]:
             self._operators.append(op.operator_name)
-        self._rows.append(batch_values(progress, self._parallelism))
+        self._rows.append(batch_values(progress, self._parallelism, rocksdb_cap_bytes))
         self._ids.append(progress.batch_id)
         self._count += 1
         if len(self._rows) == self._width:

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from tidemark.monitor.listener import RunMonitor
+    from tidemark.monitor.rocksdb_health import CrawlWatch
     from tidemark.pipeline.kafka_check import KafkaStart
+    from tidemark.plan.store_start import StartPlan
 
 log = logging.getLogger(__name__)
 
@@ -139,14 +141,39 @@ def _leak_hook(
 
     def hook(progress: dict[str, Any]) -> None:
         for warning in guard.observe(progress):
-            text = f"{warning.code}: {warning.message}; fix: {warning.fix}"
-            log.warning(text)
-            warnings.append(text)
-            monitor.record("warning", code=warning.code, message=warning.message, fix=warning.fix)
-            if on_warning is not None:
-                on_warning(text)
+            _warn(warning.code, warning.message, warning.fix, monitor, warnings, on_warning)
 
     return hook
+
+
+def crawl_watch_for(config: TidemarkConfig, start: StartPlan) -> CrawlWatch:
+    """The run's crawl watch: the partitions an executor works on at once, and what it can give RocksDB."""
+    from tidemark.monitor.rocksdb_health import CrawlWatch
+    from tidemark.plan.load import conf_from_config
+
+    conf = conf_from_config(config)
+    need = start.cap.need if start.cap is not None else None
+    partitions = need.partitions if need is not None else config.spark.shuffle_partitions
+    active = max(1, min(conf.cores, -(-partitions // max(1, conf.executors))))
+    room = start.cap.room.bytes if start.cap is not None else None
+    return CrawlWatch(active_partitions=active, room_bytes=room)
+
+
+def _warn(
+    code: str,
+    message: str,
+    fix: str,
+    monitor: RunMonitor,
+    warnings: list[str],
+    on_warning: Callable[[str], None] | None,
+) -> None:
+    """One warning in the run's output, its result and its progress log."""
+    text = f"{code}: {message}; fix: {fix}"
+    log.warning(text)
+    warnings.append(text)
+    monitor.record("warning", code=code, message=message, fix=fix)
+    if on_warning is not None:
+        on_warning(text)
 
 
 def _ledger_hook(config: TidemarkConfig) -> ProgressHook:
@@ -177,16 +204,22 @@ def run_pipeline(
     replay_from: datetime | None = None,
 ) -> RunResult:
     """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
+    from tidemark.plan.store_start import plan_start
     from tidemark.spark.environment import pipeline_session
 
     check_source_path(config)  # before the JVM starts: a wrong path should cost nothing
+    # The provider of a new checkpoint and RocksDB's cap for this process, sized before the JVM starts.
+    start = plan_start(config)
+    config = start.config
     run_id = new_run_id()
     stop = stop or threading.Event()
     reasons: list[StopReason] = []
     once = bool(available_now) or config.trigger.mode.value == "available-now"
     deadline_after = max_duration or config.trigger.max_duration
     with pipeline_session(config, spark) as session:
-        return _run(session, config, run_id, once, deadline_after, stop, reasons, on_progress, on_warning, replay_from)
+        return _run(
+            session, config, run_id, once, deadline_after, stop, reasons, on_progress, on_warning, replay_from, start
+        )
 
 
 def _run(
@@ -200,6 +233,7 @@ def _run(
     on_progress: Callable[[dict[str, Any]], None] | None,
     on_warning: Callable[[str], None] | None,
     replay_from: datetime | None,
+    start: StartPlan,
 ) -> RunResult:
     """The body of run_pipeline, on a session that has the pipeline's settings."""
     from tidemark.formats import RunLock
@@ -213,8 +247,22 @@ def _run(
 
         kafka_start = check_kafka_start(session, config)  # one line for a broker, topic or data-loss problem
     reconcile_quarantine(session, config)
-    monitor = RunMonitor(session, config, run_id)
     warnings: list[str] = []
+
+    def monitor_warning(text: str) -> None:
+        warnings.append(text)
+        if on_warning is not None:
+            on_warning(text)
+
+    monitor = RunMonitor(
+        session,
+        config,
+        run_id,
+        start=start.as_record(),
+        rocksdb_cap_bytes=start.cap.cap_bytes if start.cap is not None else None,
+        crawl_watch=crawl_watch_for(config, start),
+        on_warning=monitor_warning,
+    )
     hooks: list[ProgressHook] = [on_progress] if on_progress else []
     # Spark's own window and session aggregations evict by watermark by construction: their state
     # grows only while it ramps up. Leaks come from per-key logic that forgets to remove state.
@@ -236,6 +284,8 @@ def _run(
             monitor.start(listen=False)
             if kafka_start is not None and kafka_start.lost:
                 _record_data_loss(kafka_start, monitor, warnings, on_warning)
+            for finding in start.findings:
+                _warn(finding.code, finding.message, finding.fix, monitor, warnings, on_warning)
             with _stop_on_signals(stop, reasons):
                 deadline = started + deadline_after.total_seconds() if deadline_after else None
                 clean_stop = True

@@ -23,6 +23,11 @@ _LOCAL = re.compile(r"^local(?:\[(\d+|\*)(?:,\s*\d+)?\])?$")
 DEFAULT_HEAP = "1g"
 
 
+def is_local_master(master: str) -> bool:
+    """True for local, local[N], local[*]: the driver's JVM is the one executor."""
+    return _LOCAL.match(master.strip()) is not None
+
+
 def spark_memory(text: str | int | float, plain_unit: int = MIB) -> int:
     """Parse a Spark memory setting; plain numbers are in plain_unit (MiB for spark.executor.memory and the like)."""
     if isinstance(text, int | float) or re.fullmatch(r"\s*\d+\s*", str(text)):

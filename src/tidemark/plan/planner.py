@@ -64,6 +64,10 @@ def plan_memory_request(request: MemoryRequest) -> MemoryPlan:
     The state store seen in the log or checkpoint wins over Spark's default (not over a config or a flag).
     """
     config = _config(request.config)
+    if config is not None and config.checkpoint.bounded_memory_mb == "auto":
+        from tidemark.plan.store_start import plan_start
+
+        config = plan_start(config).config  # the provider and cap a run of this config would start with
     conf = resolve_conf(config, request.overrides)
     log = None
     measured: list[MeasuredState] = []

@@ -28,6 +28,9 @@ from tidemark.monitor.series import (
     PHASE_SERIES,
     PHASES,
     PROCESSED_RATE,
+    ROCKSDB_CAP,
+    ROCKSDB_MEMORY,
+    ROCKSDB_MISS,
     SOURCE_LAG,
     WATERMARK_LAG,
     RunSeries,
@@ -98,6 +101,13 @@ def _charts(series: RunSeries) -> str:
     if any(c.get(SOURCE_LAG) is not None for c in columns):
         lag = [("records behind", SOURCE_LAG)]
         boxes.append(_box("Kafka lag (records not yet read)", line_chart("Kafka lag (records)", columns, lag)))
+    if any(c.get(ROCKSDB_MEMORY) is not None for c in columns):
+        lines = [("used", ROCKSDB_MEMORY)]
+        if any(c.get(ROCKSDB_CAP) is not None for c in columns):
+            lines.append(("cap", ROCKSDB_CAP))
+        boxes.append(_box("RocksDB memory against its cap", line_chart("RocksDB memory (B)", columns, lines, "B")))
+        misses = [("misses per get", ROCKSDB_MISS)]
+        boxes.append(_box("RocksDB block cache misses", line_chart("Cache misses per get (%)", columns, misses, "%")))
     if any(c.get(WATERMARK_LAG) is not None for c in columns):
         boxes.append(_box("Watermark lag", line_chart("Watermark lag (s)", columns, [("lag", WATERMARK_LAG)], "s")))
     else:
@@ -137,6 +147,17 @@ def _summary(run: RunAnalysis) -> str:
         ),
         ("terminated", "with an error" if run.exception else ("yes" if run.terminated else "no (still running?)")),
     ]
+    if run.rocksdb is not None:
+        r = run.rocksdb
+        cap = f" of a {format_size(r.cap_bytes)} cap" if r.cap_bytes else " (no cap recorded)"
+        rows.append(
+            (
+                "RocksDB memory",
+                f"{format_size(r.last_memory_bytes)}{cap} (max {format_size(r.max_memory_bytes)}); cache misses "
+                f"per get {r.last_cache_miss_share:.1%} (max {r.max_cache_miss_share:.1%}), "
+                f"{r.last_micros_per_get:,.1f} us a get",
+            )
+        )
     for trend in run.state_rows_trend:
         rows.append(
             (
@@ -198,7 +219,7 @@ def _analyzed(path: str | Path, leak_batches: int, parallelism: int | None) -> l
             folds = runs[run_id] = (RunFold(run_id, leak_batches, parallelism), SeriesFold(PLOT_WIDTH, parallelism))
         folds[0].add(event, progress)
         if progress is not None:
-            folds[1].add(progress)
+            folds[1].add(progress, event.rocksdb_cap_bytes)
     return [(analysis.result(), series.result()) for analysis, series in runs.values()]
 
 
