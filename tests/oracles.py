@@ -65,8 +65,12 @@ def window_oracle(
     key: str = "user",
     ts: str = "ts",
     value: str | None = "value",
+    pending: bool = False,
 ) -> pd.DataFrame:
-    """Final (key, window) rows for files processed batch by batch, as the pipeline writes them."""
+    """Final (key, window) rows for files processed batch by batch, as the pipeline writes them.
+
+    With pending=True, the other groups instead: those whose window the watermark has not passed yet.
+    """
     slide = slide or window
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     current_watermark = epoch
@@ -95,8 +99,19 @@ def window_oracle(
         .agg(firstEventTime=(ts, "min"), lastEventTime=(ts, "max"), count=(ts, "size"), value_sum=("v", "sum"))
         .reset_index()
     )
-    final = grouped[grouped["windowEnd"] <= current_watermark]
+    final = (
+        grouped[grouped["windowEnd"] <= current_watermark]
+        if not pending
+        else grouped[grouped["windowEnd"] > current_watermark]
+    )
     return final.sort_values([key, "windowStart"]).reset_index(drop=True)
+
+
+def window_state_oracle(
+    batches: Sequence[Sequence[Path]], window: timedelta, watermark: timedelta, key: str = "user", ts: str = "ts"
+) -> pd.DataFrame:
+    """The (key, window) groups still in the aggregation's state after those batches: not final yet."""
+    return window_oracle(batches, window, watermark, key=key, ts=ts, pending=True)
 
 
 def assert_matches_oracle(actual: pd.DataFrame, expected: pd.DataFrame) -> None:

@@ -36,6 +36,7 @@ from tidemark.formats import (
     run_move,
     state_root,
 )
+from tidemark.spark.lines import Feature, require
 from tidemark.storage import open_storage, parse_location
 from tidemark.storage.journal import Step, finish_pending, journaled
 
@@ -175,6 +176,7 @@ def repartition_checkpoint(
     if partitions < 1:
         msg = f"--partitions must be at least 1 (got {partitions})"
         raise UsageError(msg)
+    require(Feature.STATE_REWRITE)  # one line naming the Spark whose state store API tidemark's writer uses
     location = parse_location(path)
     if not location.is_local:
         msg = (

@@ -12,10 +12,11 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from tidemark.config import SourceFormat, TidemarkConfig
+from tidemark.config import AggregationKind, SourceFormat, StateStoreKind, TidemarkConfig
 from tidemark.session import build_session
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
 from tidemark.spark.jars import FetchedJars, Progress, fetch
+from tidemark.spark.lines import Feature, require, require_python
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +43,26 @@ def jar_features(config: TidemarkConfig) -> set[JarFeature]:
     return features
 
 
+def spark_features(config: TidemarkConfig) -> set[Feature]:
+    """The Spark features a pipeline config uses (each must be in the installed Spark)."""
+    wanted: set[Feature] = set()
+    if config.aggregation.kind is AggregationKind.CUSTOM:
+        wanted.add(Feature.TRANSFORM_WITH_STATE_PANDAS)
+    if config.checkpoint.state_store is StateStoreKind.ROCKSDB:
+        if config.checkpoint.changelog:
+            wanted.add(Feature.CHANGELOG_CHECKPOINTING)
+        if config.checkpoint.format_version == 2:
+            wanted.add(Feature.CHECKPOINT_FORMAT_V2)
+    return wanted
+
+
+def require_features(config: TidemarkConfig) -> None:
+    """One line naming the Spark that has it, for the first feature of the config the installed Spark lacks."""
+    require_python()
+    for feature in sorted(spark_features(config)):
+        require(feature)
+
+
 def with_jars(conf: dict[str, str], jars: FetchedJars) -> dict[str, str]:
     """conf with the fetched jars appended to spark.jars (the user's own entries first)."""
     if not jars.paths:
@@ -58,6 +79,7 @@ def session_conf(
     hint: str = "tidemark jars fetch CONFIG",
 ) -> dict[str, str]:
     """Every setting the pipeline's session starts with: the config's, and spark.jars for its features."""
+    require_features(config)
     conf = config.spark_conf()
     for uri in locations(config):
         check_scheme(uri)
@@ -77,6 +99,7 @@ def session_for_locations(
     uris: Iterable[str], conf: dict[str, str] | None = None, progress: Progress | None = None
 ) -> SparkSession:
     """A local session that can read these locations with Spark (for the checkpoint tools)."""
+    require_python()
     settings = dict(conf or {})
     for uri in uris:
         check_scheme(uri)
