@@ -72,4 +72,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             for name, outcome in sorted(_outcomes.items())
         },
     }
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
     Path(target).write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")

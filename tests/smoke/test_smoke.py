@@ -81,9 +81,17 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Workspace
     files = list(data.files)
     (root / "landing").mkdir()
     _release(files[:3], root / "landing")
+    return Workspace(root, _write_config(root, partitions=2), files[:3], files[3:])
+
+
+def _write_config(root: Path, partitions: int) -> Path:
     # All released files in one batch (fewer batches, a shorter run); the oracle follows the batches.
-    config = write_config(root, source={"max_files_per_trigger": 10}, checkpoint={"track_state_rows": True})
-    return Workspace(root, config, files[:3], files[3:])
+    return write_config(
+        root,
+        spark={"shuffle_partitions": partitions},
+        source={"max_files_per_trigger": 10},
+        checkpoint={"track_state_rows": True},
+    )
 
 
 @pytest.mark.smoke("pipeline")
@@ -120,6 +128,35 @@ def test_state_stats_counts_the_rows_in_state(
     assert len(expected) > 0
     stats = json.loads(out)
     assert [(op["id"], op["rows"]) for op in stats["operators"]] == [(0, len(expected))]
+
+
+@pytest.mark.smoke("check")
+def test_check_says_the_config_can_continue(workspace: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, "check", str(workspace.config), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["compatible"] is True and report["problems"] == []
+    assert any(line.startswith("Spark ") and "can continue this checkpoint" in line for line in report["compared"])
+
+
+@pytest.mark.smoke("state repartition")
+def test_repartition_then_continue_equals_the_oracle(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], refused: Callable[[str], None]
+) -> None:
+    code, _, err = _cli(capsys, "state", "repartition", str(workspace.checkpoint), "--partitions", "3", "--apply")
+    if lacking(Feature.STATE_REWRITE) is not None:
+        assert code == 1
+        refused(_one_line_naming(err, Feature.STATE_REWRITE))
+        return
+    assert code == 0, err
+    # The next file runs on the repartitioned state: every window must still come out once, complete.
+    _release(workspace.later[:1], workspace.root / "landing")
+    workspace.read.append(workspace.later.pop(0))
+    _write_config(workspace.root, partitions=3)  # the count the checkpoint has now
+    code, _, err = _cli(capsys, "run", str(workspace.config), "--available-now")
+    assert code == 0, err
+    expected = window_oracle([workspace.read[:3], workspace.read[3:]], window=WINDOW, watermark=WATERMARK)
+    assert_matches_oracle(read_sink(workspace.root / "output"), expected)
 
 
 @pytest.fixture

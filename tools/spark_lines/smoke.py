@@ -207,15 +207,15 @@ def freeze(python: Path) -> dict[str, str]:
     return {item["name"].lower().replace("_", "-"): item["version"] for item in json.loads(done.stdout)}
 
 
-def build_wheel(uv: str) -> Path:
-    """tidemark's wheel, built from the clone into build/wheel (seconds)."""
-    out = REPO / "build" / "wheel"
+def build_wheel(uv: str, python: str) -> Path:
+    """tidemark's wheel for one Python (its optional C extension makes it version-specific), built from the clone into
+    build/wheel/<python> (seconds)."""
+    out = REPO / "build" / "wheel" / python
     shutil.rmtree(out, ignore_errors=True)
     env = uv_env()
     env.pop("UV_NO_CONFIG")
-    subprocess.run(
-        [uv, "build", "--wheel", "--quiet", "--out-dir", str(out), str(REPO)], check=True, env=env, text=True
-    )
+    command = [uv, "build", "--wheel", "--quiet", "--python", find_python(python), "--out-dir", str(out), str(REPO)]
+    subprocess.run(command, check=True, env=env, text=True)
     return next(out.glob("tidemark-*.whl"))
 
 
@@ -275,9 +275,14 @@ def build(target: Target, wheel: Path, uv: str) -> Path:
     return python
 
 
+def reinstall(python: Path, wheel: Path, uv: str) -> None:
+    """This clone's tidemark into the environment, over the one installed before (no dependencies: seconds)."""
+    run([uv, "pip", "install", "--quiet", "--python", str(python), "--no-deps", "--reinstall", str(wheel)])
+
+
 def smoke(target: Target, python: Path, wheel: Path, uv: str) -> int:
     """Reinstall the clone's wheel, run the smoke tests, write build/smoke/<target>.json; pytest's exit code."""
-    run([uv, "pip", "install", "--quiet", "--python", str(python), "--no-deps", "--reinstall", str(wheel)])
+    reinstall(python, wheel, uv)
     # The range-end variants prove the ranges, not the README's table: their results go elsewhere.
     folder = RESULTS if target.variant == "pinned" else RESULTS.with_name("smoke-ranges")
     folder.mkdir(parents=True, exist_ok=True)
@@ -285,6 +290,11 @@ def smoke(target: Target, python: Path, wheel: Path, uv: str) -> int:
     results.unlink(missing_ok=True)
     env = dict(os.environ, TIDEMARK_SMOKE_RESULTS=str(results), TIDEMARK_SMOKE_TARGET=target.name)
     env.pop("VIRTUAL_ENV", None)
+    # tidemark's JVM helper, compiled against this line's jars (cached per pyspark version and source): every part
+    # the line claims (tidemark.spark.lines) must compile, or the run fails here.
+    helper = subprocess.run([str(python), "-m", "tidemark.spark.jvm"], cwd=REPO, env=env, check=False)
+    if helper.returncode != 0:
+        return helper.returncode
     command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=600", "-m", "smoke"]
     command += ["tests/smoke"]
     return subprocess.run(command, cwd=REPO, env=env, check=False).returncode
@@ -297,14 +307,16 @@ def main() -> None:
     args = parser.parse_args()
     targets = [Target.parse(t) for t in (args.targets or TARGETS)]
     uv = find_uv()
-    wheel = build_wheel(uv)
+    wheels = {python: build_wheel(uv, python) for python in sorted({t.python for t in targets})}
     failed = []
     timings = []
     for target in targets:
         started = time.monotonic()
+        wheel = wheels[target.python]
         python = build(target, wheel, uv)
         built = time.monotonic() - started
         if args.command == "env":
+            reinstall(python, wheel, uv)
             print(python)
             continue
         code = smoke(target, python, wheel, uv)

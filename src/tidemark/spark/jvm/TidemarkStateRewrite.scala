@@ -82,6 +82,33 @@ object TidemarkStateRewrite {
 
   private def text(node: JsonNode, field: String): String = node.get(field).asText()
 
+  /**
+   * An empty HDFS-backed state map. Spark 4.2 added a third argument to its factory (an optional integrity verifier
+   * of the rows read back, a class 4.0/4.1 lack), so the factory is found by its arity: None on 4.2+.
+   */
+  private def newStateMap(keySchema: StructType, numColsPrefixKey: Int): HDFSBackedStateStoreMap = {
+    val factory = HDFSBackedStateStoreMap
+    val create = factory.getClass.getMethods.filter(_.getName == "create").maxBy(_.getParameterCount)
+    val args: Seq[AnyRef] = Seq(keySchema, Int.box(numColsPrefixKey)) ++ Seq.fill(create.getParameterCount - 2)(None)
+    create.invoke(factory, args: _*).asInstanceOf[HDFSBackedStateStoreMap]
+  }
+
+  /**
+   * The map's put(key, value). Spark 4.2 wraps the value (UnsafeRowWrapper, for optional row checksums): a plain
+   * StateStoreRow there, the row itself before.
+   */
+  private def stateMapPut(map: HDFSBackedStateStoreMap): (UnsafeRow, UnsafeRow) => Unit = {
+    val put = map.getClass.getMethods.find(m => m.getName == "put" && m.getParameterCount == 2).get
+    val wrapped = put.getParameterTypes()(1) != classOf[UnsafeRow]
+    val wrap: UnsafeRow => AnyRef =
+      if (!wrapped) identity
+      else {
+        val plain = Class.forName(s"${getClass.getPackage.getName}.StateStoreRow").getConstructor(classOf[UnsafeRow])
+        row => plain.newInstance(row).asInstanceOf[AnyRef]
+      }
+    (key, value) => put.invoke(map, key, wrap(value))
+  }
+
   private def conf(spark: SparkSession, entries: JsonNode): StateStoreConf = {
     val sqlConf: SQLConf = spark.sessionState.conf.clone()
     entries.properties().asScala.foreach(e => sqlConf.setConfString(e.getKey, e.getValue.asText()))
@@ -342,9 +369,10 @@ object TidemarkStateRewrite {
     provider match {
       case hdfs: HDFSBackedStateStoreProvider =>
         val cf = families.head
-        val map = HDFSBackedStateStoreMap.create(cf.keySchema, numColsPrefixKey)
+        val map = newStateMap(cf.keySchema, numColsPrefixKey)
+        val put = stateMapPut(map)
         rows.foreach { case (_, key, values) =>
-          map.put(unsafe(key, cf.keySchema.length), unsafe(values.head, cf.valueSchema.length))
+          put(unsafe(key, cf.keySchema.length), unsafe(values.head, cf.valueSchema.length))
           count += 1
         }
         // The provider writes snapshots only from its maintenance thread; this is that same method.
