@@ -258,7 +258,7 @@ def repartition_checkpoint(
         if target.exists() and any(target.iterdir()):
             msg = f"--to {to} exists and is not empty: give a new folder"
             raise UsageError(msg)
-    chosen = _engine(engine, apply=apply, to=to, provider=provider, new_provider=new_provider, conf=conf)
+    chosen = choose_engine(engine, apply=apply, to=to, provider=provider, new_provider=new_provider, conf=conf)
     read_conf = {**conf, FORMAT_VERSION_KEY: "1"}
     write_conf = {**read_conf, PROVIDER_CLASS: new_provider, CHANGELOG_KEY: "false"}
     notes: list[str] = []
@@ -322,8 +322,15 @@ def repartition_checkpoint(
     )
 
 
-def _engine(
-    engine: Engine, *, apply: bool, to: str | None, provider: str, new_provider: str, conf: dict[str, str]
+def choose_engine(
+    engine: Engine,
+    *,
+    apply: bool,
+    to: str | None,
+    provider: str,
+    new_provider: str,
+    conf: dict[str, str],
+    spark_version: str | None = None,
 ) -> Engine:
     """The engine that writes: Spark's where it does what tidemark's does, else tidemark's."""
     why_not = []
@@ -335,14 +342,18 @@ def _engine(
         why_not.append("Spark's supports RocksDB state only")
     if conf.get(FORMAT_VERSION_KEY, "1") != "1":
         why_not.append("checkpoint format v2")
-    missing = lacking(Feature.OFFLINE_REPARTITION)
+    missing = lacking(Feature.OFFLINE_REPARTITION, spark_version)
     if missing is not None:
         why_not.append(missing)
     if engine is Engine.SPARK and why_not:
         msg = f"--engine spark cannot repartition this checkpoint: {why_not[0]}"
         raise UsageError(msg)
     if engine is Engine.AUTO:
-        return Engine.SPARK if apply and not why_not and has(Feature.OFFLINE_REPARTITION) else Engine.TIDEMARK
+        return (
+            Engine.SPARK
+            if apply and not why_not and has(Feature.OFFLINE_REPARTITION, spark_version)
+            else Engine.TIDEMARK
+        )
     return engine
 
 
