@@ -7,13 +7,14 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 TM := $(VENV)/bin/tidemark
 DEMO := demo
 
-.PHONY: install run test test-unit test-integration lint typecheck bench chromium azurite prometheus kafka clean
+.PHONY: install run test test-lines test-unit test-integration lint typecheck bench chromium azurite prometheus kafka clean
 
 $(UV):
 	$(PYTHON) -m venv .uv
 	.uv/bin/pip install --quiet uv==$(UV_VERSION)
 
-$(VENV)/.installed: $(UV) pyproject.toml uv.lock setup.py src/tidemark/storage/_fastwalk.c src/tidemark/spark/jvm/TidemarkStateRewrite.scala
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock setup.py src/tidemark/storage/_fastwalk.c src/tidemark/spark/jvm/TidemarkStateRewrite.scala \
+		src/tidemark/spark/jvm/TidemarkPlanProbe.scala
 	$(UV) sync --frozen --quiet --all-extras
 	# Bytecode for tidemark's own modules too (uv compiles site-packages): CLI startup 0.75 s -> 0.3 s here.
 	$(VENV)/bin/python -m compileall -q src >/dev/null
@@ -67,8 +68,18 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 
+# The whole suite on the default Spark (its smoke tests write what they proved to build/smoke/), then the smoke
+# subset on every other Spark line and Python, then the README's compatibility table against build/smoke/.
 test: install chromium azurite prometheus kafka lint
-	$(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600
+	rm -rf build/smoke
+	TIDEMARK_SMOKE_RESULTS=build/smoke/default-py3.11.json $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600
+	$(MAKE) --no-print-directory test-lines
+
+# Each other Spark line on Python 3.11 and each other Python on the default Spark: environments built the way users
+# install tidemark, cached in ~/.cache/tidemark-ci/smoke keyed by the pins and uv.lock (tools/spark_lines/smoke.py).
+test-lines: install
+	$(PYTHON) tools/spark_lines/smoke.py run
+	$(PYTHON) tools/spark_lines/compat.py
 
 test-unit: install
 	$(VENV)/bin/pytest -q tests/unit

@@ -74,10 +74,14 @@ def window_oracle(
     key: str = "user",
     ts: str = "ts",
     value: str | None = "value",
+    pending: bool = False,
 ) -> pd.DataFrame:
-    """Final (key, window) rows for files processed batch by batch, as the pipeline writes them."""
+    """Final (key, window) rows for files processed batch by batch, as the pipeline writes them.
+
+    With pending=True, the other groups instead: those whose window the watermark has not passed yet.
+    """
     events = [read_valid_events(files, key, ts) for files in batches]
-    return window_oracle_events(events, window, watermark, slide, key, ts, value)
+    return window_oracle_events(events, window, watermark, slide, key, ts, value, pending)
 
 
 def window_oracle_events(
@@ -88,6 +92,7 @@ def window_oracle_events(
     key: str = "user",
     ts: str = "ts",
     value: str | None = "value",
+    pending: bool = False,
 ) -> pd.DataFrame:
     """Final (key, window) rows for valid events processed batch by batch (each event's ts a UTC datetime)."""
     slide = slide or window
@@ -117,8 +122,19 @@ def window_oracle_events(
         .agg(firstEventTime=(ts, "min"), lastEventTime=(ts, "max"), count=(ts, "size"), value_sum=("v", "sum"))
         .reset_index()
     )
-    final = grouped[grouped["windowEnd"] <= current_watermark]
+    final = (
+        grouped[grouped["windowEnd"] <= current_watermark]
+        if not pending
+        else grouped[grouped["windowEnd"] > current_watermark]
+    )
     return final.sort_values([key, "windowStart"]).reset_index(drop=True)
+
+
+def window_state_oracle(
+    batches: Sequence[Sequence[Path]], window: timedelta, watermark: timedelta, key: str = "user", ts: str = "ts"
+) -> pd.DataFrame:
+    """The (key, window) groups still in the aggregation's state after those batches: not final yet."""
+    return window_oracle(batches, window, watermark, key=key, ts=ts, pending=True)
 
 
 def assert_matches_oracle(actual: pd.DataFrame, expected: pd.DataFrame) -> None:

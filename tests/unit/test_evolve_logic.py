@@ -16,11 +16,12 @@ from tests.helpers import write_config
 from tidemark.cli.main import main
 from tidemark.compat import UTC
 from tidemark.config import load_config
+from tidemark.config.model import PROVIDER_CLASSES, StateStoreKind
 from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
 from tidemark.evolve.check import _check_settings, _Findings
 from tidemark.evolve.partitioning import partition_key
 from tidemark.evolve.rehearse import _forget_last_commit
-from tidemark.evolve.repartition import repartition_checkpoint
+from tidemark.evolve.repartition import FORMAT_VERSION_KEY, Engine, choose_engine, repartition_checkpoint
 from tidemark.formats import (
     LOCK_FILE,
     Checkpoint,
@@ -241,3 +242,55 @@ def test_rehearsal_copy_forgets_the_last_commit_and_its_state(tmp_path: Path) ->
     left = sorted(p.name for p in (root / "state" / "0" / "0").iterdir() if p.is_file())
     assert "4.delta" not in left and ".4.delta.crc" not in left and "4.delta.crc" not in left
     assert "3.delta" in left  # the state the re-run batch loads
+
+
+ROCKSDB = PROVIDER_CLASSES[StateStoreKind.ROCKSDB]
+HDFS = PROVIDER_CLASSES[StateStoreKind.HDFS]
+
+
+@pytest.mark.parametrize(
+    ("spark", "apply", "to", "provider", "new_provider", "conf", "expected"),
+    [
+        ("4.2.0", True, None, ROCKSDB, ROCKSDB, {}, Engine.SPARK),  # the one case Spark's does as well
+        ("4.3.0", True, None, ROCKSDB, ROCKSDB, {}, Engine.SPARK),
+        ("4.1.1", True, None, ROCKSDB, ROCKSDB, {}, Engine.TIDEMARK),  # Spark's arrived in 4.2
+        ("3.5.7", True, None, ROCKSDB, ROCKSDB, {}, Engine.TIDEMARK),
+        ("4.2.0", False, None, ROCKSDB, ROCKSDB, {}, Engine.TIDEMARK),  # a dry run: tidemark's plan only
+        ("4.2.0", True, "/elsewhere", ROCKSDB, ROCKSDB, {}, Engine.TIDEMARK),  # Spark's writes in place
+        ("4.2.0", True, None, HDFS, HDFS, {}, Engine.TIDEMARK),  # Spark's refuses HDFS-backed state
+        ("4.2.0", True, None, ROCKSDB, HDFS, {}, Engine.TIDEMARK),  # Spark's keeps the provider
+        (
+            "4.2.0",
+            True,
+            None,
+            ROCKSDB,
+            ROCKSDB,
+            {FORMAT_VERSION_KEY: "2"},
+            Engine.TIDEMARK,
+        ),
+    ],
+)
+def test_auto_engine_takes_sparks_repartition_only_where_it_is_as_good(
+    spark: str, apply: bool, to: str | None, provider: str, new_provider: str, conf: dict[str, str], expected: Engine
+) -> None:
+    chosen = choose_engine(
+        Engine.AUTO, apply=apply, to=to, provider=provider, new_provider=new_provider, conf=conf, spark_version=spark
+    )
+    assert chosen is expected
+
+
+def test_spark_engine_refused_in_one_line_naming_why() -> None:
+    with pytest.raises(UsageError, match=r"--engine spark cannot repartition this checkpoint: .*4\.2"):
+        choose_engine(
+            Engine.SPARK, apply=True, to=None, provider=ROCKSDB, new_provider=ROCKSDB, conf={}, spark_version="3.5.7"
+        )
+    with pytest.raises(UsageError, match="RocksDB state only"):
+        choose_engine(
+            Engine.SPARK, apply=True, to=None, provider=HDFS, new_provider=HDFS, conf={}, spark_version="4.2.0"
+        )
+    assert (
+        choose_engine(
+            Engine.TIDEMARK, apply=True, to=None, provider=ROCKSDB, new_provider=ROCKSDB, conf={}, spark_version="4.2.0"
+        )
+        is Engine.TIDEMARK
+    )

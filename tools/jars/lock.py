@@ -1,6 +1,6 @@
 """Regenerate src/tidemark/spark/jars.lock.json: each feature's whole jar closure, resolved by Spark's own Ivy.
 
-For every released pyspark of the supported lines (read from PyPI, or given on the command line) the Kafka
+For every released pyspark of the supported lines (tidemark.spark.lines' table, or given on the command line) the Kafka
 connector's closure, and for every Hadoop version those releases bundle the hadoop-azure and hadoop-aws
 closures; each jar with its sha256 and size. Spark's Ivy excludes Spark's own modules from a resolution, as
 `spark.jars.packages` does, so one pyspark (this venv's) resolves every version. Run from the repository root:
@@ -17,27 +17,19 @@ from __future__ import annotations
 import json
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 from tidemark.errors import EnvironmentProblem
 from tidemark.spark.artifacts import JarFeature, coordinates
 from tidemark.spark.jars import LOCK_NAME, LockedJar, lock_key, locked, resolve
-from tidemark.spark.lines import LINES
+from tidemark.spark.lines import releases
 
 LOCK = Path(__file__).resolve().parents[2] / "src" / "tidemark" / "spark" / LOCK_NAME
 
 
 def released_versions() -> list[str]:
-    """Every final pyspark release of the lines spark/lines.py knows."""
-    with urllib.request.urlopen("https://pypi.org/pypi/pyspark/json", timeout=60) as response:  # noqa: S310
-        releases = json.load(response)["releases"]
-    found = []
-    for version, files in releases.items():
-        parts = version.split(".")
-        if len(parts) == 3 and all(p.isdigit() for p in parts) and files and f"{parts[0]}.{parts[1]}" in LINES:
-            found.append(version)
-    return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
+    """Every final pyspark release of the supported lines (spark/releases.json, read off each sdist)."""
+    return list(releases())
 
 
 def main() -> None:

@@ -71,8 +71,8 @@ def build(line: str, python: str) -> Path:
     env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")
     env.pop("VIRTUAL_ENV", None)
     log = sys.stderr
-    subprocess.run([uv, "venv", "--quiet", "--python", find_python(python), str(target)], check=True, env=env)
-    install = [uv, "pip", "install", "--quiet", "--python", str(interpreter), "-r", str(requirements)]
+    subprocess.run([uv, "venv", "--no-config", "--quiet", "--python", find_python(python), str(target)], check=True, env=env)
+    install = [uv, "pip", "install", "--no-config", "--quiet", "--python", str(interpreter), "-r", str(requirements)]
     subprocess.run(install, check=True, env=env, stdout=log)
     (target / MARKER).write_text(requirements.read_text())
     return interpreter

@@ -83,7 +83,8 @@ def render_repartition(report: RepartitionReport) -> None:
             f"reports {report.new_partitions} partitions"
         )
     if report.new_disk_bytes is not None:
-        out.print(f"  new state on disk: {_size(report.new_disk_bytes)} (one snapshot per partition)")
+        layout = " (one snapshot per partition)" if report.engine == "tidemark" else ""
+        out.print(f"  new state on disk: {_size(report.new_disk_bytes)}{layout}")
     if report.archive is not None:
         out.print(f"  old checkpoint kept at {escape(report.archive)}")
     out.print(f"  the query continues from {escape(report.new_checkpoint)}")

@@ -279,13 +279,24 @@ def repartition(
     state_store: Annotated[
         str | None, typer.Option("--state-store", help="Also move the state to this store: rocksdb or hdfs.")
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine", help="What writes the state: auto (Spark's own where it fits, 4.2+), spark or tidemark."
+        ),
+    ] = "auto",
     as_json: JsonOpt = False,
 ) -> None:
     """Rewrite a stopped query's state for N shuffle partitions (old checkpoint archived, never deleted)."""
     from tidemark.cli.evolve import render_repartition
-    from tidemark.evolve.repartition import repartition_checkpoint
+    from tidemark.evolve.repartition import Engine, repartition_checkpoint
 
-    result = repartition_checkpoint(path, partitions, apply=apply, to=to, state_store=state_store)
+    if engine not in {e.value for e in Engine}:
+        msg = f"--engine must be one of {', '.join(e.value for e in Engine)} (got {engine!r})"
+        raise UsageError(msg)
+    result = repartition_checkpoint(
+        path, partitions, apply=apply, to=to, state_store=state_store, engine=Engine(engine)
+    )
     print_json(result) if as_json else render_repartition(result)
 
 

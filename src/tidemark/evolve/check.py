@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.config import AggregationKind, TidemarkConfig
 from tidemark.config.model import HDFS_PROVIDER
+from tidemark.evolve.continuation import continuation
 from tidemark.evolve.expect import ExpectedState, expected_state
 from tidemark.evolve.rehearse import Rehearsal, rehearse
 from tidemark.formats import (
@@ -153,6 +154,42 @@ def _check_operators(entries: list[OperatorEntry], expected: ExpectedState, foun
         )
     elif properties.get("outputMode"):
         found.same("output mode Append")
+    return True
+
+
+def _check_spark(checkpoint: Checkpoint, found: _Findings) -> None:
+    """Can the installed Spark continue the checkpoint at all (whatever the config)?"""
+    verdict = continuation(checkpoint)
+    for reason in verdict.missing:
+        found.problem(
+            "SPARK_CANNOT_CONTINUE",
+            reason,
+            "run the query on a Spark that has it, or start a new checkpoint",
+        )
+    if verdict.ok:
+        found.same(f"Spark {verdict.spark_version} can continue this checkpoint (written by {verdict.written_by})")
+
+
+def _has_operator_metadata(checkpoint: Checkpoint) -> bool:
+    return any(checkpoint.operator_metadata(op) is not None for op in checkpoint.operator_ids())
+
+
+def _check_operators_by_schema(checkpoint: Checkpoint, expected: ExpectedState, found: _Findings) -> bool:
+    """A checkpoint from before operator metadata (Spark 3.x): one operator whose state schema file matches."""
+    operators = checkpoint.operator_ids()
+    if len(operators) != 1 or expected.kind is AggregationKind.CUSTOM:
+        found.problem(
+            "OPERATORS_CHANGED",
+            f"the checkpoint has {len(operators)} stateful operators and no operator metadata (written before Spark "
+            f"{first_line_with(Feature.OPERATOR_METADATA)}), the config's query has [{expected.operator}]",
+            "a different stateful step cannot use the old state: revert [aggregation] kind, or point "
+            "[checkpoint] location at a new folder",
+        )
+        return False
+    found.same(
+        f"one stateful operator, compared by its state schema (no operator metadata: written before Spark "
+        f"{first_line_with(Feature.OPERATOR_METADATA)}, which writes it from the next batch on)"
+    )
     return True
 
 
@@ -353,6 +390,7 @@ def check_config(
         return CheckReport(config_path, checkpoint.uri, None, True, (), tuple(found.compared))
     checkpoint.require()
     batch = checkpoint.latest_committed_batch()
+    _check_spark(checkpoint, found)
     _check_settings(checkpoint, batch, config, found)
     session = spark or build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
     # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
@@ -360,8 +398,12 @@ def check_config(
     rehearsal = None
     with runtime_conf(session, config.spark_conf()):
         expected = expected_state(session, config)
-        entries = operator_entries(checkpoint)
-        if _check_operators(entries, expected, found):
+        entries = operator_entries(checkpoint) if _has_operator_metadata(checkpoint) else None
+        if (
+            _check_operators(entries, expected, found)
+            if entries is not None
+            else _check_operators_by_schema(checkpoint, expected, found)
+        ):
             stored = _stored_family(checkpoint, expected)
             if stored is None:
                 found.problem(
@@ -377,7 +419,7 @@ def check_config(
                     _check_window(session, config, stored, expected, found)
                 elif expected.kind is AggregationKind.SESSION:
                     _check_gap(session, config, stored, expected, found)
-                else:
+                elif entries is not None:
                     _check_processor(entries[0], expected, found)
         if rehearse_query:
             rehearsal = rehearse(session, config)

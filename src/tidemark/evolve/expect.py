@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from tidemark.config import AggregationKind, TidemarkConfig
 from tidemark.formats import Field, struct_fields
-from tidemark.stateful.lifecycle import STATE_VARIABLE
+from tidemark.stateful.api import STATE_VARIABLE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

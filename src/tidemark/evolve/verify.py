@@ -141,12 +141,15 @@ def metadata_partitions(spark: SparkSession, source: StateSource) -> dict[int, i
     return {int(r["operatorId"]): int(r["numPartitions"]) for r in rows}
 
 
-def compare_state(spark: SparkSession, before: StateSource, after: StateSource, batch: int) -> StateComparison:
-    """Compare every store, transformWithState variable and timer set of two checkpoints at one batch."""
+def compare_state(
+    spark: SparkSession, before: StateSource, after: StateSource, batch: int, after_batch: int | None = None
+) -> StateComparison:
+    """Compare every store, transformWithState variable and timer set of two checkpoints at one batch (in `after`:
+    at after_batch, when the rewrite added a batch of its own, as Spark's offline repartition does)."""
     comparisons = []
     for store in list_stores(spark, before):
         for target in targets_of(store):
-            comparisons.append(compare_target(spark, before, after, target, batch))
+            comparisons.append(compare_target(spark, before, after, target, batch, after_batch))
     if not comparisons and list_stores(spark, after):
         msg = f"{after.uri} holds state that {before.uri} does not: refusing to treat it as a rewrite"
         raise CheckpointError(msg)

@@ -19,7 +19,7 @@ from tidemark.formats.batches import (
     unloadable_stores,
 )
 from tidemark.formats.checkpoint import Checkpoint, CheckpointStatus
-from tidemark.formats.clone import clone_without_state, is_store_data, repoint_schema_paths
+from tidemark.formats.clone import clone_whole, clone_without_state, is_store_data, repoint_schema_paths
 from tidemark.formats.entries import (
     PROVIDER_CLASS,
     SHUFFLE_PARTITIONS,
@@ -158,6 +158,7 @@ __all__ = [
     "archive_marker",
     "check_newest_state",
     "clear_run_lock",
+    "clone_whole",
     "clone_without_state",
     "compact_ledger",
     "decode_row",

@@ -48,6 +48,23 @@ def _is_offset_entry(rel: str) -> bool:
     return len(parts) == 2 and parts[0] == OFFSETS and parts[1].isdigit()
 
 
+def clone_whole(source: Checkpoint, target: Storage) -> CloneResult:
+    """Copy every file of source into target (an empty folder) as it is, but tidemark's run lock."""
+    files = 0
+    size = 0
+    for entry in source.store.list_files(""):
+        if entry.rel == LOCK_FILE:
+            continue
+        data = source.store.read_bytes(entry.rel)
+        if data is None:
+            msg = f"{source.store.uri(entry.rel)} disappeared while copying the checkpoint: is the query running?"
+            raise CheckpointError(msg)
+        target.write_atomic(entry.rel, data)
+        files += 1
+        size += len(data)
+    return CloneResult(files, size, ())
+
+
 def clone_without_state(
     source: Checkpoint,
     target: Storage,
@@ -107,5 +124,9 @@ def repoint_schema_paths(store: Storage, partitions: int, final_root: Storage) -
         new = rewrite_operator_metadata(data.decode("utf-8"), partitions, root).encode("utf-8")
         if new != data:
             store.write_atomic(entry.rel, new)
+            folder, name = entry.rel.rsplit("/", 1)
+            for companion in crc_companions(name):  # a stale checksum would fail Hadoop's read of the new content
+                if store.exists(f"{folder}/{companion}"):
+                    store.delete(f"{folder}/{companion}")
             changed.append(entry.rel)
     return changed

@@ -15,6 +15,7 @@ from tidemark.pipeline.quarantine import validate
 from tidemark.pipeline.sinks import output_writers, writer_for
 from tidemark.pipeline.sources import kafka_missing, read_stream
 from tidemark.pipeline.transforms import build_stateful
+from tidemark.spark.environment import require_features
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,6 +55,7 @@ def build_query(
     spark: SparkSession, config: TidemarkConfig, replay_from: datetime | None = None, writers: int | None = None
 ) -> DataFrame:
     """The whole streaming plan up to its sink; writers (when given) is the task count of the writing stage."""
+    require_features(config)  # one line naming the Spark that has what the config asks for, before Spark fails
     output = build_output(build_events(spark, config, replay_from), config, replay_from)
     return output.coalesce(writers) if writers is not None else output
 

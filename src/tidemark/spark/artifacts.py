@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from tidemark.compat import StrEnum
 from tidemark.errors import EnvironmentProblem
-from tidemark.spark.lines import Feature, lacking, line_of
+from tidemark.spark.lines import Feature, hadoop_of, lacking, scala_of
 
 
 class JarFeature(StrEnum):
@@ -31,12 +31,11 @@ AWS_SCHEMES = frozenset({"s3a"})
 
 def coordinates(feature: JarFeature, spark_version: str) -> list[str]:
     """The top-level Maven coordinates of a feature for a Spark version (their dependencies come transitively)."""
-    line = line_of(spark_version)
     if feature is JarFeature.KAFKA:
-        return [f"org.apache.spark:spark-sql-kafka-0-10_{line.scala}:{spark_version}"]
+        return [f"org.apache.spark:spark-sql-kafka-0-10_{scala_of(spark_version)}:{spark_version}"]
     if feature is JarFeature.AZURE:
-        return [f"org.apache.hadoop:hadoop-azure:{line.hadoop}"]
-    return [f"org.apache.hadoop:hadoop-aws:{line.hadoop}"]
+        return [f"org.apache.hadoop:hadoop-azure:{hadoop_of(spark_version)}"]
+    return [f"org.apache.hadoop:hadoop-aws:{hadoop_of(spark_version)}"]
 
 
 def features_for_uris(uris: Iterable[str | None]) -> set[JarFeature]:

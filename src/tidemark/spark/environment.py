@@ -14,11 +14,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from tidemark.config import TidemarkConfig
+from tidemark.config import AggregationKind, StateStoreKind, TidemarkConfig
 from tidemark.session import build_session, runtime_conf
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
 from tidemark.spark.credentials import REDACTION_KEY, auth_keys, hadoop_access, redaction_regex
 from tidemark.spark.jars import FetchedJars, Progress, fetch
+from tidemark.spark.lines import Feature, require, require_python
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,6 +42,26 @@ def jar_features(config: TidemarkConfig) -> set[JarFeature]:
     if config.source.is_kafka:  # Kafka, and Event Hubs through its Kafka endpoint
         features.add(JarFeature.KAFKA)
     return features
+
+
+def spark_features(config: TidemarkConfig) -> set[Feature]:
+    """The Spark features a pipeline config uses (each must be in the installed Spark)."""
+    wanted: set[Feature] = set()
+    if config.aggregation.kind is AggregationKind.CUSTOM:
+        wanted.add(Feature.TRANSFORM_WITH_STATE_PANDAS)
+    if config.checkpoint.state_store is StateStoreKind.ROCKSDB:
+        if config.checkpoint.changelog:
+            wanted.add(Feature.CHANGELOG_CHECKPOINTING)
+        if config.checkpoint.format_version == 2:
+            wanted.add(Feature.CHECKPOINT_FORMAT_V2)
+    return wanted
+
+
+def require_features(config: TidemarkConfig) -> None:
+    """One line naming the Spark that has it, for the first feature of the config the installed Spark lacks."""
+    require_python()
+    for feature in sorted(spark_features(config)):
+        require(feature)
 
 
 def with_jars(conf: dict[str, str], jars: FetchedJars) -> dict[str, str]:
@@ -83,6 +104,7 @@ def session_conf(
     hint: str = "tidemark jars fetch CONFIG",
 ) -> dict[str, str]:
     """Every setting the pipeline's session starts with: the config's, its storage access, spark.jars."""
+    require_features(config)
     conf = pipeline_conf(config)
     features = jar_features(config)
     if not features or PACKAGES_KEY in conf:
@@ -131,6 +153,7 @@ def session_for_locations(
     uris: Iterable[str], conf: dict[str, str] | None = None, progress: Progress | None = None
 ) -> SparkSession:
     """A local session that can read these locations with Spark (for the checkpoint tools)."""
+    require_python()
     uris = list(uris)
     settings = storage_conf(uris, dict(conf or {}))
     features = features_for_uris(uris)

@@ -31,7 +31,7 @@ from xml.etree import ElementTree
 from tidemark.cache import cache_root
 from tidemark.errors import EnvironmentProblem
 from tidemark.spark.artifacts import JarFeature, coordinates
-from tidemark.spark.lines import installed_version, line_of
+from tidemark.spark.lines import hadoop_of, installed_version
 
 log = logging.getLogger(__name__)
 REPOSITORY_ENV = "TIDEMARK_MAVEN_REPOSITORY"
@@ -81,7 +81,7 @@ def lock_key(feature: JarFeature, spark_version: str) -> str:
     """How the lock names a closure: the Kafka connector per Spark version, Hadoop's per bundled Hadoop version."""
     if feature is JarFeature.KAFKA:
         return f"{feature.value}@spark-{spark_version}"
-    return f"{feature.value}@hadoop-{line_of(spark_version).hadoop}"
+    return f"{feature.value}@hadoop-{hadoop_of(spark_version)}"
 
 
 def packaged_lock() -> dict[str, list[LockedJar]]:

@@ -1,17 +1,27 @@
-"""What each Spark line offers: the one place that knows Spark versions (everything else asks here).
+"""What each Spark line and release offers: the one place that knows Spark versions (everything else asks here).
 
-Read off each line's pyspark source distribution (setup.py, PKG-INFO, the jars it ships) and Spark's code and
-release notes; docs/compatibility.md in the repository gives the sources. Nothing here starts a JVM: the
-installed line comes from the pyspark package's version.
+Read off every pyspark release's source distribution by tools/spark_lines/releases.py into `releases.json` beside
+this module: the Hadoop, Scala, py4j and RocksDB it bundles, whether it ships the Scala compiler, the protobuf
+runtime its transformWithStateInPandas code checks for, its Python classifiers, and which of the features below
+Spark's own shipped code has (a class in its jars, a key in its SQLConf, a method in its Python code). The WASB
+driver is Hadoop's: hadoop-azure of the bundled Hadoop version has it or not (3.5.0 keeps only a stub that
+throws). docs/compatibility.md gives the sources. Nothing here starts a JVM: the installed Spark is the pyspark
+package's version.
 """
 
 from __future__ import annotations
 
+import json
+import platform
 import re
 from dataclasses import dataclass
+from functools import cache
+from importlib import metadata, resources
 
 from tidemark.compat import StrEnum
 from tidemark.errors import EnvironmentProblem
+
+RELEASES_NAME = "releases.json"
 
 
 class Feature(StrEnum):
@@ -23,8 +33,10 @@ class Feature(StrEnum):
     TRANSFORM_WITH_STATE_ROWS = "row-based transformWithState in Python"
     CHANGELOG_CHECKPOINTING = "RocksDB changelog checkpointing"
     CHECKPOINT_FORMAT_V2 = "checkpoint format v2 (spark.sql.streaming.stateStore.checkpointFormatVersion)"
-    OFFLINE_REPARTITION = "Spark's own offline state repartition"
+    OFFLINE_REPARTITION = "Spark's own offline state repartition (StreamingCheckpointManager.repartition)"
     WASB = "the WASB driver for wasb:// and wasbs:// (hadoop-azure)"
+    STATE_HELPER = "tidemark's JVM helper (compiled with the Scala compiler the pyspark wheel ships)"
+    STATE_REWRITE = "tidemark's JVM state writer (state repartition; Spark's column-family state store API)"
     ABFS_OVER_BLOB = "ABFS over the Blob endpoint (hadoop-azure 3.4.2+, HADOOP-19226): abfs:// on a storage emulator"
     ABFS_WORKLOAD_IDENTITY = "ABFS's workload identity token provider (hadoop-azure 3.4+)"
 
@@ -39,79 +51,87 @@ class Defect(StrEnum):
 
 
 @dataclass(frozen=True)
+class Release:
+    """One pyspark release, as its sdist shows it."""
+
+    version: str
+    hadoop: str  # hadoop-client-api's version
+    scala: str  # scala-library's version, e.g. "2.13.17"
+    scala_compiler: bool  # scala-compiler-<v>.jar ships in the wheel (tidemark's state helper is compiled with it)
+    py4j: str
+    rocksdbjni: str
+    protobuf_gencode: str | None  # the protobuf runtime transformWithStateInPandas' generated code requires at least
+    python: tuple[str, ...]  # the Python classifiers, e.g. ("3.10", ..., "3.14")
+    features: frozenset[Feature]
+
+    @property
+    def scala_binary(self) -> str:
+        """The Scala binary version of the jars ("2.12", "2.13"), as in Maven artifact names."""
+        return ".".join(self.scala.split(".")[:2])
+
+
+@dataclass(frozen=True)
 class SparkLine:
-    """One Spark line (major.minor) and what comes with it."""
+    """One Spark line (major.minor): its newest release tidemark knows of, and what comes with it."""
 
     line: str
-    newest: str  # the newest release of the line we know of
-    scala: str  # Scala version of the pip package's jars ("2.12" / "2.13")
-    hadoop: str  # Hadoop client bundled in the pip package
-    python: tuple[str, str]  # oldest and newest Python the line supports
+    newest: str
+    scala: str  # Scala binary version of the pip package's jars ("2.12" / "2.13")
+    hadoop: str  # Hadoop client bundled in the newest release
+    python: tuple[str, str]  # oldest and newest Python of the newest release's classifiers
     java: str
     features: frozenset[Feature]
-    # Read off each line's spark-sql-kafka jar (KafkaMicroBatchStream.metrics): 3.5 and 4.0 check the offsets
-    # for null, 4.1.1 wraps them in Some, 4.2.0 in Option.
-    defects: frozenset[Defect] = frozenset()
 
     def has(self, feature: Feature) -> bool:
         """True when this line offers the feature."""
         return feature in self.features
 
 
-_ALL_4 = frozenset(
-    {
-        Feature.STATE_READER,
-        Feature.OPERATOR_METADATA,
-        Feature.TRANSFORM_WITH_STATE_PANDAS,
-        Feature.CHANGELOG_CHECKPOINTING,
-        Feature.CHECKPOINT_FORMAT_V2,
-        Feature.WASB,
-        Feature.ABFS_WORKLOAD_IDENTITY,
-    }
-)
-LINES: dict[str, SparkLine] = {
-    "3.5": SparkLine(
-        "3.5",
-        "3.5.9",
-        "2.12",
-        "3.3.4",
-        ("3.8", "3.11"),
-        "8/11/17",
-        frozenset({Feature.CHANGELOG_CHECKPOINTING, Feature.WASB}),
-    ),
-    "4.0": SparkLine("4.0", "4.0.5", "2.13", "3.4.1", ("3.9", "3.13"), "17+", _ALL_4),
-    "4.1": SparkLine(
-        "4.1",
-        "4.1.4",
-        "2.13",
-        "3.4.2",
-        ("3.10", "3.14"),
-        "17+",
-        _ALL_4 | {Feature.TRANSFORM_WITH_STATE_ROWS, Feature.ABFS_OVER_BLOB},
-        frozenset({Defect.KAFKA_METRICS_AFTER_RESTART}),
-    ),
-    "4.2": SparkLine(
-        "4.2",
-        "4.2.1",
-        "2.13",
-        "3.5.0",
-        ("3.10", "3.14"),
-        "17+",
-        (_ALL_4 - {Feature.WASB})
-        | {Feature.TRANSFORM_WITH_STATE_ROWS, Feature.OFFLINE_REPARTITION, Feature.ABFS_OVER_BLOB},
-    ),
-    "4.3": SparkLine(
-        "4.3",
-        "4.3.0",
-        "2.13",
-        "3.5.0",
-        ("3.11", "3.14"),
-        "17+",
-        (_ALL_4 - {Feature.WASB})
-        | {Feature.TRANSFORM_WITH_STATE_ROWS, Feature.OFFLINE_REPARTITION, Feature.ABFS_OVER_BLOB},
-    ),
-}
+# Java is not in a pyspark sdist: Spark's documentation per line (shared/reference/spark-versions.md).
+_JAVA = {"3.5": "8/11/17", "4.0": "17+", "4.1": "17+", "4.2": "17+", "4.3": "17+"}
+# Known defects per line, read in Spark's code: 4.1's KafkaMicroBatchStream.metrics dereferences Some(null) after a
+# restart (3.5/4.0 check for null, 4.2 uses Option).
+_DEFECTS: dict[str, frozenset[Defect]] = {"4.1": frozenset({Defect.KAFKA_METRICS_AFTER_RESTART})}
+# What hadoop-azure of a Hadoop version has (read off the jars of the lock): workload identity from 3.4, the
+# Blob-endpoint route for ABFS (FnsOverBlob) from 3.4.2.
+_HADOOP_FEATURES = ((Feature.ABFS_WORKLOAD_IDENTITY, "3.4.0"), (Feature.ABFS_OVER_BLOB, "3.4.2"))
 OLDEST_SUPPORTED = "3.5"
+
+
+def _order(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
+
+
+@cache
+def releases() -> dict[str, Release]:
+    """Every pyspark release tidemark knows, by version (oldest first)."""
+    text = resources.files("tidemark.spark").joinpath(RELEASES_NAME).read_text(encoding="utf-8")
+    data = json.loads(text)
+    wasb = data.get("hadoop_azure_wasb", {})
+    found = {}
+    for version, entry in data["releases"].items():
+        features = {Feature[name] for name in entry["features"]}
+        if wasb.get(entry["hadoop"]):
+            features.add(Feature.WASB)
+        features |= {feature for feature, since in _HADOOP_FEATURES if _order(entry["hadoop"]) >= _order(since)}
+        if entry["scala_compiler"]:
+            features.add(Feature.STATE_HELPER)
+            # The writer is compiled against the column-family state store API that came with transformWithState
+            # in Spark 4.0 (it does not compile on 3.5); CI compiles it on every line this claims it for.
+            if Feature.TRANSFORM_WITH_STATE_PANDAS in features:
+                features.add(Feature.STATE_REWRITE)
+        found[version] = Release(
+            version=version,
+            hadoop=entry["hadoop"],
+            scala=entry["scala"],
+            scala_compiler=bool(entry["scala_compiler"]),
+            py4j=entry["py4j"],
+            rocksdbjni=entry["rocksdbjni"],
+            protobuf_gencode=entry.get("protobuf_gencode"),
+            python=tuple(entry["python_classifiers"]),
+            features=frozenset(features),
+        )
+    return dict(sorted(found.items(), key=lambda item: _order(item[0])))
 
 
 def _line_key(version: str) -> str:
@@ -122,9 +142,26 @@ def _line_key(version: str) -> str:
     return f"{match.group(1)}.{match.group(2)}"
 
 
-def _order(line: str) -> tuple[int, int]:
-    major, minor = line.split(".")
-    return int(major), int(minor)
+def _lines() -> dict[str, SparkLine]:
+    by_line: dict[str, list[Release]] = {}
+    for release in releases().values():
+        by_line.setdefault(_line_key(release.version), []).append(release)
+    found = {}
+    for line, known in by_line.items():
+        newest = known[-1]
+        found[line] = SparkLine(
+            line=line,
+            newest=newest.version,
+            scala=newest.scala_binary,
+            hadoop=newest.hadoop,
+            python=(newest.python[0], newest.python[-1]),
+            java=_JAVA.get(line, "17+"),
+            features=newest.features,
+        )
+    return found
+
+
+LINES: dict[str, SparkLine] = _lines()
 
 
 def installed_version() -> str:
@@ -134,8 +171,20 @@ def installed_version() -> str:
     return str(pyspark.__version__)
 
 
+def release_of(version: str) -> Release:
+    """What a Spark version bundles and offers: its own entry, else the newest known release of its line (or of the
+    newest line, for a line newer than this table); an EnvironmentProblem for Spark older than tidemark supports.
+    """
+    known = releases()
+    exact = known.get(version)
+    if exact is not None:
+        return exact
+    line = line_of(version)
+    return known[line.newest]
+
+
 def line_of(version: str) -> SparkLine:
-    """The line a Spark version belongs to; an EnvironmentProblem for a line tidemark does not know."""
+    """The line a Spark version belongs to; an EnvironmentProblem for a line older than tidemark supports."""
     key = _line_key(version)
     found = LINES.get(key)
     if found is not None:
@@ -144,7 +193,7 @@ def line_of(version: str) -> SparkLine:
     if _order(key) > _order(newest):
         # A newer line than this table: assume it keeps what the newest known line has.
         base = LINES[newest]
-        return SparkLine(key, version, base.scala, base.hadoop, base.python, base.java, base.features)
+        return SparkLine(key, base.newest, base.scala, base.hadoop, base.python, base.java, base.features)
     msg = f"Spark {version} is older than tidemark supports (Spark {OLDEST_SUPPORTED} or newer)"
     raise EnvironmentProblem(msg)
 
@@ -152,6 +201,21 @@ def line_of(version: str) -> SparkLine:
 def installed() -> SparkLine:
     """The line of the installed pyspark."""
     return line_of(installed_version())
+
+
+def hadoop_of(version: str | None = None) -> str:
+    """The Hadoop version a Spark release bundles (default: the installed one): the key of Hadoop's jar closures."""
+    return release_of(version or installed_version()).hadoop
+
+
+def scala_of(version: str | None = None) -> str:
+    """The Scala binary version ("2.12", "2.13") of a Spark release's jars (default: the installed one)."""
+    return release_of(version or installed_version()).scala_binary
+
+
+def has(feature: Feature, spark_version: str | None = None) -> bool:
+    """True when the Spark version (default: the installed one) offers the feature."""
+    return feature in release_of(spark_version or installed_version()).features
 
 
 def first_line_with(feature: Feature) -> str:
@@ -169,13 +233,19 @@ def last_line_with(feature: Feature) -> str | None:
 def lacking(feature: Feature, spark_version: str | None = None) -> str | None:
     """None when the Spark (default: the installed one) has the feature, else one line saying where to get it."""
     version = spark_version or installed_version()
-    if line_of(version).has(feature):
+    if has(feature, version):
         return None
     first = first_line_with(feature)
     last = last_line_with(feature)
     if last is not None and _order(_line_key(version)) > _order(last):
         return f"{feature} is not in Spark {version}: it was removed after Spark {last}"
     return f"{feature} needs Spark {first} or newer (installed: Spark {version})"
+
+
+def has_defect(defect: Defect, spark_version: str | None = None) -> bool:
+    """True when the Spark (default: the installed one) has a known defect tidemark works around."""
+    version = spark_version or installed_version()
+    return defect in _DEFECTS.get(_line_key(version), frozenset())
 
 
 def require(feature: Feature, spark_version: str | None = None) -> None:
@@ -185,12 +255,67 @@ def require(feature: Feature, spark_version: str | None = None) -> None:
         raise EnvironmentProblem(problem)
 
 
-def has_defect(defect: Defect, spark_version: str | None = None) -> bool:
-    """True when the Spark (default: the installed one) has a known defect tidemark works around."""
-    return defect in line_of(spark_version or installed_version()).defects
+def python_problem(spark_version: str | None = None, python_version: str | None = None) -> str | None:
+    """None when the Spark release supports this Python (its classifiers), else one line naming what does.
+
+    Only a Python newer than the release's classifiers is a problem: Spark 3.5's pandas support imports distutils,
+    which Python 3.12 removed (a pandas UDF fails with ModuleNotFoundError).
+    """
+    version = spark_version or installed_version()
+    python = python_version or ".".join(platform.python_version_tuple()[:2])
+    supported = release_of(version).python
+    if not supported or _order(python) <= _order(supported[-1]):
+        return None
+    newer = [
+        line for line, spec in sorted(LINES.items(), key=lambda kv: _order(kv[0])) if python in _python_range(spec)
+    ]
+    hint = f"; Spark {newer[0]} or newer runs on Python {python}" if newer else ""
+    return (
+        f"Spark {version} supports Python {supported[0]} to {supported[-1]} (installed: Python {python}): "
+        f"use Python {supported[-1]}{hint}"
+    )
+
+
+def _python_range(line: SparkLine) -> list[str]:
+    low, high = line.python
+    major = low.split(".")[0]
+    return [f"{major}.{minor}" for minor in range(int(low.split(".")[1]), int(high.split(".")[1]) + 1)]
+
+
+def require_python(spark_version: str | None = None) -> None:
+    """Raise a one-line EnvironmentProblem when the installed Python is newer than the Spark release supports."""
+    problem = python_problem(spark_version)
+    if problem is not None:
+        raise EnvironmentProblem(problem)
+
+
+def protobuf_problem(spark_version: str | None = None, protobuf_version: str | None = None) -> str | None:
+    """None when protobuf can run the Spark release's transformWithStateInPandas messages, else one line.
+
+    Spark's generated code (StateMessage_pb2) checks the runtime: at least the version it was generated with, and
+    no more than one major version newer.
+    """
+    version = spark_version or installed_version()
+    needed = release_of(version).protobuf_gencode
+    if needed is None:
+        return None
+    try:
+        installed_protobuf = protobuf_version or metadata.version("protobuf")
+    except metadata.PackageNotFoundError:
+        installed_protobuf = None
+    fix = f"pip install 'protobuf>={needed},<7'"
+    if installed_protobuf is None:
+        return f"transformWithStateInPandas on Spark {version} needs the protobuf package: {fix}"
+    have, want = _order(installed_protobuf), _order(needed)
+    if have < want or have[0] > want[0] + 1:
+        return (
+            f"transformWithStateInPandas on Spark {version} needs protobuf {needed} up to {want[0] + 1}.x "
+            f"(installed: {installed_protobuf}): {fix}"
+        )
+    return None
 
 
 def kafka_package(spark_version: str | None = None) -> str:
     """Spark's Kafka connector coordinates for a Spark version (default: the installed one)."""
     version = spark_version or installed_version()
-    return f"org.apache.spark:spark-sql-kafka-0-10_{line_of(version).scala}:{version}"
+    return f"org.apache.spark:spark-sql-kafka-0-10_{scala_of(version)}:{version}"

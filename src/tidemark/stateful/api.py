@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+# The one value state the lifecycle layer keeps per key (its name in the checkpoint's transformWithState metadata).
+STATE_VARIABLE = "state"
+
+
 class TimeMode(StrEnum):
     """Which clock drives expiries: the watermark (event time) or the wall clock (processing time)."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -16,13 +15,13 @@ from pyspark.sql.types import StructType
 
 from tidemark.config.model import ROCKSDB_PROVIDER
 from tidemark.errors import EnvironmentProblem, UsageError
-from tidemark.stateful.api import KeyContext, KeyedProcessor, TimeMode
+from tidemark.spark.lines import protobuf_problem
+from tidemark.stateful.api import STATE_VARIABLE, KeyContext, KeyedProcessor, TimeMode
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame
 
-STATE_VARIABLE = "state"
 _PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 
 
@@ -172,9 +171,9 @@ def _struct(ddl: str, what: str, processor: KeyedProcessor) -> StructType:
 
 def check_requirements(events: DataFrame, processor: KeyedProcessor) -> None:
     """Fail early, in one line, on what transformWithStateInPandas would fail on later."""
-    if importlib.util.find_spec("google.protobuf") is None:
-        msg = "transformWithStateInPandas needs the protobuf package: install it (pip install protobuf)"
-        raise EnvironmentProblem(msg)
+    problem = protobuf_problem()
+    if problem is not None:
+        raise EnvironmentProblem(problem)
     provider = events.sparkSession.conf.get(_PROVIDER_KEY, None)
     if provider != ROCKSDB_PROVIDER:
         msg = (

@@ -15,6 +15,9 @@ log = logging.getLogger(__name__)
 
 def build(events: DataFrame, config: TidemarkConfig) -> DataFrame:
     """Run the configured KeyedProcessor over the events through the lifecycle layer."""
+    from tidemark.spark.lines import Feature, require
+
+    require(Feature.TRANSFORM_WITH_STATE_PANDAS)  # before the import: Spark 3.5 has no stateful_processor module
     from tidemark.stateful.lifecycle import apply_processor
     from tidemark.stateful.loader import load_processor
 

@@ -57,6 +57,9 @@ def build_native(events: DataFrame, keys: list[str], time_column: str, gap: time
 
 def build_lifecycle(events: DataFrame, keys: list[str], time_column: str, gap: timedelta) -> DataFrame:
     """Sessions with tidemark's SessionProcessor on transformWithStateInPandas (the RocksDB store is needed)."""
+    from tidemark.spark.lines import Feature, require
+
+    require(Feature.TRANSFORM_WITH_STATE_PANDAS)  # before the import: Spark 3.5 has no stateful_processor module
     from tidemark.stateful.lifecycle import apply_processor
     from tidemark.stateful.sessions import SessionProcessor
 

@@ -10,6 +10,9 @@
  *
  * Input and output are JSON strings, so nothing but JDK, Scala and Spark types ever crosses from this
  * jar's class loader to Spark's (task results, accumulators and shuffle records are tuples and arrays).
+ *
+ * Compiled on Spark 4.0 and newer only: it needs the column-family state store API that came with
+ * transformWithState in 4.0 (tidemark.spark.lines' STATE_REWRITE; CI compiles it on every line that claims it).
  */
 package org.apache.spark.sql.execution.streaming.state
 
@@ -25,9 +28,7 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.{HashPartitioner, TaskContext}
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.catalyst.expressions.aggregate.Partial
-import org.apache.spark.sql.catalyst.expressions.{Attribute, BoundReference, Expression, GetStructField, Literal, Murmur3Hash, Pmod, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.aggregate.BaseAggregateExec
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, Expression, GetStructField, Literal, Murmur3Hash, Pmod, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{StructField, StructType}
 import org.apache.spark.util.SerializableConfiguration
@@ -70,38 +71,43 @@ object TidemarkStateRewrite {
   private val mapper = new ObjectMapper()
   private val HashSeed = 42
 
-  /** Entry point for py4j: plan (count only) or write one store, or describe an aggregation's state; JSON out. */
+  /** Entry point for py4j: plan (count only) or write one store; JSON out. */
   def run(spark: SparkSession, specJson: String): String = {
     val spec = mapper.readTree(specJson)
     Option(spec.get("action")).map(_.asText()).getOrElse("rewrite") match {
       case "rewrite" => mapper.writeValueAsString(rewriteStore(spark, spec))
-      case "aggregate_state" => mapper.writeValueAsString(aggregateState(spark, text(spec, "view")))
       case other => throw new IllegalArgumentException(s"unknown action $other")
     }
   }
 
+  private def text(node: JsonNode, field: String): String = node.get(field).asText()
+
   /**
-   * The grouping key and aggregation buffer of the first (partial) aggregation of a batch plan: what a streaming
-   * aggregation of the same columns keeps as its state key and value (state format 2).
+   * An empty HDFS-backed state map. Spark 4.2 added a third argument to its factory (an optional integrity verifier
+   * of the rows read back, a class 4.0/4.1 lack), so the factory is found by its arity: None on 4.2+.
    */
-  private def aggregateState(spark: SparkSession, view: String): ObjectNode = {
-    val plan = spark.table(view).queryExecution.sparkPlan
-    val partial = plan.collect {
-      case a: BaseAggregateExec if a.aggregateExpressions.nonEmpty && a.aggregateExpressions.forall(_.mode == Partial) =>
-        a
-    }
-    val result = mapper.createObjectNode()
-    partial.lastOption.foreach { a =>
-      def struct(attrs: Seq[Attribute]): String =
-        StructType(attrs.map(x => StructField(x.name, x.dataType, x.nullable))).json
-      result.put("key", struct(a.groupingExpressions.map(_.toAttribute)))
-      result.put("value", struct(a.aggregateExpressions.flatMap(_.aggregateFunction.aggBufferAttributes)))
-      result.put("output", struct(a.output))
-    }
-    result
+  private def newStateMap(keySchema: StructType, numColsPrefixKey: Int): HDFSBackedStateStoreMap = {
+    val factory = HDFSBackedStateStoreMap
+    val create = factory.getClass.getMethods.filter(_.getName == "create").maxBy(_.getParameterCount)
+    val args: Seq[AnyRef] = Seq(keySchema, Int.box(numColsPrefixKey)) ++ Seq.fill(create.getParameterCount - 2)(None)
+    create.invoke(factory, args: _*).asInstanceOf[HDFSBackedStateStoreMap]
   }
 
-  private def text(node: JsonNode, field: String): String = node.get(field).asText()
+  /**
+   * The map's put(key, value). Spark 4.2 wraps the value (UnsafeRowWrapper, for optional row checksums): a plain
+   * StateStoreRow there, the row itself before.
+   */
+  private def stateMapPut(map: HDFSBackedStateStoreMap): (UnsafeRow, UnsafeRow) => Unit = {
+    val put = map.getClass.getMethods.find(m => m.getName == "put" && m.getParameterCount == 2).get
+    val wrapped = put.getParameterTypes()(1) != classOf[UnsafeRow]
+    val wrap: UnsafeRow => AnyRef =
+      if (!wrapped) identity
+      else {
+        val plain = Class.forName(s"${getClass.getPackage.getName}.StateStoreRow").getConstructor(classOf[UnsafeRow])
+        row => plain.newInstance(row).asInstanceOf[AnyRef]
+      }
+    (key, value) => put.invoke(map, key, wrap(value))
+  }
 
   private def conf(spark: SparkSession, entries: JsonNode): StateStoreConf = {
     val sqlConf: SQLConf = spark.sessionState.conf.clone()
@@ -363,9 +369,10 @@ object TidemarkStateRewrite {
     provider match {
       case hdfs: HDFSBackedStateStoreProvider =>
         val cf = families.head
-        val map = HDFSBackedStateStoreMap.create(cf.keySchema, numColsPrefixKey)
+        val map = newStateMap(cf.keySchema, numColsPrefixKey)
+        val put = stateMapPut(map)
         rows.foreach { case (_, key, values) =>
-          map.put(unsafe(key, cf.keySchema.length), unsafe(values.head, cf.valueSchema.length))
+          put(unsafe(key, cf.keySchema.length), unsafe(values.head, cf.valueSchema.length))
           count += 1
         }
         // The provider writes snapshots only from its maintenance thread; this is that same method.
@@ -383,7 +390,9 @@ object TidemarkStateRewrite {
           val cf = families(index)
           val keyRow = unsafe(key, cf.keySchema.length)
           if (cf.multipleValues) {
-            store.putList(keyRow, values.map(v => unsafe(v, cf.valueSchema.length)), cf.name)
+            // A list as Spark 4.0's ListState.put writes one (putList came in 4.1): the first value, then merges.
+            store.put(keyRow, unsafe(values.head, cf.valueSchema.length), cf.name)
+            values.tail.foreach(v => store.merge(keyRow, unsafe(v, cf.valueSchema.length), cf.name))
           } else {
             store.put(keyRow, unsafe(values.head, cf.valueSchema.length), cf.name)
           }

@@ -1,13 +1,18 @@
-"""The JVM helper that reads and writes state stores with Spark's own classes.
+"""The JVM helper that plans state and writes state stores with Spark's own classes.
 
-`TidemarkStateRewrite.scala` is compiled once against the jars of the installed pyspark wheel (the
-wheel ships the Scala compiler) into tidemark's cache, at install time (`make install` runs
-`python -m tidemark.spark.jvm`) or on first use, and loaded into a running session through py4j.
+Two Scala sources, compiled once per pyspark release against the jars of its wheel (every supported wheel ships
+the Scala compiler: 2.12 for Spark 3.5, 2.13 for 4.x) into tidemark's cache, at install time (`make install` runs
+`python -m tidemark.spark.jvm`) or on first use, and loaded into a running session through py4j:
+
+- `TidemarkPlanProbe.scala` (`check`: the state an aggregation will keep), on every line;
+- `TidemarkStateRewrite.scala` (`state repartition`: the state store writer), where tidemark.spark.lines says the
+  line has Feature.STATE_REWRITE (Spark 4.0+); elsewhere asking for it is one line naming the Spark that has it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -20,15 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.cache import cache_root
 from tidemark.errors import EnvironmentProblem
-from tidemark.spark.lines import installed_version
+from tidemark.spark.lines import Feature, has, installed_version, require
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-SOURCE = Path(__file__).with_name("TidemarkStateRewrite.scala")
-ENTRY_CLASS = "org.apache.spark.sql.execution.streaming.state.TidemarkStateRewrite"
-_loaded: dict[int, Any] = {}
+PROBE_SOURCE = Path(__file__).with_name("TidemarkPlanProbe.scala")
+REWRITE_SOURCE = Path(__file__).with_name("TidemarkStateRewrite.scala")
+_PACKAGE = "org.apache.spark.sql.execution.streaming.state"
+PROBE_CLASS = f"{_PACKAGE}.TidemarkPlanProbe"
+REWRITE_CLASS = f"{_PACKAGE}.TidemarkStateRewrite"
+# The helper's JSON actions, and the entry class that serves each.
+ACTIONS = {"aggregate_state": PROBE_CLASS, "rewrite": REWRITE_CLASS}
+_loaded: dict[tuple[int, str], Any] = {}
 _lock = threading.Lock()
 
 
@@ -38,10 +48,19 @@ def _pyspark_jars() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
+def sources(spark_version: str | None = None) -> list[Path]:
+    """The Scala sources the helper of a Spark release (default: the installed one) is compiled from."""
+    version = spark_version or installed_version()
+    require(Feature.STATE_HELPER, version)
+    return [PROBE_SOURCE, *([REWRITE_SOURCE] if has(Feature.STATE_REWRITE, version) else [])]
+
+
 def jar_path() -> Path:
-    """Where the helper jar for this pyspark and this source lives in the cache."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    return cache_root() / "jvm" / f"tidemark-state-{installed_version()}-{digest}.jar"
+    """Where the helper jar for this pyspark and these sources lives in the cache."""
+    digest = hashlib.sha256()
+    for source in sources():
+        digest.update(source.read_bytes())
+    return cache_root() / "jvm" / f"tidemark-state-{installed_version()}-{digest.hexdigest()[:12]}.jar"
 
 
 def build_jar(force: bool = False) -> Path:
@@ -61,7 +80,7 @@ def build_jar(force: bool = False) -> Path:
         classes = Path(work) / "classes"
         classes.mkdir()
         command = [java, "-Xss4m", "-cp", f"{jars}/*", "scala.tools.nsc.Main", "-usejavacp", "-nowarn"]
-        command += ["-d", str(classes), str(SOURCE)]
+        command += ["-d", str(classes), *(str(s) for s in sources())]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr[:300])
@@ -76,9 +95,9 @@ def build_jar(force: bool = False) -> Path:
     return target
 
 
-def helper(spark: SparkSession) -> Any:
-    """The helper's static `run(SparkSession, String)` method, loaded into this session's JVM once."""
-    key = id(spark.sparkContext._jsc)
+def helper(spark: SparkSession, entry_class: str) -> Any:
+    """An entry class's static `run(SparkSession, String)` method, loaded into this session's JVM once."""
+    key = (id(spark.sparkContext._jsc), entry_class)
     with _lock:
         if key in _loaded:
             return _loaded[key]
@@ -86,13 +105,16 @@ def helper(spark: SparkSession) -> Any:
         jvm = spark.sparkContext._jvm
         gateway = spark.sparkContext._gateway
         assert jvm is not None and gateway is not None
-        # Executors (in the local session: this JVM) load the tasks' classes from jars added to the context.
-        spark.sparkContext._jsc.addJar(str(jar))
-        urls = gateway.new_array(jvm.java.net.URL, 1)
-        urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
-        parent = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        loader = jvm.java.net.URLClassLoader(urls, parent)
-        entry = loader.loadClass(ENTRY_CLASS)
+        loader_key = (id(spark.sparkContext._jsc), "")
+        if loader_key not in _loaded:
+            # Executors (in the local session: this JVM) load the tasks' classes from jars added to the context.
+            spark.sparkContext._jsc.addJar(str(jar))
+            urls = gateway.new_array(jvm.java.net.URL, 1)
+            urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
+            parent = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+            _loaded[loader_key] = (jvm.java.net.URLClassLoader(urls, parent), parent)
+        loader, parent = _loaded[loader_key]
+        entry = loader.loadClass(entry_class)
         types = gateway.new_array(jvm.java.lang.Class, 2)
         types[0] = jvm.java.lang.Class.forName("org.apache.spark.sql.SparkSession", True, parent)
         types[1] = jvm.java.lang.Class.forName("java.lang.String")
@@ -103,7 +125,11 @@ def helper(spark: SparkSession) -> Any:
 
 def call(spark: SparkSession, spec_json: str) -> str:
     """Run the helper on one JSON spec in this session; return its JSON result."""
-    method, gateway = helper(spark)
+    action = json.loads(spec_json).get("action", "rewrite")
+    entry_class = ACTIONS[action]
+    if entry_class == REWRITE_CLASS:
+        require(Feature.STATE_REWRITE)
+    method, gateway = helper(spark, entry_class)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     args = gateway.new_array(jvm.java.lang.Object, 2)
@@ -113,8 +139,13 @@ def call(spark: SparkSession, spec_json: str) -> str:
 
 
 def main() -> None:
-    """Build the jar (make install runs this); print where it is."""
+    """Build the jar (make install and the smoke runs run this); print where it is and what it holds; exit 1 when
+    the sources do not compile against this Spark."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         print("no Java found: tidemark's state helper will be built on first use")
         return
-    print(build_jar())
+    try:
+        jar = build_jar()
+    except EnvironmentProblem as exc:
+        raise SystemExit(str(exc)) from exc
+    print(f"{jar} ({', '.join(s.stem for s in sources())})")

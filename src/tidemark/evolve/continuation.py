@@ -1,0 +1,74 @@
+"""Can the installed Spark continue a checkpoint? What the checkpoint uses that only some Spark lines read.
+
+Spark continues a checkpoint an older Spark wrote: a 3.5 checkpoint runs on 4.x (it has no operator metadata,
+which 4.x writes from its first batch on). A checkpoint that uses something the installed Spark lacks cannot be
+continued: checkpoint format v2 (commits that name each state file's unique id) and transformWithState's state
+need Spark 4.0. A checkpoint a newer Spark wrote, without either, is not something Spark promises to read; tidemark's
+tests continued window aggregations (HDFS-backed and RocksDB with changelog) from Spark 4.1 on 3.5 with the right
+output, so it is reported, not refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidemark.formats import Checkpoint
+from tidemark.spark.lines import Feature, first_line_with, installed_version, lacking
+
+FORMAT_VERSION = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+# What a checkpoint uses that only the Spark lines offering the feature can read.
+_BLOCKING = (Feature.CHECKPOINT_FORMAT_V2, Feature.TRANSFORM_WITH_STATE_PANDAS)
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """Whether the installed Spark can continue a checkpoint, and why not."""
+
+    spark_version: str
+    written_by: str  # e.g. "Spark 4.0 or newer (state/0/_metadata)", "a Spark before 4.0 (no operator metadata)"
+    uses: tuple[tuple[Feature, str], ...]  # what the checkpoint uses, and where that shows
+    missing: tuple[str, ...]  # one line per feature the installed Spark lacks
+
+    @property
+    def ok(self) -> bool:
+        """True when the installed Spark can continue the checkpoint."""
+        return not self.missing
+
+
+def checkpoint_uses(checkpoint: Checkpoint) -> list[tuple[Feature, str]]:
+    """The Spark features the checkpoint uses, each with the file that shows it."""
+    found: list[tuple[Feature, str]] = []
+    batch = checkpoint.latest_committed_batch()
+    commit = checkpoint.commit(batch)
+    if commit.log_version >= 2 or commit.state_unique_ids:
+        found.append((Feature.CHECKPOINT_FORMAT_V2, f"commits/{batch} is a v{commit.log_version} commit"))
+    elif checkpoint.offset(batch).conf.get(FORMAT_VERSION) == "2":
+        found.append((Feature.CHECKPOINT_FORMAT_V2, f"offsets/{batch} records {FORMAT_VERSION} = 2"))
+    for op in checkpoint.operator_ids():
+        metadata = checkpoint.operator_metadata(op)
+        if metadata is None:
+            continue
+        found.append((Feature.OPERATOR_METADATA, f"state/{op}/_metadata"))
+        if metadata.name and "transformWithState" in metadata.name:
+            found.append((Feature.TRANSFORM_WITH_STATE_PANDAS, f"operator {op} is {metadata.name}"))
+    return found
+
+
+def continuation(checkpoint: Checkpoint, spark_version: str | None = None) -> Continuation:
+    """Can that Spark (default: the installed one) continue the checkpoint? Each reason it cannot, in one line."""
+    version = spark_version or installed_version()
+    uses = checkpoint_uses(checkpoint)
+    metadata = [where for feature, where in uses if feature is Feature.OPERATOR_METADATA]
+    first = first_line_with(Feature.OPERATOR_METADATA)
+    if metadata:
+        written_by = f"Spark {first} or newer ({metadata[0]})"
+    elif checkpoint.operator_ids():
+        written_by = f"a Spark before {first} (no operator metadata)"
+    else:
+        written_by = "any Spark (no stateful operator)"
+    missing = []
+    for feature, where in uses:
+        problem = lacking(feature, version) if feature in _BLOCKING else None
+        if problem is not None:
+            missing.append(f"the checkpoint uses {feature} ({where}): {problem}")
+    return Continuation(version, written_by, tuple(uses), tuple(dict.fromkeys(missing)))

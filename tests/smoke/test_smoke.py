@@ -1,0 +1,200 @@
+"""The smoke subset: what a user does first, on whatever Spark and Python this runs on.
+
+`make test` runs it on the default Spark (with the whole suite) and, through tools/spark_lines/smoke.py, on every
+other supported Spark line (Python 3.11) and every other Python (default Spark). Each test proves one feature of
+the README's compatibility table: it works (checked against pandas), or the installed Spark lacks what it needs and
+tidemark says so in one line naming the Spark that has it. The tests share one workspace and run in file order:
+a pipeline over three files, then inspect and state stats of its checkpoint, then a recovery after the checkpoint
+is lost and two more files arrive.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tests.helpers import read_sink, write_config
+from tests.oracles import assert_matches_oracle, read_valid_events, window_oracle, window_state_oracle
+from tidemark.cli.main import main
+from tidemark.pipeline.generate import generate_events
+from tidemark.spark.lines import Feature, lacking
+
+pytestmark = [pytest.mark.integration]
+HERE = Path(__file__).resolve().parent
+WINDOW = timedelta(minutes=15)
+WATERMARK = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """One pipeline's folder: its config, the files it has read so far and the ones still to come."""
+
+    root: Path
+    config: Path
+    read: list[Path]
+    later: list[Path]
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "checkpoint"
+
+
+def _release(files: list[Path], landing: Path) -> None:
+    for file in files:
+        shutil.copy2(file, landing / file.name)
+        time.sleep(0.02)  # distinct modification times keep the arrival order
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _one_line_naming(err: str, feature: Feature) -> str:
+    """The one error line tidemark printed (beside its progress lines); it must name the Spark that has the feature."""
+    lines = [line for line in err.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err, err
+    needed = lacking(feature)
+    assert needed is not None
+    assert needed in lines[0], (needed, lines[0])
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Workspace:
+    """Five files of events (no very late ones, so batching cannot change the result); three released."""
+    root = tmp_path_factory.mktemp("smoke")
+    data = generate_events(root / "all", events=300, keys=3, files=5, seed=7, span=timedelta(hours=2))
+    files = list(data.files)
+    (root / "landing").mkdir()
+    _release(files[:3], root / "landing")
+    return Workspace(root, _write_config(root, partitions=2), files[:3], files[3:])
+
+
+def _write_config(root: Path, partitions: int) -> Path:
+    # All released files in one batch (fewer batches, a shorter run); the oracle follows the batches.
+    return write_config(
+        root,
+        spark={"shuffle_partitions": partitions},
+        source={"max_files_per_trigger": 10},
+        checkpoint={"track_state_rows": True},
+    )
+
+
+@pytest.mark.smoke("pipeline")
+def test_pipeline_output_equals_the_oracle(workspace: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _cli(capsys, "run", str(workspace.config), "--available-now")
+    assert code == 0, err
+    expected = window_oracle([workspace.read], window=WINDOW, watermark=WATERMARK)
+    assert len(expected) > 10
+    assert_matches_oracle(read_sink(workspace.root / "output"), expected)
+
+
+@pytest.mark.smoke("inspect")
+def test_inspect_reads_the_checkpoint(workspace: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, "checkpoint", "inspect", str(workspace.checkpoint), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    # The batch that read the files, then the no-data batch that moves the watermark past the last windows.
+    assert report["latest_committed_batch"] == report["latest_offset_batch"] == 1
+    assert report["state_provider"] is not None and "RocksDB" in report["state_provider"]
+    assert [op["id"] for op in report["operators"]] == [0]
+    assert not [f for f in report["findings"] if f["severity"] == "error"]
+
+
+@pytest.mark.smoke("state stats")
+def test_state_stats_counts_the_rows_in_state(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], refused: Callable[[str], None]
+) -> None:
+    code, out, err = _cli(capsys, "state", "stats", str(workspace.checkpoint), "--json")
+    if code != 0 and lacking(Feature.STATE_READER) is not None:
+        refused(_one_line_naming(err, Feature.STATE_READER))
+        return
+    assert code == 0, err
+    expected = window_state_oracle([workspace.read], window=WINDOW, watermark=WATERMARK)
+    assert len(expected) > 0
+    stats = json.loads(out)
+    assert [(op["id"], op["rows"]) for op in stats["operators"]] == [(0, len(expected))]
+
+
+@pytest.mark.smoke("check")
+def test_check_says_the_config_can_continue(workspace: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, "check", str(workspace.config), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["compatible"] is True and report["problems"] == []
+    assert any(line.startswith("Spark ") and "can continue this checkpoint" in line for line in report["compared"])
+
+
+@pytest.mark.smoke("state repartition")
+def test_repartition_then_continue_equals_the_oracle(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], refused: Callable[[str], None]
+) -> None:
+    code, _, err = _cli(capsys, "state", "repartition", str(workspace.checkpoint), "--partitions", "3", "--apply")
+    if lacking(Feature.STATE_REWRITE) is not None:
+        assert code == 1
+        refused(_one_line_naming(err, Feature.STATE_REWRITE))
+        return
+    assert code == 0, err
+    # The next file runs on the repartitioned state: every window must still come out once, complete.
+    _release(workspace.later[:1], workspace.root / "landing")
+    workspace.read.append(workspace.later.pop(0))
+    _write_config(workspace.root, partitions=3)  # the count the checkpoint has now
+    code, _, err = _cli(capsys, "run", str(workspace.config), "--available-now")
+    assert code == 0, err
+    expected = window_oracle([workspace.read[:3], workspace.read[3:]], window=WINDOW, watermark=WATERMARK)
+    assert_matches_oracle(read_sink(workspace.root / "output"), expected)
+
+
+@pytest.fixture
+def processors() -> Iterator[None]:
+    sys.path.insert(0, str(HERE))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(HERE))
+
+
+@pytest.mark.smoke("custom")
+def test_custom_processor_output_equals_pandas(
+    tmp_path: Path, processors: None, capsys: pytest.CaptureFixture[str], refused: Callable[[str], None]
+) -> None:
+    data = generate_events(tmp_path / "landing", events=120, keys=4, files=2, seed=3, span=timedelta(hours=1))
+    aggregation = {"kind": "custom", "processor": "smoke_processors:RunningCount", "window": None, "extra": None}
+    config = write_config(tmp_path, aggregation=aggregation, source={"max_files_per_trigger": 10})
+    code, _, err = _cli(capsys, "run", str(config), "--available-now")
+    if lacking(Feature.TRANSFORM_WITH_STATE_PANDAS) is not None:
+        assert code == 1
+        refused(_one_line_naming(err, Feature.TRANSFORM_WITH_STATE_PANDAS))
+        return
+    assert code == 0, err
+    events = pd.DataFrame(read_valid_events(list(data.files)))
+    expected = events.groupby("user").size().sort_index()
+    actual = pd.read_parquet(tmp_path / "output").groupby("user")["events"].max().sort_index()
+    assert actual.to_dict() == expected.to_dict()
+
+
+@pytest.mark.smoke("recover")
+def test_recover_after_a_lost_checkpoint(workspace: Workspace, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.rmtree(workspace.checkpoint)  # the fault: the checkpoint is gone, the sink and its log are not
+    _release(workspace.later, workspace.root / "landing")
+    code, _, err = _cli(capsys, "recover", str(workspace.config), "--apply")
+    assert code == 0, err
+    everything = [*workspace.read, *workspace.later]
+    expected = window_oracle([[f] for f in everything], window=WINDOW, watermark=WATERMARK)
+    assert_matches_oracle(read_sink(workspace.root / "output"), expected)
+    # Spark's own reader, through the sink's metadata log, sees the same rows, each once.
+    assert spark.read.parquet(str(workspace.root / "output")).count() == len(expected)

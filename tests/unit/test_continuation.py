@@ -1,0 +1,48 @@
+"""Can a Spark continue a checkpoint: the corpus of checkpoints every Spark line wrote, against every line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tidemark.evolve.continuation import continuation
+from tidemark.formats import Checkpoint
+from tidemark.spark.lines import LINES
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
+
+
+def _open(version: str, case: str) -> Checkpoint:
+    return Checkpoint.open(str(CORPUS / f"spark-{version}" / case / "checkpoint"))
+
+
+@pytest.mark.parametrize("line", sorted(LINES))
+def test_every_line_continues_what_spark_3_wrote(line: str) -> None:
+    for version in ("2.4.8", "3.1.3", "3.3.4", "3.5.9"):
+        for case in sorted(p.name for p in (CORPUS / f"spark-{version}").iterdir() if p.is_dir()):
+            verdict = continuation(_open(version, case), LINES[line].newest)
+            assert verdict.ok, (version, case, verdict.missing)
+            assert verdict.written_by == "a Spark before 4.0 (no operator metadata)"
+
+
+def test_what_only_spark_4_reads_is_refused_on_3_5_in_one_line() -> None:
+    v2 = continuation(_open("4.1.4", "rocksdb_v2_window"), "3.5.9")
+    assert v2.missing == (
+        "the checkpoint uses checkpoint format v2 (spark.sql.streaming.stateStore.checkpointFormatVersion) "
+        "(commits/3 is a v2 commit): checkpoint format v2 (spark.sql.streaming.stateStore.checkpointFormatVersion) "
+        "needs Spark 4.0 or newer (installed: Spark 3.5.9)",
+    )
+    tws = continuation(_open("4.0.5", "rocksdb_transform_with_state_in_pandas"), "3.5.9")
+    assert len(tws.missing) == 1 and "operator 0 is transformWithStateInPandasExec" in tws.missing[0]
+    assert "needs Spark 4.0 or newer (installed: Spark 3.5.9)" in tws.missing[0]
+    # Both continue on the lines that read them.
+    assert continuation(_open("4.1.4", "rocksdb_v2_window"), "4.0.5").ok
+    assert continuation(_open("4.0.5", "rocksdb_transform_with_state_in_pandas"), "4.3.0").ok
+
+
+def test_a_spark_4_window_checkpoint_is_not_refused_on_3_5() -> None:
+    # Spark 3.5 ignores the operator metadata 4.x writes (tidemark's upgrade test continued such a pipeline).
+    verdict = continuation(_open("4.1.4", "hdfs_window"), "3.5.9")
+    assert verdict.ok
+    assert verdict.written_by == "Spark 4.0 or newer (state/0/_metadata)"

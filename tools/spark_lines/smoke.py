@@ -1,0 +1,333 @@
+"""The smoke runs: tidemark's smoke subset on every other supported Spark line and every other Python.
+
+    python3 tools/spark_lines/smoke.py run                  # every target in TARGETS (what `make test` runs)
+    python3 tools/spark_lines/smoke.py run 3.5@3.11         # one: Spark line 3.5 on Python 3.11
+    python3 tools/spark_lines/smoke.py run default@3.13     # the default Spark (uv.lock) on Python 3.13
+    python3 tools/spark_lines/smoke.py run 4.0@3.10:lowest  # the oldest versions the ranges admit (see below)
+    python3 tools/spark_lines/smoke.py env 3.5@3.11         # build (or reuse) one environment, print its python
+
+A target is LINE@PYTHON[:VARIANT]. Its environment is built the way a user's would be, outside the clone, in
+`~/.cache/tidemark-ci/smoke/<target>-<key>` (TIDEMARK_ENV_CACHE moves the root): first the user's Spark stack
+alone (`requirements-<line>.txt`; for `default`, the Spark stack of uv.lock), then tidemark's wheel with pip, as a
+user types `pip install tidemark`, with the rest of uv.lock as constraints, then the test runner. The build fails
+when installing tidemark changed any package of the user's Spark stack (it must keep the user's Spark). The key
+is the sha256 of everything that decides the environment (the line's pins, uv.lock's export, the Python, this
+file), so a changed pin or lock builds a new one and an unchanged one is reused; a folder counts once its
+`.complete` marker exists. Each run reinstalls the wheel built from the clone (no dependencies: seconds).
+
+Variants check the dependency ranges: `lowest` installs the line's newest pyspark with the oldest pandas, pyarrow,
+numpy and protobuf that tidemark's ranges and the line's own minimums admit (uv's lowest-direct resolution),
+`highest` the newest. They are not part of `make test`; tools/spark_lines/README.md records their results.
+
+`run` writes one JSON file per target to `build/smoke/` (what each smoke test proved: a feature works, or is
+refused in one line naming the Spark that has it), which `compat.py` compares with the README's table. Needs uv
+(`TIDEMARK_UV`, else this clone's `.uv/bin/uv`, else `uv` on PATH) and Java. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+RESULTS = REPO / "build" / "smoke"
+MARKER = ".complete"
+# Every other Spark line on Python 3.11, every other Python on the default Spark (not the cross product).
+TARGETS = ("3.5@3.11", "4.0@3.11", "4.2@3.11", "4.3@3.11", "default@3.10", "default@3.12", "default@3.13")
+# The packages that make up "the user's Spark": installed first, and tidemark's install must leave them alone.
+SPARK_STACK = ("pyspark", "py4j", "pandas", "pyarrow", "numpy", "protobuf")
+# tidemark's dependency ranges that the lowest/highest variants move (read off the wheel's metadata).
+RANGED = ("pandas", "pyarrow", "numpy", "protobuf")
+# What tests/conftest.py loads: pytest itself and the Kafka broker plugin's client.
+TEST_TOOLS = ("pytest", "pytest-timeout", "confluent-kafka")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One smoke environment: a Spark line (or the default of uv.lock) on one Python, maybe at a range's end."""
+
+    line: str
+    python: str
+    variant: str = "pinned"
+
+    @classmethod
+    def parse(cls, text: str) -> Target:
+        found = re.fullmatch(r"(default|\d+\.\d+)@(\d+\.\d+)(?::(lowest|highest))?", text)
+        if found is None:
+            sys.exit(f"bad target {text!r}: LINE@PYTHON[:lowest|highest], e.g. 3.5@3.11 or default@3.13")
+        return cls(found.group(1), found.group(2), found.group(3) or "pinned")
+
+    @property
+    def name(self) -> str:
+        suffix = "" if self.variant == "pinned" else f"-{self.variant}"
+        return f"{self.line}-py{self.python}{suffix}"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def find_uv() -> str:
+    for candidate in (os.environ.get("TIDEMARK_UV"), str(REPO / ".uv" / "bin" / "uv"), shutil.which("uv")):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    sys.exit("uv not found: run `make install` in the clone, or set TIDEMARK_UV")
+
+
+def find_python(python: str) -> str:
+    """The newest pyenv interpreter of that minor version, else the version request itself for uv."""
+    versions = Path.home() / ".pyenv" / "versions"
+    matches = []
+    for folder in versions.glob(f"{python}.*"):
+        parts = folder.name.split(".")
+        if len(parts) == 3 and all(p.isdigit() for p in parts) and (folder / "bin" / "python3").exists():
+            matches.append((tuple(int(p) for p in parts), folder / "bin" / "python3"))
+    return str(max(matches)[1]) if matches else python
+
+
+def uv_env() -> dict[str, str]:
+    env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1")
+    env.pop("VIRTUAL_ENV", None)
+    return env
+
+
+def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, check=True, text=True, env=uv_env(), **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def lock_export(uv: str) -> str:
+    """uv.lock as pinned requirements (runtime, every extra, the dev group), with markers, no hashes."""
+    command = [uv, "export", "--frozen", "--no-hashes", "--no-header", "--no-emit-project", "--all-extras"]
+    command += ["--directory", str(REPO)]
+    env = uv_env()
+    env.pop("UV_NO_CONFIG")  # export reads the project's pyproject.toml
+    done = subprocess.run(command, check=True, text=True, capture_output=True, env=env)
+    return "\n".join(line for line in done.stdout.splitlines() if line and not line.lstrip().startswith("#")) + "\n"
+
+
+def requirement_name(line: str) -> str:
+    return re.split(r"[=<>!~ ;\[]", line.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def stack_from_lock(export: str) -> str:
+    return "".join(line + "\n" for line in export.splitlines() if requirement_name(line) in SPARK_STACK)
+
+
+def wheel_ranges(wheel: Path) -> dict[str, str]:
+    """tidemark's own Requires-Dist specifiers for the ranged packages, read from the built wheel."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = archive.read(name).decode("utf-8")
+    ranges = {}
+    for line in metadata.splitlines():
+        if line.startswith("Requires-Dist:") and "extra ==" not in line:
+            spec = line.split(":", 1)[1].strip()
+            if requirement_name(spec) in RANGED and ";" not in spec:
+                ranges[requirement_name(spec)] = spec
+    return ranges
+
+
+def protobuf_floor(line: str) -> str | None:
+    """The protobuf runtime transformWithStateInPandas' generated code needs on the line's newest release."""
+    table = json.loads((REPO / "src" / "tidemark" / "spark" / "releases.json").read_text())["releases"]
+    newest = max((v for v in table if v.startswith(line + ".")), key=lambda v: tuple(map(int, v.split("."))))
+    gencode = table[newest].get("protobuf_gencode")
+    return str(gencode) if gencode else None
+
+
+def variant_requirements(uv: str, target: Target, wheel: Path) -> str:
+    """The Spark stack at one end of tidemark's ranges: the line's newest pyspark, resolved by uv."""
+    pins = (HERE / f"requirements-{target.line}.txt").read_text()
+    pyspark = next(line for line in pins.splitlines() if requirement_name(line) == "pyspark")
+    wanted = [pyspark.replace("pyspark", "pyspark[sql]", 1), *wheel_ranges(wheel).values()]
+    floor = protobuf_floor(target.line)
+    if floor is not None:
+        wanted.append(f"protobuf>={floor}")
+    with tempfile.TemporaryDirectory(prefix="tidemark-smoke-") as work:
+        source = Path(work) / "in.txt"
+        source.write_text("\n".join(wanted) + "\n")
+        resolution = "lowest-direct" if target.variant == "lowest" else "highest"
+        command = [uv, "pip", "compile", "--quiet", "--no-header", "--no-annotate", "--resolution", resolution]
+        command += ["--python", find_python(target.python), str(source)]
+        done = run(command, capture_output=True)
+    return done.stdout
+
+
+def wheelhouse(uv: str, stack: str) -> Path:
+    """A folder holding a built wheel of the stack's pyspark (pyspark is an sdist only: 300-460 MB, 1-2 min to build).
+
+    The wheel is built once per version (or linked from uv's own cache, where uv built it before: uv may fetch and
+    build the same sdist again when its HTTP cache entry goes stale) and installed from here with --find-links.
+    """
+    folder = Path(os.environ.get("TIDEMARK_ENV_CACHE", Path.home() / ".cache" / "tidemark-ci")) / "wheels"
+    folder.mkdir(parents=True, exist_ok=True)
+    pinned = re.search(r"^pyspark(?:\[[a-z,]+\])?==([\w.]+)", stack, re.MULTILINE)
+    if pinned is None:
+        return folder
+    version = pinned.group(1)
+    name = f"pyspark-{version}-py2.py3-none-any.whl"
+    if (folder / name).exists():
+        return folder
+    cache = Path(os.environ.get("UV_CACHE_DIR", Path.home() / ".cache" / "uv"))
+    built = sorted(cache.glob(f"sdists-v*/pypi/pyspark/{version}/*/{name}"))
+    if built:
+        try:
+            os.link(built[0], folder / f".{name}")  # the same file, no copy
+        except OSError:
+            shutil.copyfile(built[0], folder / f".{name}")
+    else:
+        with tempfile.TemporaryDirectory(prefix="tidemark-wheel-", dir=folder) as work:
+            command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-cache-dir"]
+            run([*command, "--no-binary", "pyspark", "--wheel-dir", work, f"pyspark=={version}"])
+            shutil.move(next(Path(work).glob("pyspark-*.whl")), folder / f".{name}")
+    os.replace(folder / f".{name}", folder / name)
+    return folder
+
+
+def freeze(python: Path) -> dict[str, str]:
+    done = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+        check=True,
+        text=True,
+        capture_output=True,
+    )
+    return {item["name"].lower().replace("_", "-"): item["version"] for item in json.loads(done.stdout)}
+
+
+def build_wheel(uv: str, python: str) -> Path:
+    """tidemark's wheel for one Python (its optional C extension makes it version-specific), built from the clone into
+    build/wheel/<python> (seconds)."""
+    out = REPO / "build" / "wheel" / python
+    shutil.rmtree(out, ignore_errors=True)
+    env = uv_env()
+    env.pop("UV_NO_CONFIG")
+    command = [uv, "build", "--wheel", "--quiet", "--python", find_python(python), "--out-dir", str(out), str(REPO)]
+    subprocess.run(command, check=True, env=env, text=True)
+    return next(out.glob("tidemark-*.whl"))
+
+
+def env_dir(target: Target, stack: str, export: str) -> Path:
+    digest = hashlib.sha256()
+    for part in (target.name, stack, export, Path(__file__).read_text()):
+        digest.update(part.encode("utf-8") + b"\0")
+    root = Path(os.environ.get("TIDEMARK_ENV_CACHE", Path.home() / ".cache" / "tidemark-ci")) / "smoke"
+    return root / f"{target.name}-{digest.hexdigest()[:12]}"
+
+
+def build(target: Target, wheel: Path, uv: str) -> Path:
+    """The target's environment with tidemark installed the way a user installs it; its python."""
+    export = lock_export(uv)
+    if target.variant != "pinned":
+        stack = variant_requirements(uv, target, wheel)
+    elif target.line == "default":
+        stack = stack_from_lock(export)
+    else:
+        stack = (HERE / f"requirements-{target.line}.txt").read_text()
+    folder = env_dir(target, stack, export)
+    python = folder / "bin" / "python"
+    if (folder / MARKER).exists():
+        return python
+    started = time.monotonic()
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    run([uv, "venv", "--quiet", "--seed", "--python", find_python(target.python), str(folder)])
+    with tempfile.TemporaryDirectory(prefix="tidemark-smoke-") as work:
+        stack_file = Path(work) / "stack.txt"
+        stack_file.write_text(stack)
+        # 1. The user's environment: their Spark, pandas, pyarrow, numpy (and protobuf).
+        wheels = ["--find-links", str(wheelhouse(uv, stack))]
+        run([uv, "pip", "install", "--quiet", "--python", str(python), *wheels, "-r", str(stack_file)])
+        before = freeze(python)
+        # 2. `pip install tidemark`, the other dependencies held at uv.lock's versions (the stack is not constrained:
+        # pip must keep what is installed, and fails here when tidemark's ranges exclude it).
+        constraints = Path(work) / "constraints.txt"
+        constraints.write_text(
+            "".join(line + "\n" for line in export.splitlines() if requirement_name(line) not in before)
+        )
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(constraints)]
+        run([*pip, str(wheel)])
+        after = freeze(python)
+        changed = {name: f"{before[name]} -> {after.get(name)}" for name in before if after.get(name) != before[name]}
+        if changed:
+            sys.exit(f"{target.name}: installing tidemark changed the user's packages: {changed}")
+        # 3. The test runner, at uv.lock's versions.
+        run([uv, "pip", "install", "--quiet", "--python", str(python), "-c", str(constraints), *TEST_TOOLS])
+    kept = {name: before[name] for name in SPARK_STACK if name in before}
+    record = {"target": target.name, "kept": kept, "seconds": round(time.monotonic() - started, 1)}
+    (folder / MARKER).write_text(json.dumps(record) + "\n")
+    for stale in folder.parent.glob(f"{target.name}-*"):
+        if stale != folder and re.fullmatch(re.escape(target.name) + r"-[0-9a-f]{12}", stale.name):
+            shutil.rmtree(stale, ignore_errors=True)  # an older key of this target: its pins or lock changed
+    log(f"{target.name}: built in {record['seconds']} s; tidemark's install kept {kept}")
+    return python
+
+
+def reinstall(python: Path, wheel: Path, uv: str) -> None:
+    """This clone's tidemark into the environment, over the one installed before (no dependencies: seconds)."""
+    run([uv, "pip", "install", "--quiet", "--python", str(python), "--no-deps", "--reinstall", str(wheel)])
+
+
+def smoke(target: Target, python: Path, wheel: Path, uv: str) -> int:
+    """Reinstall the clone's wheel, run the smoke tests, write build/smoke/<target>.json; pytest's exit code."""
+    reinstall(python, wheel, uv)
+    # The range-end variants prove the ranges, not the README's table: their results go elsewhere.
+    folder = RESULTS if target.variant == "pinned" else RESULTS.with_name("smoke-ranges")
+    folder.mkdir(parents=True, exist_ok=True)
+    results = folder / f"{target.name}.json"
+    results.unlink(missing_ok=True)
+    env = dict(os.environ, TIDEMARK_SMOKE_RESULTS=str(results), TIDEMARK_SMOKE_TARGET=target.name)
+    env.pop("VIRTUAL_ENV", None)
+    # tidemark's JVM helper, compiled against this line's jars (cached per pyspark version and source): every part
+    # the line claims (tidemark.spark.lines) must compile, or the run fails here.
+    helper = subprocess.run([str(python), "-m", "tidemark.spark.jvm"], cwd=REPO, env=env, check=False)
+    if helper.returncode != 0:
+        return helper.returncode
+    command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=600", "-m", "smoke"]
+    command += ["tests/smoke"]
+    return subprocess.run(command, cwd=REPO, env=env, check=False).returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["run", "env"])
+    parser.add_argument("targets", nargs="*", help=f"LINE@PYTHON[:lowest|highest] (default: {' '.join(TARGETS)})")
+    args = parser.parse_args()
+    targets = [Target.parse(t) for t in (args.targets or TARGETS)]
+    uv = find_uv()
+    wheels = {python: build_wheel(uv, python) for python in sorted({t.python for t in targets})}
+    failed = []
+    timings = []
+    for target in targets:
+        started = time.monotonic()
+        wheel = wheels[target.python]
+        python = build(target, wheel, uv)
+        built = time.monotonic() - started
+        if args.command == "env":
+            reinstall(python, wheel, uv)
+            print(python)
+            continue
+        code = smoke(target, python, wheel, uv)
+        timings.append(f"{target.name}: env {built:.0f} s, smoke {time.monotonic() - started - built:.0f} s")
+        if code != 0:
+            failed.append(target.name)
+    for line in timings:
+        log(line)
+    if failed:
+        sys.exit(f"smoke runs failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
