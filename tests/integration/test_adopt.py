@@ -92,15 +92,15 @@ def _read_old_sink(path: Path) -> pd.DataFrame:
 def test_a_plain_spark_job_moves_to_tidemark_with_nothing_lost_and_nothing_twice(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    generate_events(tmp_path / "events", events=1500, keys=4, files=6, seed=21)
+    generate_events(tmp_path / "events", events=1000, keys=4, files=5, seed=21)
     files = sorted((tmp_path / "events").glob("events-*.json"), key=lambda p: int(p.stem.split("-")[1]))
     landing = tmp_path / "landing"
     landing.mkdir()
-    _land(files[:3], landing)
+    _land(files[:2], landing)
     _old_job(spark, landing, tmp_path / "old-checkpoint", tmp_path / "old-output")
     old_sink_before = listing(tmp_path / "old-output")
     old_checkpoint_before = listing(tmp_path / "old-checkpoint")
-    _land(files[3:4], landing)  # arrived while the job was being switched
+    _land(files[2:3], landing)  # arrived while the job was being switched
     _refusals_touch_nothing(tmp_path, landing, files[0], capsys)
     config = write_config(tmp_path)  # the job as a tidemark TOML: new checkpoint/ and output/ folders
     args = ["adopt", str(config), "--from-checkpoint", str(tmp_path / "old-checkpoint")]
@@ -108,7 +108,7 @@ def test_a_plain_spark_job_moves_to_tidemark_with_nothing_lost_and_nothing_twice
 
     assert main([*args, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
-    assert plan["position"]["processed"] == 3 and plan["position"]["new_files"] == 1
+    assert plan["position"]["processed"] == 2 and plan["position"]["new_files"] == 1
     old_rows = _read_old_sink(tmp_path / "old-output")
     assert plan["old_sink"]["rows"] == len(old_rows) > 0
     resume = pd.Timestamp(plan["resume_from"])
@@ -117,7 +117,7 @@ def test_a_plain_spark_job_moves_to_tidemark_with_nothing_lost_and_nothing_twice
 
     assert main([*args, "--apply"]) == 0
     capsys.readouterr()
-    _land(files[4:], landing)
+    _land(files[3:], landing)
     assert main(["run", str(config), "--available-now"]) == 0
     capsys.readouterr()
 
