@@ -9,11 +9,13 @@ Every block says what it is by its language tag:
 - `toml`, `yaml`, `json`, `python`: examples checked for syntax (TOML, JSON and Python are parsed).
 
 A command block that cannot run here starts with `# no-run: <reason>` (shown to readers, counted by a test). A
-block with no tag, or another tag, is an error naming the file and line, so a new doc cannot slip through.
+block with no tag, or another tag, is an error naming the file and line and the tag it looks like, so a new doc
+cannot slip through. How to tag, for writers of docs: CONTRIBUTING.md, "Docs that run".
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ RUN_TAGS = frozenset({"sh", "bash", "shell"})
 DATA_TAGS = frozenset({"toml", "yaml", "json", "python"})
 NO_RUN = re.compile(r"^# no-run: (?P<reason>\S.*)$")
 _FENCE = re.compile(r"^```(?P<tag>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.S | re.M)
+HOW_TO = "CONTRIBUTING.md, 'Docs that run'"
 
 
 class UnclassifiedBlock(ValueError):
@@ -66,11 +69,18 @@ class Block:
             return "data"
         what = f"the language tag {self.tag!r}" if self.tag else "no language tag"
         msg = (
-            f"{self.where}: a fenced block with {what}. Tag it sh (commands that run as written), console ($ lines "
-            "run, the rest is their output), text (output, a synopsis, a tree: not run) or toml/yaml/json/python; "
-            "a command block that cannot run here starts with '# no-run: <reason>'"
+            f"{self.where}: a fenced block with {what}; it looks like {_looks_like(self.body)} (the tags: sh, "
+            f"console, text, toml, yaml, json, python, and '# no-run: <reason>': {HOW_TO})"
         )
         raise UnclassifiedBlock(msg)
+
+    @property
+    def kind_or_unclassified(self) -> str:
+        """kind, or 'unclassified' (reported with its place by tests/unit/test_doc_blocks.py)."""
+        try:
+            return self.kind
+        except UnclassifiedBlock:
+            return "unclassified"
 
     @property
     def no_run_reason(self) -> str | None:
@@ -86,6 +96,27 @@ class Block:
         if self.kind == "console":
             return _console(self.body, self.where)
         return []
+
+
+def _looks_like(body: str) -> str:
+    """The tag a block without one probably wants: a hint in the error message, never a classification."""
+    from tidemark.compat import tomllib
+
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    if any(line.startswith("$ ") for line in lines):
+        runs_here = all(line[2:].split()[:1] == ["tidemark"] for line in lines if line.startswith("$ "))
+        return "a console session: tag it console" + ("" if runs_here else ", first line '# no-run: <reason>'")
+    if lines and re.match(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)*[a-z][\w.-]*(?:\s|$)", lines[0]) and ":" not in lines[0][:12]:
+        runs_here = all(line.split()[:1] in (["tidemark"], ["export"]) or line.startswith("#") for line in lines)
+        return "commands: tag it sh" + ("" if runs_here else ", first line '# no-run: <reason>'")
+    for name, parse in (("toml", tomllib.loads), ("json", json.loads)):
+        try:
+            parse(body)
+        except ValueError:
+            continue
+        if lines:
+            return f"{name}: tag it {name}"
+    return "output or a synopsis: tag it text"
 
 
 def _logical_lines(body: str) -> list[str]:
@@ -110,7 +141,10 @@ def _parse(line: str, where: str) -> list[Command]:
         part = words[: words.index("&&")] if "&&" in words else words
         words = words[len(part) + 1 :]
         if "|" in part:
-            msg = f"{where}: a pipe in {line!r}: the doc tests run tidemark commands only (write to a file instead)"
+            msg = (
+                f"{where}: a pipe in {line!r}: the doc tests run tidemark commands only (write to a file instead, "
+                f"or mark the block '# no-run: <reason>'; {HOW_TO})"
+            )
             raise UnclassifiedBlock(msg)
         env: dict[str, str] = {}
         if part and part[0] == "export":
@@ -127,7 +161,7 @@ def _parse(line: str, where: str) -> list[Command]:
         if not part or part[0] != "tidemark":
             msg = (
                 f"{where}: {line!r} is not a tidemark command: the doc tests run tidemark commands only "
-                "(mark the block '# no-run: <reason>')"
+                f"(mark the block '# no-run: <reason>' as its first line; {HOW_TO})"
             )
             raise UnclassifiedBlock(msg)
         commands.append(Command(tuple(part[1:]), env, stdout_to))
@@ -158,8 +192,9 @@ def _console(body: str, where: str) -> list[Command]:
 
 
 def doc_files() -> list[Path]:
-    """README.md and every markdown file under docs/ (new docs are picked up by themselves)."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    """README.md, CONTRIBUTING.md and every markdown file under docs/ (new docs are picked up by themselves)."""
+    top = [ROOT / name for name in ("README.md", "CONTRIBUTING.md") if (ROOT / name).is_file()]
+    return [*top, *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def blocks() -> list[Block]:

@@ -3,7 +3,8 @@
 A plain PySpark job (window count per user, watermark, unpartitioned Parquet sink) reads the first landing files
 and stops. One more file lands during the switch; `tidemark adopt --apply` replays the windows that were still
 open into a new checkpoint and sink; two more files land and `tidemark run` continues. The old sink, untouched,
-plus the new one must equal a pandas computation of one continuous job over every file.
+plus the new one must equal a pandas computation of one continuous job over every file. First, what adopt
+cannot do is refused in one line with every file left as it was.
 """
 
 from __future__ import annotations
@@ -91,22 +92,23 @@ def _read_old_sink(path: Path) -> pd.DataFrame:
 def test_a_plain_spark_job_moves_to_tidemark_with_nothing_lost_and_nothing_twice(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    generate_events(tmp_path / "events", events=1500, keys=4, files=6, seed=21)
+    generate_events(tmp_path / "events", events=1000, keys=4, files=5, seed=21)
     files = sorted((tmp_path / "events").glob("events-*.json"), key=lambda p: int(p.stem.split("-")[1]))
     landing = tmp_path / "landing"
     landing.mkdir()
-    _land(files[:3], landing)
+    _land(files[:2], landing)
     _old_job(spark, landing, tmp_path / "old-checkpoint", tmp_path / "old-output")
     old_sink_before = listing(tmp_path / "old-output")
     old_checkpoint_before = listing(tmp_path / "old-checkpoint")
-    _land(files[3:4], landing)  # arrived while the job was being switched
+    _land(files[2:3], landing)  # arrived while the job was being switched
+    _refusals_touch_nothing(tmp_path, landing, files[0], capsys)
     config = write_config(tmp_path)  # the job as a tidemark TOML: new checkpoint/ and output/ folders
     args = ["adopt", str(config), "--from-checkpoint", str(tmp_path / "old-checkpoint")]
     args += ["--old-sink", str(tmp_path / "old-output")]
 
     assert main([*args, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
-    assert plan["position"]["processed"] == 3 and plan["position"]["new_files"] == 1
+    assert plan["position"]["processed"] == 2 and plan["position"]["new_files"] == 1
     old_rows = _read_old_sink(tmp_path / "old-output")
     assert plan["old_sink"]["rows"] == len(old_rows) > 0
     resume = pd.Timestamp(plan["resume_from"])
@@ -115,7 +117,7 @@ def test_a_plain_spark_job_moves_to_tidemark_with_nothing_lost_and_nothing_twice
 
     assert main([*args, "--apply"]) == 0
     capsys.readouterr()
-    _land(files[4:], landing)
+    _land(files[3:], landing)
     assert main(["run", str(config), "--available-now"]) == 0
     capsys.readouterr()
 
@@ -129,29 +131,24 @@ def test_a_plain_spark_job_moves_to_tidemark_with_nothing_lost_and_nothing_twice
     assert_matches_oracle(both, expected)
 
 
-def test_adopt_refuses_what_it_cannot_do_and_touches_nothing(
-    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    generate_events(tmp_path / "events", events=400, keys=3, files=3, seed=22)
-    files = sorted((tmp_path / "events").glob("events-*.json"), key=lambda p: int(p.stem.split("-")[1]))
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    _land(files, landing)
-    _old_job(spark, landing, tmp_path / "old-checkpoint", tmp_path / "old-output")
-    before = listing(tmp_path)
-    old = ["--from-checkpoint", str(tmp_path / "old-checkpoint"), "--old-sink", str(tmp_path / "old-output")]
+def _refusals_touch_nothing(root: Path, landing: Path, first: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What adopt cannot do is refused in one line, before anything is written."""
+    old = ["--from-checkpoint", str(root / "old-checkpoint"), "--old-sink", str(root / "old-output")]
     cases: dict[str, tuple[dict[str, dict[str, Any]], str]] = {
-        "window": ({"aggregation": {"window": "10 minutes"}}, "WINDOW"),
-        "same sink": ({"sink": {"path": "old-output"}}, "is the old job's sink"),
-        "same checkpoint": ({"checkpoint": {"location": "old-checkpoint"}}, "old job's checkpoint"),
+        "another window": ({"aggregation": {"window": "10 minutes"}}, "WINDOW"),
+        "the old sink": ({"sink": {"path": "old-output"}}, "is the old job's sink"),
+        "the old checkpoint": ({"checkpoint": {"location": "old-checkpoint"}}, "old job's checkpoint"),
     }
+    before = {k: v for k, v in listing(root).items() if k != "tidemark.toml"}
     for name, (overrides, expected) in cases.items():
-        config = write_config(tmp_path, **overrides)
+        config = write_config(root, **overrides)
         assert main(["adopt", str(config), *old, "--apply"]) == 1, name
         lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and not ln.startswith("adopting")]
         assert len(lines) == 1 and expected in lines[0] and "Nothing was changed" in lines[0], (name, lines)
-        assert listing(tmp_path) == {**before, "tidemark.toml": listing(tmp_path)["tidemark.toml"]}
-    config = write_config(tmp_path)
-    (landing / files[0].name).unlink()
+        assert {k: v for k, v in listing(root).items() if k != "tidemark.toml"} == before, name
+    config = write_config(root)
+    aside = root / first.name
+    (landing / first.name).rename(aside)
     assert main(["adopt", str(config), *old]) == 1
     assert "are gone" in capsys.readouterr().err
+    aside.rename(landing / first.name)

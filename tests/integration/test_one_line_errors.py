@@ -129,13 +129,14 @@ def test_run_refuses_a_checkpoint_check_rejects_and_touches_nothing(
     shutil.copytree(written, root)
     generate_events(root / "landing-more", events=50, keys=3, files=1, seed=5)
     shutil.copy(next((root / "landing-more").iterdir()), root / "landing" / "new.json")
-    config = write_config(root, aggregation={"key": ["user", "event_id"]})
+    # Another window size: the sink's columns and folders still match (checked first), the checkpoint does not.
+    config = write_config(root, aggregation={"window": "10 minutes"})
     before = listing(root)
     code = main(["run", str(config), "--available-now"])
     captured = capfd.readouterr()
     assert code == 1
     (line,) = [line for line in error_lines(captured.err) if not line.startswith("tidemark running")]
-    assert "cannot continue the checkpoint" in line and "KEY_SCHEMA" in line and "Nothing was run" in line
+    assert "cannot continue the checkpoint" in line and "WINDOW" in line and "Nothing was run" in line
     assert "finished" not in captured.out
     assert listing(root) == before
 

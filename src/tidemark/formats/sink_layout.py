@@ -40,17 +40,30 @@ def _partition_columns(rel: str) -> tuple[str, ...]:
 
 
 def read_sink_layout(sink: Storage, max_footers: int = MAX_FOOTERS) -> SinkLayout:
-    """List the sink's data files and read the Parquet footers of up to max_footers of them (no data pages)."""
+    """List the sink's data files and read the Parquet footers of up to max_footers of them (no data pages).
+
+    Footers are read only from files the sink's log lists (every file when it lists none of them: no log, or a
+    sink copied from another folder): a killed batch's file (often empty) is not part of the sink, and `run` moves
+    it aside at start.
+    """
     import pyarrow.parquet as pq
+
+    from tidemark.formats.sinklog import read_log
 
     files = [e.rel for e in data_files(sink)]
     layouts = Counter(_partition_columns(rel) for rel in files)
-    step = max(1, len(files) // max_footers)
-    sample = files[::step][:max_footers]
+    log = read_log(sink)
+    listed = [rel for rel in files if rel in log.files]
+    # A log listing none of them (no log, or a sink copied from elsewhere: its entries name the old folder): all.
+    committed = listed or files
+    step = max(1, len(committed) // max_footers)
+    sample = committed[::step][:max_footers]
     seen_layouts = {_partition_columns(rel) for rel in sample}
     # One footer from every partition layout, however rare.
     sample += [
-        next(r for r in files if _partition_columns(r) == layout) for layout in layouts if layout not in seen_layouts
+        next(r for r in committed if _partition_columns(r) == layout)
+        for layout in layouts
+        if layout not in seen_layouts and any(_partition_columns(r) == layout for r in committed)
     ]
     schemas: Counter[tuple[str, ...]] = Counter()
     if sample:

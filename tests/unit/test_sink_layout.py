@@ -1,0 +1,48 @@
+"""The sink layout commands compare with the config: footers from the files the sink log lists (no JVM)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tidemark.formats import read_sink_layout
+from tidemark.storage.open import open_storage
+
+COLUMNS = ["user", "windowEnd", "count"]
+
+
+def _sink(root: Path, logged_under: Path) -> Path:
+    """A windowStart-partitioned sink: one committed file, and a killed batch's file of other columns."""
+    folder = root / "output" / "windowStart=2026-01-01 00%3A00%3A00"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({c: [1] for c in COLUMNS}), folder / "part-00000-a.c000.snappy.parquet")
+    pq.write_table(pa.table({"x": pa.array([], pa.int64())}), folder / "part-00000-b.c000.snappy.parquet")
+    log = root / "output" / "_spark_metadata"
+    log.mkdir()
+    entry = {
+        "path": f"file://{logged_under}/windowStart=2026-01-01%2000%253A00%253A00/part-00000-a.c000.snappy.parquet",
+        "size": 1,
+        "isDir": False,
+        "modificationTime": 0,
+        "blockReplication": 1,
+        "blockSize": 1,
+        "action": "add",
+    }
+    (log / "0").write_text("v1\n" + json.dumps(entry))
+    return root / "output"
+
+
+def test_a_file_the_log_does_not_list_is_not_part_of_the_sink(tmp_path: Path) -> None:
+    sink = _sink(tmp_path, logged_under=tmp_path / "output")
+    layout = read_sink_layout(open_storage(str(sink)))
+    assert (layout.files, layout.partition_columns) == (2, ("windowStart",))
+    assert (layout.columns, layout.schemas, layout.footers_read) == (tuple(COLUMNS), 1, 1)
+
+
+def test_a_copied_sink_whose_log_names_the_old_folder_reads_every_file(tmp_path: Path) -> None:
+    sink = _sink(tmp_path, logged_under=tmp_path / "elsewhere" / "output")
+    layout = read_sink_layout(open_storage(str(sink)))
+    assert (layout.schemas, layout.footers_read) == (2, 2)
