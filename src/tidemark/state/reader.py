@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import Checkpoint, FetchReport, fetch_state
-from tidemark.spark.lines import Feature, first_line_with
+from tidemark.spark.lines import Feature, first_line_with, require
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -101,9 +101,14 @@ def open_state_source(path: str | Path, batches: tuple[int | None, ...] = (None,
 def state_session(
     path: str | Path, batches: tuple[int | None, ...] = (None,)
 ) -> Iterator[tuple[SparkSession, StateSource]]:
-    """A Spark session ready to read this checkpoint's state; settings it changes are restored on exit."""
+    """A Spark session ready to read this checkpoint's state; settings it changes are restored on exit.
+
+    Every reader behind it is Spark's (statestore, state-metadata): on a Spark without them, one line naming the
+    Spark that has them, before any session starts.
+    """
     from tidemark.session import build_session, runtime_conf
 
+    require(Feature.STATE_READER)
     source = open_state_source(path, batches)
     spark = build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
     # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
@@ -150,6 +155,7 @@ def read_state(
     extra: dict[str, str] | None = None,
 ) -> DataFrame:
     """The statestore DataFrame of one target (columns key, value or expiration_timestamp_ms, partition_id)."""
+    require(Feature.STATE_READER)
     options = reader_options(target, batch)
     options.update(extra or {})
     try:
