@@ -44,6 +44,16 @@ def refused(request: pytest.FixtureRequest) -> Callable[[str], None]:
     return record
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the features TIDEMARK_SMOKE_LEAVE_OUT names (a comma list): deselected, never run, never claimed."""
+    leave_out = {f.strip() for f in os.environ.get("TIDEMARK_SMOKE_LEAVE_OUT", "").split(",") if f.strip()}
+    if not leave_out:
+        return
+    kept = [item for item in items if _feature(item) not in leave_out]
+    config.hook.pytest_deselected(items=[item for item in items if _feature(item) in leave_out])
+    items[:] = kept
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, None]:
     outcome = yield

@@ -77,3 +77,17 @@ def test_the_readme_has_a_table_with_every_smoke_feature() -> None:
         line.split('"')[1] for line in smoke.splitlines() if line.startswith("@pytest.mark.smoke(")
     )
     assert ("4.1.1", "3.11") in table
+
+
+def test_a_feature_left_out_of_a_run_is_a_dash_and_only_then(tmp_path: Path) -> None:
+    readme = README.replace("| 3.5.9 | 3.11 | yes | no (Spark 4.0+) |", "| 3.5.9 | 3.11 | yes | - |")
+    results = _results(tmp_path, {"outcome": "refused", "message": REFUSAL})
+    # The run proved custom, the table says it was not run: claims less than proved.
+    assert compat.compare(readme, results) == [
+        "Spark 3.5.9 on Python 3.11: the table says custom = '-', the smoke run: 'no (Spark 4.0+)'"
+    ]
+    del results[("3.5.9", "3.11")]["custom"]  # the run left custom out (TIDEMARK_SMOKE_LEAVE_OUT)
+    assert compat.compare(readme, results) == []
+    assert compat.compare(README, results) == [
+        "Spark 3.5.9 on Python 3.11: the table claims custom = 'no (Spark 4.0+)', no smoke test proved it"
+    ]

@@ -282,7 +282,8 @@ def repartition(
     engine: Annotated[
         str,
         typer.Option(
-            "--engine", help="What writes the state: auto (Spark's own where it fits, 4.2+), spark or tidemark."
+            "--engine",
+            help="What writes the state: auto (tidemark's writer, 4.0+), tidemark, or spark (Spark's own, 4.2+).",
         ),
     ] = "auto",
     as_json: JsonOpt = False,

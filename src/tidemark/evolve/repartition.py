@@ -8,12 +8,12 @@ swaps it in. The old checkpoint is archived beside it, never deleted; `--to DIR`
 and leaves the old one in place. Without `--apply` it only reads: operators, rows per old and new partition,
 bytes, and where things would go.
 
-Two engines write the new state. On Spark 4.2+ with RocksDB state, written in place, Spark's own offline
-repartition (`StreamingCheckpointManager.repartition`) does it on a copy, which tidemark then verifies and swaps
-in like its own: benchmarks/repartition_vs_spark.py found it as correct as tidemark's (the same output after the
-stream continues, every operator tidemark's pipelines use) and faster. tidemark's own JVM writer does the rest:
-HDFS-backed state (Spark refuses it), a change of state store (`--state-store`), `--to DIR`, checkpoint format v2,
-Spark before 4.2, and anything Spark refuses. `--engine` forces one.
+Two engines write the new state. tidemark's own JVM writer (Spark 4.0+) is the default (`--engine auto`).
+Spark's own offline repartition (`StreamingCheckpointManager.repartition`, 4.2+, RocksDB state in place only)
+is taken with `--engine spark`: tidemark runs it on a copy, then verifies and swaps it in like its own.
+benchmarks/repartition_vs_spark.py found both correct on every case Spark's supports, Spark's wrapped this way
+1.0-2.0x slower; and Spark's writes an extra batch (latest + 1) that a file sink's log never gets, a gap that
+`recover` refuses (the 4.2 smoke run). On Spark 3.5 neither exists: one line naming 4.0.
 """
 
 from __future__ import annotations
@@ -351,11 +351,12 @@ def choose_engine(
         msg = f"--engine spark cannot repartition this checkpoint: {why_not[0]}"
         raise UsageError(msg)
     if engine is Engine.AUTO:
-        return (
-            Engine.SPARK
-            if apply and not why_not and has(Feature.OFFLINE_REPARTITION, spark_version)
-            else Engine.TIDEMARK
-        )
+        # tidemark's own writer wherever it runs (4.0+): Spark's writes an extra batch (latest + 1) that the
+        # file sink's log never gets, so the sink log has a gap that `recover` refuses (and Spark's own sink-log
+        # compaction reads every batch); and wrapped in the same copy-verify-swap it is slower (BENCHMARKS.md).
+        if has(Feature.STATE_REWRITE, spark_version):
+            return Engine.TIDEMARK
+        return Engine.SPARK if apply and not why_not else Engine.TIDEMARK
     return engine
 
 

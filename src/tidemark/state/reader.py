@@ -215,6 +215,7 @@ def read_state(
     extra: dict[str, str] | None = None,
 ) -> DataFrame:
     """The statestore DataFrame of one target (columns key, value or expiration_timestamp_ms, partition_id)."""
+    require(Feature.STATE_READER)
     options = reader_options(target, batch)
     options.update(extra or {})
     try:

@@ -1,0 +1,60 @@
+"""tools/spark_lines/smoke.py: an environment that cannot be built fails the run loudly, the other targets still run."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _smoke() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("smoke_runner", ROOT / "tools" / "spark_lines" / "smoke.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_environment_that_cannot_be_built_fails_the_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    smoke = _smoke()
+    ran: list[str] = []
+
+    def build(target: Any, wheel: Path, uv: str) -> Path:
+        if target.name == "4.0-py3.11":
+            raise subprocess.CalledProcessError(1, ["uv", "pip", "install", "-r", "stack.txt"])
+        return tmp_path / "python"
+
+    def smoke_run(target: Any, python: Path, wheel: Path, uv: str) -> int:
+        ran.append(target.name)
+        return 0
+
+    monkeypatch.setattr(smoke, "find_uv", lambda: "uv")
+    monkeypatch.setattr(smoke, "build_wheel", lambda uv, python: tmp_path / "tidemark.whl")
+    monkeypatch.setattr(smoke, "build", build)
+    monkeypatch.setattr(smoke, "smoke", smoke_run)
+    monkeypatch.setattr(sys, "argv", ["smoke.py", "run", "4.0@3.11", "4.2@3.11"])
+    with pytest.raises(SystemExit) as exited:
+        smoke.main()
+    assert exited.value.code == "smoke runs failed: 4.0-py3.11 (environment not built)"
+    assert ran == ["4.2-py3.11"]  # the next target still ran
+    assert "4.0-py3.11: ENVIRONMENT NOT BUILT: `uv pip install -r stack.txt` exited 1" in capsys.readouterr().err
+
+
+def test_the_cache_key_follows_the_pins_and_the_lock_not_the_comments() -> None:
+    smoke = _smoke()
+    target = smoke.Target.parse("3.5@3.11")
+    first = smoke.env_dir(target, "pyspark==3.5.9\n", "pandas==2.3.3\n")
+    assert smoke.env_dir(target, "pyspark==3.5.9\n", "pandas==2.3.3\n") == first
+    assert smoke.env_dir(target, "pyspark==3.5.8\n", "pandas==2.3.3\n") != first  # a changed pin
+    assert smoke.env_dir(target, "pyspark==3.5.9\n", "pandas==2.3.2\n") != first  # a changed lock
+    assert smoke.env_dir(smoke.Target.parse("3.5@3.12"), "pyspark==3.5.9\n", "pandas==2.3.3\n") != first
