@@ -2,13 +2,16 @@
 millions of small state files) reproduced on Azurite through hadoop-azure's WASB driver, and cured with what
 tidemark advises. Issue 27.
 
-Run by hand (phases are resumable: each writes <work>/<phase>.json and is skipped when that file exists):
+Run by hand:
 
     .venv/bin/python benchmarks/seed_incident.py --work /tmp/seed [--versions 1000] [--chain 100] [--latency-ms 20]
 
 Needs 127.0.0.1:10000 free (hadoop-azure's emulator mode connects there; a latency proxy of this script owns it
-and Azurite, keeping its data in <work>/azurite, sits behind it on a free port). Each phase runs in its own
-process (its own JVM), so state store maintenance settings of one phase never leak into the next.
+and Azurite sits behind it on a free port). Each phase runs in its own process (its own JVM), so state store
+maintenance settings of one phase never leak into the next. By default one in-memory Azurite, started by this
+process, serves every phase (every phase reruns); with --persist each phase starts Azurite on <work>/azurite and
+phases are resumable (each writes <work>/<phase>.json and is skipped when that file exists), but Azurite then
+needs minutes to load 200,000 blobs at every start.
 
 Phases:
   grow     Spark writes the real part: a windowed aggregation (15-minute windows, 10-minute watermark, sum),
@@ -79,29 +82,35 @@ PHASES = ("grow", "synth", "before", "inspect", "cure", "after")
 # --- servers ----------------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def servers(work: Path, latency: float) -> Iterator[tuple[FaultProxy, str]]:
-    """Azurite (data in work/azurite) on a free port, the proxy on 10000 in front; yields (proxy, connection)."""
-    location = work / "azurite"
-    location.mkdir(parents=True, exist_ok=True)
+def start_azurite(work: Path, *, persist: bool) -> tuple[subprocess.Popen[bytes], int]:
+    """Azurite on a free port: in memory (one process serves every phase: loading 200,000 blobs from disk takes
+    minutes) or, with persist, keeping its data in work/azurite."""
     port = free_port()
     log = work / "azurite.log"
-    command = [
-        str(AZURITE_BIN),
-        "--blobHost",
-        "127.0.0.1",
-        "--blobPort",
-        str(port),
-        "--disableTelemetry",
-        "--skipApiVersionCheck",
-        "--location",
-        str(location),
-    ]
+    command = [str(AZURITE_BIN), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--disableTelemetry"]
+    command += ["--skipApiVersionCheck"]
+    if persist:
+        (work / "azurite").mkdir(parents=True, exist_ok=True)
+        command += ["--location", str(work / "azurite")]
+    else:
+        command += ["--inMemoryPersistence"]
     with log.open("ab") as out:
         azurite = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_for(port, azurite, log)
+    return azurite, port
+
+
+@contextmanager
+def servers(work: Path, latency: float) -> Iterator[tuple[FaultProxy, str]]:
+    """Azurite (the parent's, SEED_AZURITE_PORT, or one of this process) on a free port, the proxy on 10000 in
+    front; yields (proxy, connection)."""
+    azurite: subprocess.Popen[bytes] | None = None
+    if os.environ.get("SEED_AZURITE_PORT"):
+        port = int(os.environ["SEED_AZURITE_PORT"])
+    else:
+        azurite, port = start_azurite(work, persist=True)
     proxy = FaultProxy(PORT, port, latency=latency)
     try:
-        wait_for(port, azurite, log)
         proxy.start()
         key = azurite_account_key()
         endpoint = f"http://127.0.0.1:{PORT}/{ACCOUNT}"
@@ -111,7 +120,8 @@ def servers(work: Path, latency: float) -> Iterator[tuple[FaultProxy, str]]:
         )
     finally:
         proxy.stop()
-        _stop(azurite)
+        if azurite is not None:
+            _stop(azurite)
 
 
 def wait_for(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
@@ -599,6 +609,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--partitions", type=int, default=PARTITIONS, help="shuffle partitions (the seed: 200)")
     parser.add_argument("--phase", choices=[*PHASES, "all"], default="all")
+    parser.add_argument("--persist", action="store_true", help="Azurite keeps its data on disk (resumable, slow)")
     args = parser.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -607,15 +618,27 @@ def main() -> None:
         (work / f"{args.phase}.json").write_text(json.dumps(result, indent=2, default=str))
         print(json.dumps({args.phase: result}, indent=2, default=str))
         return
-    for name in PHASES:
-        if (work / f"{name}.json").exists():
-            continue
-        command = [sys.executable, __file__, "--work", str(work), "--phase", name]
-        command += ["--versions", str(args.versions), "--chain", str(args.chain)]
-        command += ["--latency-ms", str(args.latency_ms), "--rounds", str(args.rounds)]
-        command += ["--partitions", str(args.partitions)]
-        print(f"phase {name} ...", file=sys.stderr, flush=True)
-        subprocess.run(command, check=True)
+    azurite = None
+    if not args.persist:  # in memory: the server's data lives as long as this process, so every phase reruns
+        for name in PHASES:
+            (work / f"{name}.json").unlink(missing_ok=True)
+        for folder in ("landing", "staged", "configs", "monitor", "quarantine", "cure", "after-sink"):
+            shutil.rmtree(work / folder, ignore_errors=True)
+        azurite, port = start_azurite(work, persist=False)
+        os.environ["SEED_AZURITE_PORT"] = str(port)
+    try:
+        for name in PHASES:
+            if (work / f"{name}.json").exists():
+                continue
+            command = [sys.executable, __file__, "--work", str(work), "--phase", name]
+            command += ["--versions", str(args.versions), "--chain", str(args.chain)]
+            command += ["--latency-ms", str(args.latency_ms), "--rounds", str(args.rounds)]
+            command += ["--partitions", str(args.partitions)]
+            print(f"phase {name} ... ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
+            subprocess.run(command, check=True)
+    finally:
+        if azurite is not None:
+            _stop(azurite)
     summary = {name: json.loads((work / f"{name}.json").read_text()) for name in PHASES}
     before, after = summary["before"], summary["after"]
     summary["ratios"] = {

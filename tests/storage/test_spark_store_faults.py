@@ -34,7 +34,13 @@ def test_driver_killed_while_it_puts_a_commit_then_restarted_is_exact(
     spark: Any, wasb_store: SparkStore, tmp_path: Path
 ) -> None:
     root = wasb_store.new_root()
-    data = events(tmp_path, files=2)
+    # Three files: the kill lands on commits/1, after batch 1 put its windows in the sink and its sink log entry on
+    # the server. The restart runs batch 1 again, where Spark's file sink skips a batch its log already holds
+    # without running the plan (no duplicate), so that rerun moves no watermark: file 3's batch and the no-data
+    # batch after it close the remaining windows. (Killed on the commit of the LAST data batch, an available-now
+    # restart ends with the later windows still in state, waiting for data: Spark's semantics, not a loss, but
+    # not what an oracle of closed windows expects.)
+    data = events(tmp_path, files=3)
     config_path = cloud_config(tmp_path, root)
     killed: list[Request] = []
     driver: dict[str, subprocess.Popen[bytes]] = {}
