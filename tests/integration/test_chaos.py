@@ -119,20 +119,35 @@ def test_ten_kills_in_a_row_then_finish(spark: Any, tmp_path: Path) -> None:
 _DIE_AT = """
 import os, signal
 from tidemark.storage import journal
+from tidemark.storage.local import LocalFS
 count = {{"n": 0}}
-real = journal._Runner.{method}
-def step(self, *args):
+def tick():
     count["n"] += 1
     if count["n"] > {after}:
         os.kill(os.getpid(), signal.SIGKILL)
-    return real(self, *args)
-journal._Runner.{method} = step
+real_move = journal._Runner.move
+def move(self, step):
+    tick()
+    return real_move(self, step)
+real_delete_files = LocalFS.delete_files
+def delete_files(self, rels):
+    # The journal hands a run of deletes to the store at once: die between two of its files.
+    missing = []
+    for rel in rels:
+        tick()
+        missing += real_delete_files(self, [rel])
+    return missing
+if "{method}" == "move":
+    journal._Runner.move = move
+else:
+    LocalFS.delete_files = delete_files
 from tidemark.cli.main import main
 main({argv!r})
 """
 
 
 def _die_during(method: str, argv: list[str], after: int) -> None:
+    """Run the CLI in a child that SIGKILLs itself after `after` file moves or file deletes."""
     script = _DIE_AT.format(method=method, after=after, argv=argv)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, check=False, env=os.environ.copy())
     assert done.returncode == -9, done.stderr.decode()[-2000:]
