@@ -40,6 +40,7 @@ def _quarantined(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for f in sorted(folder.glob("batch-*.jsonl")) for line in f.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_windows_and_quarantine_equal_the_oracle(
     spark: Any, kafka_broker: KafkaBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
