@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 TOPIC = "clicks"
 
 
-def kafka_source(broker: KafkaBroker, topic: str, **extra: Any) -> dict[str, Any]:
+def kafka_source(broker: KafkaBroker, topic: str | None, **extra: Any) -> dict[str, Any]:
     """[source] overrides for a Kafka topic of the test broker (the JSON events of tests/kafka_data.py)."""
     return {
         "format": "kafka",
@@ -227,3 +227,35 @@ def test_record_fields_are_columns_the_aggregation_and_event_time_use(
     assert (actual["firstEventTime"] == expected["firstEventTime"]).all()
     assert (actual["lastEventTime"] == expected["lastEventTime"]).all()
     assert (actual["value_sum"] - expected["value_sum"]).abs().max() < 1e-6
+
+
+def test_a_topic_pattern_read_from_a_timestamp(spark: Any, kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    """Two topics matched by a pattern; the run starts at a time between two deliveries (offsets-for-times)."""
+    from datetime import timedelta
+
+    from tidemark.compat import UTC
+
+    topics = ("pat-a", "pat-b")
+    old: dict[str, list[Any]] = {}
+    new: dict[str, list[Any]] = {}
+    for n, topic in enumerate(topics):
+        kafka_broker.create_topic(topic, partitions=2)
+        old[topic] = produce(kafka_broker, topic, make_events(60, seed=40 + n, first_id=100 * n))
+    cut = _after(old[topics[0]] + old[topics[1]])  # after every old record's timestamp
+    for n, topic in enumerate(topics):
+        # Out of order by at most 5 minutes: starting 10 minutes after the cut keeps every new record after it.
+        events = make_events(80, seed=50 + n, start=cut + timedelta(minutes=10), first_id=1000 + 100 * n)
+        new[topic] = produce(kafka_broker, topic, events)
+    source = kafka_source(
+        kafka_broker, None, topic_pattern="pat-.*", starting_offsets=cut.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+    config = write_config(tmp_path, source=source)
+    assert main(["run", str(config), "--available-now"]) == 0
+
+    checkpoint = tmp_path / "checkpoint"
+    for topic in topics:
+        ranges = batch_ranges(checkpoint, topic)
+        starts = {p: first for p, (first, _) in ranges[0].items()}
+        assert starts == {p: sum(1 for r in old[topic] if r.partition == p) for p in (0, 1)}, (topic, starts)
+        assert {p: end for p, (_, end) in ranges[-1].items()} == kafka_broker.end_offsets(topic)
+    assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(new[topics[0]] + new[topics[1]]))
