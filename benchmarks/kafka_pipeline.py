@@ -238,6 +238,7 @@ def run(args: argparse.Namespace, work: Path, bootstrap: str) -> None:
             msg = f"{name} read {sum(rows)} records, not {args.records}"
             raise RuntimeError(msg)
         batches.setdefault(name, []).append(len(rows))
+        print(f"  {name} batch durations (ms, Spark's): {batch_ms}", flush=True)
         return sum(batch_ms) / 1000
 
     def timed_batch(out: Path) -> float:

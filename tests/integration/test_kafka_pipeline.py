@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 TOPIC = "clicks"
 
 
-def kafka_source(broker: KafkaBroker, topic: str, **extra: Any) -> dict[str, Any]:
+def kafka_source(broker: KafkaBroker, topic: str | None, **extra: Any) -> dict[str, Any]:
     """[source] overrides for a Kafka topic of the test broker (the JSON events of tests/kafka_data.py)."""
     return {
         "format": "kafka",
@@ -40,6 +40,7 @@ def _quarantined(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for f in sorted(folder.glob("batch-*.jsonl")) for line in f.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_windows_and_quarantine_equal_the_oracle(
     spark: Any, kafka_broker: KafkaBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -160,3 +161,101 @@ def test_catch_up_reads_a_kafka_backlog_in_one_large_batch(
     read = [line["progress"]["numInputRows"] for line in lines if line["type"] == "progress"]
     assert [rows for rows in read if rows] == [400]
     assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(produced))
+
+
+def test_record_fields_are_columns_the_aggregation_and_event_time_use(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """Keyed on the record key, event time from the record timestamp, aggregates over partition and offset."""
+    import pandas as pd
+
+    topic = "fields"
+    kafka_broker.create_topic(topic, partitions=4)
+    produced = produce(kafka_broker, topic, make_events(160, seed=31))
+    config = write_config(
+        tmp_path,
+        source=kafka_source(kafka_broker, topic),
+        event_time={"column": "kafka_timestamp", "watermark": "10 minutes"},
+        aggregation={
+            "key": ["kafka_key"],
+            "extra": [
+                {"function": "sum", "column": "value", "name": "value_sum"},
+                {"function": "max", "column": "kafka_offset", "name": "last_offset"},
+                {"function": "max", "column": "kafka_partition", "name": "partition"},
+            ],
+        },
+    )
+    assert main(["run", str(config), "--available-now"]) == 0
+    ranges = batch_ranges(tmp_path / "checkpoint", topic)
+    assert len([r for r in ranges if any(first < end for first, end in r.values())]) == 1  # one batch read it all
+
+    # The oracle from what the broker stored (key, timestamp, partition, offset), not from the JSON's own fields.
+    records = pd.DataFrame(
+        {
+            "kafka_key": p.event.key,
+            "ts": pd.Timestamp(p.event.timestamp_ms, unit="ms", tz="UTC"),
+            "value": json.loads(p.event.value or "{}")["value"],
+            "partition": p.partition,
+            "offset": p.offset,
+        }
+        for p in produced
+    )
+    records["windowStart"] = records["ts"].dt.floor("15min")
+    watermark = records["ts"].max() - pd.Timedelta(minutes=10)
+    expected = (
+        records.groupby(["kafka_key", "windowStart"])
+        .agg(
+            count=("ts", "size"),
+            firstEventTime=("ts", "min"),
+            lastEventTime=("ts", "max"),
+            value_sum=("value", "sum"),
+            last_offset=("offset", "max"),
+            partition=("partition", "max"),
+        )
+        .reset_index()
+    )
+    expected = expected[expected["windowStart"] + pd.Timedelta(minutes=15) <= watermark].reset_index(drop=True)
+    actual = pd.read_parquet(tmp_path / "output")
+    actual["windowStart"] = pd.to_datetime(actual["windowStart"].astype(str), utc=True)
+    for column in ("firstEventTime", "lastEventTime"):
+        actual[column] = pd.to_datetime(actual[column], utc=True)
+    actual = actual.sort_values(["kafka_key", "windowStart"]).reset_index(drop=True)
+    assert len(expected) > 20
+    assert actual[["kafka_key", "windowStart", "count", "last_offset", "partition"]].astype(str).values.tolist() == (
+        expected[["kafka_key", "windowStart", "count", "last_offset", "partition"]].astype(str).values.tolist()
+    )
+    assert (actual["firstEventTime"] == expected["firstEventTime"]).all()
+    assert (actual["lastEventTime"] == expected["lastEventTime"]).all()
+    assert (actual["value_sum"] - expected["value_sum"]).abs().max() < 1e-6
+
+
+def test_a_topic_pattern_read_from_a_timestamp(spark: Any, kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    """Two topics matched by a pattern; the run starts at a time between two deliveries (offsets-for-times)."""
+    from datetime import timedelta
+
+    from tidemark.compat import UTC
+
+    topics = ("pat-a", "pat-b")
+    old: dict[str, list[Any]] = {}
+    new: dict[str, list[Any]] = {}
+    for n, topic in enumerate(topics):
+        kafka_broker.create_topic(topic, partitions=2)
+        old[topic] = produce(kafka_broker, topic, make_events(60, seed=40 + n, first_id=100 * n))
+    cut = _after(old[topics[0]] + old[topics[1]])  # after every old record's timestamp
+    for n, topic in enumerate(topics):
+        # Out of order by at most 5 minutes: starting 10 minutes after the cut keeps every new record after it.
+        events = make_events(80, seed=50 + n, start=cut + timedelta(minutes=10), first_id=1000 + 100 * n)
+        new[topic] = produce(kafka_broker, topic, events)
+    source = kafka_source(
+        kafka_broker, None, topic_pattern="pat-.*", starting_offsets=cut.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+    config = write_config(tmp_path, source=source)
+    assert main(["run", str(config), "--available-now"]) == 0
+
+    checkpoint = tmp_path / "checkpoint"
+    for topic in topics:
+        ranges = batch_ranges(checkpoint, topic)
+        starts = {p: first for p, (first, _) in ranges[0].items()}
+        assert starts == {p: sum(1 for r in old[topic] if r.partition == p) for p in (0, 1)}, (topic, starts)
+        assert {p: end for p, (_, end) in ranges[-1].items()} == kafka_broker.end_offsets(topic)
+    assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(new[topics[0]] + new[topics[1]]))
