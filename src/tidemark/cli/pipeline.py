@@ -14,6 +14,34 @@ from tidemark.cli.output import download_progress, err, out
 ConfigArg = Annotated[Path, typer.Argument(help="The pipeline's TOML config file.", show_default=False)]
 
 
+def _uses_rocksdb(progress: dict[str, Any]) -> bool:
+    """True when a batch's state operators report RocksDB's custom metrics (the store that may not count rows)."""
+    return any(
+        key.startswith("rocksdb") for op in progress.get("stateOperators", []) for key in op.get("customMetrics") or {}
+    )
+
+
+class _BatchLines:
+    """The run's line per batch; rows in state are "not tracked" for a RocksDB store that does not count them.
+
+    Decided from each batch (the store a run uses is planned at its start: a new checkpoint's provider, or the
+    one an existing checkpoint has), and the hint how to turn counting on is printed once, with the first such batch.
+    """
+
+    def __init__(self, counting_on: bool) -> None:
+        self.counting_on = counting_on
+        self.hinted = False
+
+    def __call__(self, progress: dict[str, Any]) -> None:
+        from tidemark.config.rocksdb import UNTRACKED_HINT
+
+        tracked = self.counting_on or not _uses_rocksdb(progress)
+        if not tracked and not self.hinted:
+            self.hinted = True
+            err.print(f"[dim]state rows {escape(UNTRACKED_HINT)}[/dim]")
+        _batch_line(progress, tracked)
+
+
 def _batch_line(progress: dict[str, Any], rows_tracked: bool = True) -> None:
     operators = progress.get("stateOperators", [])
     total = sum(int(op.get("numRowsTotal", 0)) for op in operators)
@@ -46,7 +74,7 @@ def run(
 ) -> None:
     """Run the pipeline; SIGTERM/SIGINT or --max-duration stop it after the batch in flight commits."""
     from tidemark.config import load_config
-    from tidemark.config.rocksdb import UNTRACKED_HINT, rows_tracked
+    from tidemark.config.rocksdb import rows_tracked
     from tidemark.durations import parse_duration
     from tidemark.evolve.check import require_restartable
     from tidemark.monitor.publish import endpoint_lines
@@ -62,14 +90,11 @@ def run(
     require_restartable(settings, str(config), allow=frozenset(code.upper() for code in allow or []))
     for line in endpoint_lines(settings.monitor):
         err.print(escape(line))
-    tracked = rows_tracked(settings.spark_conf())
-    if not tracked:
-        err.print(f"[dim]state rows {escape(UNTRACKED_HINT)}[/dim]")
     result = run_with_failover(
         settings,
         available_now=available_now or None,
         max_duration=deadline,
-        on_progress=lambda progress: _batch_line(progress, tracked),
+        on_progress=_BatchLines(rows_tracked(settings.spark_conf())),
         on_warning=lambda text: err.print(f"[yellow]warning:[/yellow] {escape(text)}"),
     )
     if result.interrupted:
