@@ -481,6 +481,8 @@ def require_same_query(config: TidemarkConfig, config_path: str, spark: SparkSes
     try:
         if not checkpoint.exists() or not checkpoint.commit_batches():
             return
+        if not checkpoint.scan().operators:
+            return  # committed batches but no state at all: a damaged checkpoint, what recovery replaces
         report = check_config(config, config_path, spark=spark)
     except CheckpointError:
         return
