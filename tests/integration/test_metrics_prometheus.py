@@ -101,7 +101,8 @@ def test_prometheus_scrapes_a_running_tidemark_run_and_spark(stack: Stack, tmp_p
         tmp_path,
         pipeline={"name": pipeline},
         trigger={"mode": "processing-time", "interval": "1 second"},
-        checkpoint={"state_store": "hdfs"},
+        # RocksDB (the dashboard has its memory and cache panels) counting rows (and the state rows panel).
+        checkpoint={"state_store": "rocksdb", "track_state_rows": True},
         monitor={"metrics_port": stack.metrics_port, "pushgateway": stack.pushgateway.url},
     )
     conf = spark_metrics_conf().replace('"spark.ui.port" = 4040', f'"spark.ui.port" = {stack.spark_ui_port}')
@@ -186,7 +187,8 @@ def test_prometheus_scrapes_a_running_tidemark_run_and_spark(stack: Stack, tmp_p
         # The rules evaluate without error on real series. 5 % malformed input is above the 1 % quarantine limit,
         # and the generated events' time (from 2026-01-01) trails the wall clock by more than the 1 h lag limit.
         rules = json.loads(http_get(f"{stack.prometheus.url}/api/v1/rules"))["data"]["groups"][0]["rules"]
-        assert len(rules) == 6 and all(rule["health"] == "ok" for rule in rules), rules
+        # Seven rules (the RocksDB crawl rule among them); each evaluates without error.
+        assert len(rules) == 7 and all(rule["health"] == "ok" for rule in rules), rules
         expected = {"TidemarkQuarantineShareHigh"} | ({"TidemarkWatermarkLagHigh"} if lag > 3600 else set())
         wait_for(lambda: _firing(api, pipeline, run_id) == expected, 20, f"exactly {expected} to fire")
 
