@@ -1,8 +1,9 @@
 """Issue 14: a pipeline whose quarantine and progress-log folder are wasbs:// and s3a:// URIs writes them on the
 server (read back through tidemark, analysed there) and leaves nothing new in the working folder.
 
-Spark itself writes the checkpoint and sink on file:// (this machine has no hadoop-azure/hadoop-aws jars);
-everything tidemark writes itself goes to the store.
+The checkpoint and sink stay on file://; the quarantine (which Spark writes itself above 10,000 records a batch)
+and the progress log go to the store. On Azure that is wasbs:// through hadoop-azure's emulator mode, which reaches
+Azurite only at 127.0.0.1:10000 (the wasb_store fixture's proxy).
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ def test_quarantine_and_progress_log_on_a_store(
     spark: Any, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     if kind == "azure":
-        azurite = request.getfixturevalue("azure_env")
-        root = azurite.uri(azurite.new_container(), "job")
+        root = request.getfixturevalue("wasb_store").new_root()
     else:
         moto = request.getfixturevalue("s3_env")
         root = f"s3a://{moto.new_bucket()}/job"
