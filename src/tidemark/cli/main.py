@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from types import FrameType
 from typing import Annotated, Any
 
@@ -186,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, SystemExit):
             raise
         if _state["debug"] and not isinstance(exc, EXITS):
-            err.print_exception()
+            # The whole trace, with every secret tidemark read masked (an exception's text may quote one).
+            trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            err.print(redact(trace), markup=False, highlight=False)
         ended = outcome(exc, _words(app, args))
         if _state["interrupted"] and ended.code != 0:
             ended = outcome(KeyboardInterrupt())

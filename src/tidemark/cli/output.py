@@ -136,5 +136,7 @@ def to_jsonable(value: Any) -> Any:
 
 def print_json(value: Any) -> None:
     """Write a result as indented JSON on stdout."""
-    sys.stdout.write(json.dumps(to_jsonable(value), indent=2, sort_keys=False) + "\n")
+    from tidemark.secrets import redact
+
+    sys.stdout.write(redact(json.dumps(to_jsonable(value), indent=2, sort_keys=False)) + "\n")
     sys.stdout.flush()

@@ -51,7 +51,8 @@ def parse_config(data: dict[str, Any], base: Path | None = None, origin: str = "
     try:
         return TidemarkConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, origin)) from exc
+        # Not chained: pydantic's own text quotes the input, which may hold a secret the config must not carry.
+        raise ConfigError(_describe(exc, origin)) from None
 
 
 def load_config(path: str | Path) -> TidemarkConfig:

@@ -49,7 +49,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 class PipelineConfig(_Table):
@@ -113,7 +113,7 @@ class SourceConfig(_Table):
     rows_per_second: int = Field(default=100, ge=1)
     rate_keys: int = Field(default=100, ge=1)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, hide_input_in_errors=True)
 
     @property
     def is_file(self) -> bool:

@@ -453,9 +453,12 @@ def require_restartable(
     if not checkpoint.exists() or not checkpoint.commit_batches():
         return None
     if spark is None:
+        from tidemark.plan.store_start import plan_start
         from tidemark.spark.environment import session_for
 
-        spark = session_for(config)
+        # The session the run then reuses: started with the store and RocksDB cap the run plans (the cap is one
+        # per JVM and the first one set wins, so the check must not start the JVM with another).
+        spark = session_for(plan_start(config).config)
     report = check_config(config, config_path, allow=allow, spark=spark)
     blocking = [p for p in report.problems if p.blocking]
     if blocking or not report.compatible:

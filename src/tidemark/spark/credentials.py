@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from tidemark.errors import EnvironmentProblem
+from tidemark.secrets import remember
 from tidemark.session import HADOOP_PREFIX, runtime_key
 from tidemark.spark.lines import Feature, lacking
 from tidemark.storage.credentials import (
@@ -63,6 +64,8 @@ _AZURE_AUTH_KEYS = (
 _AZURE_GLOBAL_AUTH_KEYS = frozenset(
     {"fs.azure.account.auth.type", "fs.azure.account.oauth.provider.type", "fs.azure.storage.emulator.account.name"}
 )
+# Parts of a Hadoop key whose value is a secret (masked in tidemark's messages as soon as it is read).
+_SECRET_KEY_PARTS = ("account.key.", ".sas.", "client.secret", "secret.key", "session.token")
 _S3_AUTH_KEYS = frozenset({"access.key", "secret.key", "session.token", "aws.credentials.provider"})
 
 
@@ -290,6 +293,8 @@ def hadoop_access(
             continue
         settings.update(found)
         sources.append(f"{location.root_uri}: {described}")
+    # Every secret value Spark is given is masked in tidemark's own messages too (Hadoop's errors may quote one).
+    remember(*(v for k, v in settings.items() if any(part in k for part in _SECRET_KEY_PARTS)))
     return HadoopAccess({k: v for k, v in settings.items() if k not in given}, tuple(sources))
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemark.errors import StorageError
+from tidemark.secrets import remember
 from tidemark.storage.uri import Location
 
 CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
@@ -129,11 +130,13 @@ def azure_access(location: Location, environ: dict[str, str] | None = None) -> A
             f"{parts.get('DefaultEndpointsProtocol', 'https')}://{account}.blob."
             f"{parts.get('EndpointSuffix', 'core.windows.net')}"
         )
+        remember(connection)
         return AzureAccess(account, endpoint.rstrip("/"), "connection-string", connection_string=connection)
     if not account:
         msg = f"{location.uri} names no storage account: write the container@account form, or set {ACCOUNT_NAME}"
         raise StorageError(msg)
     endpoint = f"https://{account}.blob.core.windows.net"
+    remember(*(env[name] for name in (ACCOUNT_KEY, SAS_TOKEN) if env.get(name)))
     if env.get(ACCOUNT_KEY):
         return AzureAccess(account, endpoint, "account-key", account_key=env[ACCOUNT_KEY])
     if env.get(SAS_TOKEN):
