@@ -63,7 +63,10 @@ class KafkaPartitionReport:
         cls, tp: TopicPartition, committed: int | None, planned: int | None, earliest: int | None, end: int | None
     ) -> KafkaPartitionReport:
         """One partition's figures, lag and expiry worked out."""
-        lag = None if end is None else max(0, end - (committed if committed is not None else 0))
+        # A partition the checkpoint has no offset for yet is read from its earliest record (Spark's rule for new
+        # partitions), so that is where its lag starts.
+        start = committed if committed is not None else (earliest or 0)
+        lag = None if end is None else max(0, end - start)
         expired = committed is not None and earliest is not None and earliest > committed
         return cls(tp.topic, tp.partition, committed, planned, earliest, end, lag, expired)
 

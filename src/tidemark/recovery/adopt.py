@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from tidemark.compat import UTC
-from tidemark.config import AggregationKind, SourceFormat, TidemarkConfig
+from tidemark.config import AggregationKind, TidemarkConfig
 from tidemark.errors import CheckpointError, InputError, UsageError
 from tidemark.formats import (
     Checkpoint,
@@ -128,10 +128,10 @@ def _file_position(config: TidemarkConfig, old: Checkpoint, batch: int) -> FileP
 
 
 def _position(config: TidemarkConfig, old: Checkpoint, batch: int) -> FilePosition:
-    if config.source.format is SourceFormat.KAFKA:
+    if config.source.is_kafka:
         msg = (
-            "adopting a Kafka job comes with tidemark's Kafka support (its committed offsets are in the old "
-            "checkpoint's offsets/ log); today: file landing folders (docs/adopt.md)"
+            "tidemark adopt takes over jobs that read a landing folder; a Kafka or Event Hubs job's position (the "
+            "committed offsets in the old checkpoint's offsets/ log) is not adopted yet: docs/adopt.md"
         )
         raise UsageError(msg)
     if not config.source.is_file:
