@@ -28,6 +28,7 @@ T0 = datetime(2024, 1, 1, tzinfo=UTC)
 GAP = timedelta(minutes=10)
 DELAY = timedelta(minutes=5)
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+TRACK_ROWS_KEY = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
 # (user, minutes after T0) per file; one file per micro-batch. No event is behind its batch's watermark.
 SESSION_FILES: list[list[tuple[str, int]]] = [
@@ -116,17 +117,22 @@ def _normalise(frame: pd.DataFrame) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def rocksdb(spark: SparkSession) -> Iterator[SparkSession]:
     """The shared session with the RocksDB provider transformWithStateInPandas needs; restored afterwards."""
-    before = spark.conf.get(PROVIDER_KEY, None)
-    spark.conf.set(PROVIDER_KEY, ROCKSDB_PROVIDER)
+    # RocksDB counting the rows in state: the leak guard watches numRowsTotal (Spark's default, set here so that
+    # no earlier test's setting of the shared session decides it).
+    wanted = {PROVIDER_KEY: ROCKSDB_PROVIDER, TRACK_ROWS_KEY: "true"}
+    before = {key: spark.conf.get(key, None) for key in wanted}
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
     sys.path.insert(0, str(FIXTURES))
     try:
         yield spark
     finally:
         sys.path.remove(str(FIXTURES))
-        if before is None:
-            spark.conf.unset(PROVIDER_KEY)
-        else:
-            spark.conf.set(PROVIDER_KEY, before)
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 @pytest.fixture(scope="module")
