@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,7 +48,10 @@ def checkpoint(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
     frames = []
     for batch in range(FILES):
         rows = _rows(batch)
-        (source / f"b{batch}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        written = source / f"b{batch}.json"
+        written.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        # Spark takes files in modification-time order: distinct times make batch i read file i.
+        os.utime(written, (1_700_000_000 + batch, 1_700_000_000 + batch))
         frames.append(pd.DataFrame(rows).assign(batch=batch))
     ckpt = root / "ckpt"
     with runtime_conf(spark, {"spark.sql.streaming.stateStore.providerClass": HDFS}):
