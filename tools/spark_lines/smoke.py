@@ -43,6 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # env.py beside this file: run as a script or loaded by path (tests)
+from env import find_python, find_uv  # noqa: E402
+
 REPO = HERE.parent.parent
 RESULTS = REPO / "build" / "smoke"
 MARKER = ".complete"
@@ -85,24 +88,6 @@ class Target:
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def find_uv() -> str:
-    for candidate in (os.environ.get("TIDEMARK_UV"), str(REPO / ".uv" / "bin" / "uv"), shutil.which("uv")):
-        if candidate and Path(candidate).is_file():
-            return candidate
-    sys.exit("uv not found: run `make install` in the clone, or set TIDEMARK_UV")
-
-
-def find_python(python: str) -> str:
-    """The newest pyenv interpreter of that minor version, else the version request itself for uv."""
-    versions = Path.home() / ".pyenv" / "versions"
-    matches = []
-    for folder in versions.glob(f"{python}.*"):
-        parts = folder.name.split(".")
-        if len(parts) == 3 and all(p.isdigit() for p in parts) and (folder / "bin" / "python3").exists():
-            matches.append((tuple(int(p) for p in parts), folder / "bin" / "python3"))
-    return str(max(matches)[1]) if matches else python
 
 
 def uv_env() -> dict[str, str]:
