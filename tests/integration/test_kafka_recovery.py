@@ -228,7 +228,7 @@ def test_broker_down_for_30_seconds_mid_run_the_run_waits_and_ends_exact(
 
 
 def test_a_restart_onto_an_uncommitted_batch_reruns_it_exactly(
-    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Spark 4.1's Kafka source fails the progress report of the batch a restart re-runs (after it committed);
     # tidemark starts the query again, and the result is exact.
@@ -252,3 +252,4 @@ def test_a_restart_onto_an_uncommitted_batch_reruns_it_exactly(
 
     if has_defect(Defect.KAFKA_METRICS_AFTER_RESTART):
         assert [w for w in warnings if w.get("code") == "SPARK_DEFECT"], warnings
+        assert "SPARK_DEFECT: " in capsys.readouterr().err  # the user sees why the query started twice

@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import write_config
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
-from tidemark.errors import CheckpointError, UsageError
+from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
 from tidemark.formats import (
     LedgerEntry,
     compact_ledger,
@@ -144,6 +144,22 @@ def test_plan_resumes_after_newest_committed_window_and_changes_nothing(
     assert set(plan.surviving_files) == {_rel(p[k], p["sink"]) for k in ("a", "b", "c")}
     assert all(".tidemark-archive" in m.target for m in plan.moves)
     assert sorted(str(x) for x in p["sink"].parent.rglob("*")) == before  # a plan is a dry run
+
+
+def test_recover_refuses_a_plain_spark_job_mid_batch(pipeline: tuple[TidemarkConfig, dict[str, Path]]) -> None:
+    """No tidemark lock, but a batch planned a moment ago and not committed: a query may still be writing."""
+    config, p = pipeline
+    offsets = p["checkpoint"] / "offsets"
+    offsets.mkdir()
+    (offsets / "2").write_text("v1\n{}\n")
+    before = sorted(str(x) for x in p["sink"].parent.rglob("*"))
+    with pytest.raises(CheckpointLocked, match=r"batch 2 was planned .* ago and has not committed"):
+        plan_recovery(config, newest_event_time=T0 + timedelta(hours=1), now=T0 + timedelta(hours=2))
+    assert sorted(str(x) for x in p["sink"].parent.rglob("*")) == before
+    old = time.time() - 3600  # planned an hour ago: the query crashed, recovery goes ahead
+    os.utime(offsets / "2", (old, old))
+    plan = plan_recovery(config, newest_event_time=T0 + timedelta(hours=1), now=T0 + timedelta(hours=2))
+    assert plan.resume_from == T0 + 3 * MIN15
 
 
 def test_plan_clamps_to_max_lookback_and_says_so(pipeline: tuple[TidemarkConfig, dict[str, Path]]) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -11,7 +13,7 @@ import pytest
 from tests.helpers import write_config
 from tidemark.cli.main import main
 from tidemark.config import TidemarkConfig, load_config
-from tidemark.errors import CheckpointError, UsageError
+from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
 from tidemark.formats import FileKind, StoreScan, read_sink_log
 from tidemark.formats.scan import KIND_BITS
 from tidemark.recovery.rollback import plan_rollback, roll_back
@@ -106,8 +108,29 @@ def test_rollback_moves_later_batches_state_and_sink_files(pipeline: tuple[Path,
 def test_rollback_refuses_an_uncommitted_batch(pipeline: tuple[Path, TidemarkConfig]) -> None:
     root, config = pipeline
     (root / "checkpoint" / "commits" / "3").unlink()
+    _planned_long_ago(root / "checkpoint" / "offsets" / "3")  # a query that stopped mid-batch an hour ago
     with pytest.raises(UsageError, match="not committed"):
         plan_rollback(config, 3)
+
+
+def _planned_long_ago(offset_file: Path) -> None:
+    old = time.time() - 3600
+    os.utime(offset_file, (old, old))
+
+
+def test_a_plain_spark_job_mid_batch_is_refused_and_nothing_moves(pipeline: tuple[Path, TidemarkConfig]) -> None:
+    """A query tidemark did not start holds no lock: its fresh, uncommitted batch is what shows it is running."""
+    root, config = pipeline
+    _touch(root / "checkpoint" / "offsets" / "4", "v1\n{}\n")  # planned just now, not committed
+    before = sorted(root.rglob("*"))
+    with pytest.raises(CheckpointLocked, match=r"batch 4 was planned .* ago and has not committed"):
+        roll_back(config, 2, apply=True)
+    with pytest.raises(CheckpointLocked, match="batch 4"):
+        plan_rollback(config, 2)  # the dry run too: its plan would be stale the moment the job commits
+    assert sorted(root.rglob("*")) == before
+    _planned_long_ago(root / "checkpoint" / "offsets" / "4")  # the job crashed long ago: allowed
+    assert roll_back(config, 2, apply=True).plan.undone_batches == (3, 4)
+    assert not (root / "checkpoint" / "offsets" / "4").exists()
 
 
 def test_rollback_refuses_when_the_state_is_gone(pipeline: tuple[Path, TidemarkConfig]) -> None:

@@ -89,7 +89,8 @@ from tidemark.formats.sinklog import log_folder as sink_log_folder
 from tidemark.formats.sinklog import log_names as sink_log_names
 from tidemark.formats.sinklog import log_uri as sink_log_uri
 from tidemark.formats.sinklog import read_log as read_sink_log
-from tidemark.formats.state_files import FetchReport, fetch_state, private_copy, zip_references
+from tidemark.formats.snapshot_zip import snapshot_metadata, zip_references
+from tidemark.formats.state_files import FetchReport, fetch_state, private_copy
 from tidemark.formats.state_replay import Method as StateReadMethod
 from tidemark.formats.state_replay import Provider as StoreProvider
 from tidemark.formats.state_replay import StateNotReadable, StoreRows, read_store
@@ -103,7 +104,7 @@ from tidemark.formats.state_schema import (
     type_signature,
 )
 from tidemark.formats.state_schema import names as field_names
-from tidemark.formats.state_size import StateSize, StoreSize, snapshot_metadata, state_size
+from tidemark.formats.state_size import StateSize, StoreSize, state_size
 from tidemark.formats.unsafe_row import RowDecodeError, decode_row, fields_from_ddl
 
 __all__ = [

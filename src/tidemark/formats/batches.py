@@ -34,7 +34,7 @@ from tidemark.formats.layout import (
     sink_log_batch,
     store_ids,
 )
-from tidemark.formats.state_files import zip_references
+from tidemark.formats.snapshot_zip import zip_references
 from tidemark.steps import step
 from tidemark.storage import DirListing, Storage, join
 from tidemark.storage.journal import JournalResult, Step, finish_pending, journaled

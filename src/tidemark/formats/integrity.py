@@ -29,7 +29,7 @@ from tidemark.formats.layout import (
     sink_log_batch,
 )
 from tidemark.formats.scan import KIND_BITS, CheckpointScan, StoreScan
-from tidemark.formats.state_files import zip_references
+from tidemark.formats.snapshot_zip import zip_references
 from tidemark.formats.state_records import StateFileError, parse_state_file
 from tidemark.formats.state_replay import store_folder
 

@@ -10,8 +10,6 @@ the metadata file and the operator and schema metadata are small and copied whol
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import logging
 import os
 import shutil
@@ -21,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING
 
 from tidemark.cache import cache_root
 from tidemark.errors import CheckpointError
@@ -37,32 +35,13 @@ from tidemark.formats.layout import (
     classify,
     crc_companions,
 )
+from tidemark.formats.snapshot_zip import zip_references
 from tidemark.storage import join
 
 if TYPE_CHECKING:
     from tidemark.formats.checkpoint import Checkpoint
 
 log = logging.getLogger(__name__)
-
-
-MAX_ZIP_METADATA_BYTES = 64 * 1024**2
-
-
-def zip_references(data: bytes | BinaryIO) -> set[str]:
-    """The SST and log file names a RocksDB snapshot zip lists in its metadata (shared files it needs).
-
-    Takes the bytes or a seekable file (only the central directory and the metadata entry are read).
-    """
-    with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data) as archive:
-        if archive.getinfo("metadata").file_size > MAX_ZIP_METADATA_BYTES:
-            msg = "its metadata entry is too large to be RocksDB's"
-            raise ValueError(msg)
-        text = archive.read("metadata").decode()
-    lines = [line for line in text.splitlines() if line.strip()]
-    meta: dict[str, Any] = json.loads(lines[1] if lines[0].startswith("v") else lines[0])
-    names = {str(f["dfsSstFileName"]) for f in meta.get("sstFiles", [])}
-    names |= {str(f["dfsLogFileName"]) for f in meta.get("logFiles", [])}
-    return names
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ column families, i.e. transformWithState) and an encoding version byte; values c
 
 from __future__ import annotations
 
-import json
 import zipfile
 from dataclasses import dataclass, field
 from io import BytesIO
@@ -25,7 +24,7 @@ from tidemark.formats.checkpoint import Checkpoint
 from tidemark.formats.codec import Codec
 from tidemark.formats.layout import STATE, FileKind, classify
 from tidemark.formats.rocksdb_sst import SstError, merge_snapshot
-from tidemark.formats.state_files import MAX_ZIP_METADATA_BYTES
+from tidemark.formats.snapshot_zip import snapshot_metadata
 from tidemark.formats.state_records import RecordKind, StateFileError, parse_state_file
 
 ROW_CHECKSUM_KEY = "spark.sql.streaming.stateStore.rowChecksum.enabled"
@@ -117,16 +116,7 @@ def _zip_metadata(checkpoint: Checkpoint, rel: str) -> dict[str, object]:
         msg = f"{rel} is gone"
         raise StateNotReadable(msg)
     try:
-        with zipfile.ZipFile(BytesIO(data)) as archive:
-            if archive.getinfo("metadata").file_size > MAX_ZIP_METADATA_BYTES:
-                msg = "its metadata entry is too large to be RocksDB's"
-                raise ValueError(msg)
-            lines = [line for line in archive.read("metadata").decode().splitlines() if line.strip()]
-        meta = json.loads(lines[1] if lines[0].startswith("v") else lines[0])
-        if not isinstance(meta, dict):
-            msg = "its metadata is not a JSON object"
-            raise ValueError(msg)
-        return meta
+        return snapshot_metadata(data)
     except (zipfile.BadZipFile, KeyError, ValueError, IndexError, UnicodeDecodeError) as exc:
         msg = f"{rel} is not a readable RocksDB snapshot ({exc})"
         raise StateNotReadable(msg) from exc

@@ -8,22 +8,17 @@ One walk of `state/`, then one small read per RocksDB store (its zip's `metadata
 
 from __future__ import annotations
 
-import io
-import json
 import zipfile
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tidemark.errors import CheckpointError
 from tidemark.formats.checkpoint import Checkpoint
 from tidemark.formats.layout import STATE, FileKind, classify, store_ids
+from tidemark.formats.snapshot_zip import snapshot_metadata
 from tidemark.storage import join
 
 ROCKSDB = "rocksdb"
 HDFS = "hdfs"
-_ZIP_METADATA = "metadata"
-_MAX_METADATA_BYTES = 64 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -76,21 +71,6 @@ class StateSize:
         for s in self.stores:
             sizes[s.partition] = sizes.get(s.partition, 0) + s.estimate_bytes
         return sizes
-
-
-def snapshot_metadata(data: bytes) -> Mapping[str, Any]:
-    """The JSON metadata a RocksDB snapshot zip carries (SST files with sizes, numKeys, ...)."""
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        if archive.getinfo(_ZIP_METADATA).file_size > _MAX_METADATA_BYTES:
-            msg = "its metadata entry is too large to be RocksDB's"
-            raise ValueError(msg)
-        text = archive.read(_ZIP_METADATA).decode()
-    lines = [line for line in text.splitlines() if line.strip()]
-    meta = json.loads(lines[1] if lines[0].startswith("v") else lines[0])
-    if not isinstance(meta, dict):
-        msg = "its metadata is not a JSON object"
-        raise ValueError(msg)
-    return meta
 
 
 @dataclass

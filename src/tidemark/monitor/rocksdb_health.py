@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 from tidemark.formats import BatchProgress
 from tidemark.plan.memory import MIB
-from tidemark.plan.resident import ROCKSDB_BOUNDED_BYTES_PER_KEY
-from tidemark.plan.rocksdb_cap import GROWTH_HEADROOM, ROCKSDB_CAP_PER_SST_BYTE
+from tidemark.plan.rocksdb_cap import GROWTH_HEADROOM, cap_for
 
 CRAWL_CODE = "ROCKSDB_CRAWL_AHEAD"
 # A miss share that rose by RISE_FACTOR over the window is a warning from MISS_SHARE_RISING on; at MISS_SHARE_HIGH it
@@ -106,9 +105,8 @@ def suggested_cap_bytes(batch: RocksDBBatch, active_partitions: int | None) -> f
     Without the number of partitions worked at once (tasks per executor), all of them count: the safe side.
     """
     share = 1.0 if active_partitions is None else min(1.0, active_partitions / batch.instances)
-    by_bytes = batch.sst_bytes * ROCKSDB_CAP_PER_SST_BYTE
-    by_keys = float(batch.updates * ROCKSDB_BOUNDED_BYTES_PER_KEY)  # keys updated: a lower bound of the keys held
-    return share * max(by_bytes, by_keys) * GROWTH_HEADROOM
+    # keys updated: a lower bound of the keys held
+    return share * cap_for(batch.sst_bytes, batch.updates) * GROWTH_HEADROOM
 
 
 class CrawlWatch:

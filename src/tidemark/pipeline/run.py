@@ -313,7 +313,7 @@ def _run(
                             _write_quarantine(session, config, counters, lock)
                             if attempt or failure is None or reasons or stop.is_set():
                                 break
-                            if not _restart_after_spark_defect(config, str(failure), monitor, warnings):
+                            if not _restart_after_spark_defect(config, str(failure), monitor, warnings, on_warning):
                                 break
                     if failure is not None or reasons or stop.is_set():
                         break
@@ -362,7 +362,13 @@ def _write_quarantine(
             counters.malformed.pop(batch, None)
 
 
-def _restart_after_spark_defect(config: TidemarkConfig, failure: str, monitor: RunMonitor, warnings: list[str]) -> bool:
+def _restart_after_spark_defect(
+    config: TidemarkConfig,
+    failure: str,
+    monitor: RunMonitor,
+    warnings: list[str],
+    on_warning: Callable[[str], None] | None,
+) -> bool:
     """True when the query failed on a known Spark defect after its batch committed, and may simply start again.
 
     Spark 4.1's Kafka source reports its progress metrics from offsets only planning fetches; the batch a restart
@@ -377,10 +383,8 @@ def _restart_after_spark_defect(config: TidemarkConfig, failure: str, monitor: R
     )
     if not (config.source.is_kafka and signs and has_defect(Defect.KAFKA_METRICS_AFTER_RESTART)):
         return False
-    text = f"SPARK_DEFECT: {Defect.KAFKA_METRICS_AFTER_RESTART}; the re-run batch committed, starting the query again"
-    log.warning(text)
-    warnings.append(text)
-    monitor.record("warning", code="SPARK_DEFECT", message=text, fix="none needed (Spark 4.2 fixed it)")
+    message = f"{Defect.KAFKA_METRICS_AFTER_RESTART}; the re-run batch committed, starting the query again"
+    _warn("SPARK_DEFECT", message, "none needed (Spark 4.2 fixed it)", monitor, warnings, on_warning)
     return True
 
 

@@ -110,6 +110,11 @@ def _mb(value: float) -> str:
     return f"{value / MIB:,.0f} MB"
 
 
+def cap_for(sst_bytes: float, keys: int | None) -> float:
+    """The cap that state of sst_bytes in SST files (and keys, when counted) needs: the larger of the two rules."""
+    return max(sst_bytes * ROCKSDB_CAP_PER_SST_BYTE, float((keys or 0) * ROCKSDB_BOUNDED_BYTES_PER_KEY))
+
+
 def state_need(
     partition_bytes: Mapping[int, int],
     conf: MemoryConf,
@@ -123,20 +128,18 @@ def state_need(
     active = max(1, min(conf.cores, per_executor))
     largest = sorted(partition_bytes, key=lambda p: -partition_bytes[p])[:active]
     active_bytes = float(sum(partition_bytes[p] for p in largest))
-    by_bytes = active_bytes * ROCKSDB_CAP_PER_SST_BYTE
     keys = None
-    by_keys = 0.0
     if partition_keys is not None and all(p in partition_keys for p in largest):
         keys = sum(partition_keys[p] for p in largest)
-        by_keys = float(keys * ROCKSDB_BOUNDED_BYTES_PER_KEY)
+    need = cap_for(active_bytes, keys)
     return StateNeed(
-        need_bytes=max(by_bytes, by_keys),
+        need_bytes=need,
         partitions=partitions,
         active_partitions=active,
         active_state_bytes=active_bytes,
         active_keys=keys,
         total_state_bytes=float(sum(partition_bytes.values())),
-        basis="keys" if by_keys > by_bytes else "bytes",
+        basis="keys" if need > cap_for(active_bytes, None) else "bytes",
     )
 
 

@@ -9,14 +9,11 @@ from datetime import datetime, timedelta
 
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
-from tidemark.errors import CheckpointLocked
 from tidemark.formats import (
     Checkpoint,
     CheckpointStatus,
-    lock_is_live,
-    locked_message,
+    ensure_unlocked,
     partition_start,
-    read_lock,
     read_sink_log,
     sink_data_files,
     sink_log_folder,
@@ -112,10 +109,8 @@ def checkpoint_state(checkpoint: Location) -> CheckpointStatus:
 
 
 def ensure_not_running(checkpoint: Location) -> None:
-    """Refuse to touch a checkpoint a live run holds."""
-    info = read_lock(checkpoint.uri)
-    if info is not None and lock_is_live(info):
-        raise CheckpointLocked(locked_message(checkpoint.uri, info))
+    """Refuse to touch a checkpoint a live run holds: tidemark's lock, or a plain Spark job mid-batch on it."""
+    ensure_unlocked(checkpoint.uri)
 
 
 def _newest_per_key(files: list[str], sink: Storage, keys: list[str]) -> dict[tuple[object, ...], datetime]:
