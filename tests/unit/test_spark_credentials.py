@@ -18,6 +18,7 @@ from tidemark.session import runtime_key
 from tidemark.spark.artifacts import check_scheme
 from tidemark.spark.credentials import (
     AZURE_REDACTION,
+    OPTIONS_REDACTION_KEY,
     SPARK_DEFAULT_REDACTION,
     hadoop_access,
     redaction_regex,
@@ -232,6 +233,10 @@ def test_spark_redacts_the_azure_keys_it_would_otherwise_show() -> None:
     ):
         assert compiled.search(key)
     assert redaction_regex({"spark.redaction.regex": "mine"}) == f"mine|{AZURE_REDACTION}"
+    # The SQL options pattern (settable on a running session) gets the same names after Spark's default for it.
+    assert redaction_regex({}, OPTIONS_REDACTION_KEY) == f"(?i)url|{AZURE_REDACTION}"
+    own = {OPTIONS_REDACTION_KEY: "(?i)url|dsn"}
+    assert redaction_regex(own, OPTIONS_REDACTION_KEY) == f"(?i)url|dsn|{AZURE_REDACTION}"
 
 
 def test_pipeline_settings_carry_the_access_and_the_users_own_keys_win(
@@ -274,6 +279,7 @@ path = "{root}/quarantine"
         conf = pipeline_conf(config)
     assert conf[f"spark.hadoop.fs.azure.account.key.{DFS}"] == "theirs"
     assert conf["spark.redaction.regex"] == f"{SPARK_DEFAULT_REDACTION}|{AZURE_REDACTION}"
+    assert conf[OPTIONS_REDACTION_KEY] == f"(?i)url|{AZURE_REDACTION}"
     assert KEY not in conf.values()
     no_secret(caplog.text)
 

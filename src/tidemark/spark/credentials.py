@@ -39,6 +39,11 @@ REDACTION_KEY = "spark.redaction.regex"
 # log and the environment page, but not an Azure account key or a WASB SAS key: those are added.
 SPARK_DEFAULT_REDACTION = r"(?i)secret|password|token|access[.]?key"
 AZURE_REDACTION = r"fs\.azure\.account\.key|fs\.azure\.sas\."
+# spark.redaction.regex is fixed when the SparkContext starts: a running session (a notebook, a recovery's replay)
+# cannot extend it. The SQL options pattern can be set at any time, and Spark applies both to the settings a SQL
+# execution records (the SQL tab, the event log's modifiedConfigs), where a session's bare Hadoop keys show.
+OPTIONS_REDACTION_KEY = "spark.sql.redaction.options.regex"
+SPARK_DEFAULT_OPTIONS_REDACTION = "(?i)url"
 WASB_SCHEMES = frozenset({"wasb", "wasbs"})
 ABFS_SCHEMES = frozenset({"abfs", "abfss"})
 # hadoop-azure's emulator mode (fs.azure.storage.emulator.account.name) always connects to the development
@@ -320,10 +325,17 @@ def auth_keys(uris: Iterable[str | None]) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def redaction_regex(explicit: Mapping[str, str]) -> str:
-    """Spark's redaction pattern with the Azure key names added (a user's own pattern is kept, and extended)."""
-    own = explicit.get(REDACTION_KEY, SPARK_DEFAULT_REDACTION)
+def redaction_regex(explicit: Mapping[str, str], key: str = REDACTION_KEY) -> str:
+    """Spark's redaction pattern (key: spark.redaction.regex or the SQL options one) with the Azure key names added
+    (a user's own pattern is kept, and extended)."""
+    default = SPARK_DEFAULT_OPTIONS_REDACTION if key == OPTIONS_REDACTION_KEY else SPARK_DEFAULT_REDACTION
+    own = explicit.get(key, default)
     return own if AZURE_REDACTION in own else f"{own}|{AZURE_REDACTION}"
+
+
+def redaction_conf(explicit: Mapping[str, str]) -> dict[str, str]:
+    """Both redaction patterns, extended: the core one for a new session, the SQL one for a running session too."""
+    return {key: redaction_regex(explicit, key) for key in (REDACTION_KEY, OPTIONS_REDACTION_KEY)}
 
 
 # Hadoop's own words for "no or wrong credentials", and the one line tidemark says instead (first match wins).

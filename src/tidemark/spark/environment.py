@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tidemark.config import AggregationKind, StateStoreKind, TidemarkConfig
 from tidemark.session import build_session, runtime_conf
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
-from tidemark.spark.credentials import REDACTION_KEY, auth_keys, hadoop_access, redaction_regex
+from tidemark.spark.credentials import auth_keys, hadoop_access, redaction_conf
 from tidemark.spark.jars import FetchedJars, Progress, fetch
 from tidemark.spark.lines import Feature, require, require_python
 
@@ -88,7 +88,7 @@ def storage_conf(
         log.info("Spark's access to %s", line)  # the method and its variables, never a value
     if not access.sources:  # no cloud location: nothing to add, nothing to redact
         return explicit
-    return {**access.spark_conf(), **explicit, REDACTION_KEY: redaction_regex(explicit)}
+    return {**access.spark_conf(), **explicit, **redaction_conf(explicit)}
 
 
 def pipeline_conf(config: TidemarkConfig) -> dict[str, str]:
