@@ -169,15 +169,33 @@ DRIVER_LIMIT = 10_000
 DONE_FILE = "_SUCCESS"
 
 
-def write_malformed(frame: DataFrame, quarantine_dir: str, batch_id: int) -> QuarantinedBatch:
-    """Write one batch's records (idempotent: a rerun replaces what a crash left half written)."""
-    rows = frame.limit(DRIVER_LIMIT + 1).collect()
+# Spark's take (a limit collected to the driver) reads one input partition first and more only if it found too
+# few rows: with a batch's records spread evenly that is one core reading while the others wait, then a second
+# job. When the stream's own count says the records fit, every partition is read at once instead.
+_TAKE_ALL_AT_ONCE = {"spark.sql.limit.initialNumPartitions": "100000"}
+
+
+def write_malformed(
+    frame: DataFrame, quarantine_dir: str, batch_id: int, expected: int | None = None
+) -> QuarantinedBatch:
+    """Write one batch's records (idempotent: a rerun replaces what a crash left half written).
+
+    expected: how many the stream counted in this batch (None: not known, as at a start that finishes an earlier
+    run's batches). More than DRIVER_LIMIT go straight to the executors, without a collect that would read the
+    input once more only to find it too large; fewer are collected in one job over every input partition.
+    """
+    from tidemark.session import runtime_conf
+
     store = open_storage(quarantine_dir)
     folder = batch_name(batch_id).removesuffix(".jsonl")
-    if len(rows) <= DRIVER_LIMIT:
-        for entry in list(store.list_files(folder)):  # a bigger write of the same batch before a crash
-            store.delete(entry.rel)
-        return write_batch(quarantine_dir, batch_id, [r.asDict(recursive=True) for r in rows])
+    if expected is None or expected <= DRIVER_LIMIT:
+        # Still capped: the input could have changed since the stream counted it (a file rewritten in place).
+        with runtime_conf(frame.sparkSession, _TAKE_ALL_AT_ONCE if expected is not None else {}):
+            rows = frame.limit(DRIVER_LIMIT + 1).collect()
+        if len(rows) <= DRIVER_LIMIT:
+            for entry in list(store.list_files(folder)):  # a bigger write of the same batch before a crash
+                store.delete(entry.rel)
+            return write_batch(quarantine_dir, batch_id, [r.asDict(recursive=True) for r in rows])
     if store.exists(batch_name(batch_id)):
         store.delete(batch_name(batch_id))
     frame.write.mode("overwrite").json(store.uri(folder))

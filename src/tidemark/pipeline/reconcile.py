@@ -81,7 +81,8 @@ def quarantine_batches(
         stream = _batch_input(spark, config, checkpoint, batch, files)
         if stream is None:
             continue
-        result = write_malformed(malformed_frame(stream, config, batch), config.quarantine.path, batch)
+        expected = counts.get(batch) if counts is not None else None
+        result = write_malformed(malformed_frame(stream, config, batch), config.quarantine.path, batch, expected)
         if counts is not None and batch in counts and result.count != counts[batch]:
             log.warning(
                 "batch %d: the stream counted %d malformed rows, the re-read found %d (did the input change?)",
