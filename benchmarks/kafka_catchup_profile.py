@@ -26,13 +26,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from tests.helpers import write_config  # noqa: E402
 from tests.kafka_broker import start_broker  # noqa: E402
 
-from kafka_pipeline import TOPIC, preload  # noqa: E402
+from kafka_pipeline import TOPIC, kafka_session, preload  # noqa: E402
 from tidemark.config import load_config  # noqa: E402
-from tidemark.config.model import ROCKSDB_PROVIDER  # noqa: E402
 from tidemark.pipeline.run import run_pipeline  # noqa: E402
-from tidemark.session import build_session  # noqa: E402
-from tidemark.spark.artifacts import JarFeature  # noqa: E402
-from tidemark.spark.jars import fetch  # noqa: E402
 
 
 def main() -> None:
@@ -46,17 +42,7 @@ def main() -> None:
     broker = start_broker(work / "broker")
     try:
         preload(broker, args.records)
-        spark = build_session(
-            "local[2]",
-            {
-                "spark.sql.shuffle.partitions": "4",
-                "spark.sql.session.timeZone": "UTC",
-                "spark.driver.memory": "4g",
-                "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-                "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-                "spark.jars": ",".join(str(p) for p in fetch([JarFeature.KAFKA]).paths),
-            },
-        )
+        spark = kafka_session()
         for run in range(args.runs):
             out = work / f"run{run}"
             out.mkdir()

@@ -198,9 +198,9 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run(args: argparse.Namespace, work: Path, bootstrap: str) -> None:
-    """Warm up, then the interleaved rounds, then the table and the ratios."""
-    spark = build_session(
+def kafka_session() -> Any:
+    """The benchmark's one session: local[2], 4 shuffle partitions, RocksDB + changelog, the Kafka connector."""
+    return build_session(
         "local[2]",
         {
             "spark.sql.shuffle.partitions": "4",
@@ -211,6 +211,11 @@ def run(args: argparse.Namespace, work: Path, bootstrap: str) -> None:
             "spark.jars": ",".join(str(p) for p in fetch([JarFeature.KAFKA]).paths),
         },
     )
+
+
+def run(args: argparse.Namespace, work: Path, bootstrap: str) -> None:
+    """Warm up, then the interleaved rounds, then the table and the ratios."""
+    spark = kafka_session()
     batches: dict[str, list[int]] = {}
 
     def tidemark_run(out: Path, name: str, per_trigger: int, target: str | None) -> float:
