@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,20 @@ CASES = {
 
 
 def _copy(case: str, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(CORPUS / case / "checkpoint", tmp_path / "checkpoint"))
+    """The recorded checkpoint as it was where Spark wrote it: Spark 4's operator metadata names its state schema
+    files by absolute path (the recording machine's), which Spark's reader follows. A checkpoint moved elsewhere
+    without those paths is read from the files instead (test_a_moved_checkpoint_...)."""
+    copy = Path(shutil.copytree(CORPUS / case / "checkpoint", tmp_path / "checkpoint"))
+    for metadata in copy.glob("state/*/_metadata/v2/[0-9]*"):
+        data = metadata.read_bytes()
+        moved = _SCHEMA_PATH.sub(f"file:{copy}/state/".encode(), data)
+        if moved != data:
+            metadata.write_bytes(moved)
+            (metadata.parent / f".{metadata.name}.crc").unlink(missing_ok=True)  # its checksum was of the old bytes
+    return copy
+
+
+_SCHEMA_PATH = re.compile(rb"file:[^\"]*?/checkpoint/state/")
 
 
 def _check_figures(result: dict[str, Any], expected: dict[str, Any], reader: str) -> None:
@@ -189,3 +203,19 @@ def test_spark_reads_through_symbolic_links_across_file_systems(
     [op] = json.loads(capsys.readouterr().out)["operators"]
     assert (op["rows"], op["reader"]) == (9, "spark")
     assert listing(checkpoint) == before
+
+
+def test_a_moved_checkpoint_whose_schema_paths_are_stale_is_read_from_the_files(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spark 4 records the state schema files by absolute path: a checkpoint copied elsewhere sends Spark's reader to
+    a path that is gone. tidemark says so and reads the files, with the same figures."""
+    case = "spark-4.1.4/rocksdb_transform_with_state_in_pandas"
+    moved = Path(shutil.copytree(CORPUS / case / "checkpoint", tmp_path / "moved"))
+    assert b"/work/wt/corpus/" in (moved / "state/0/_metadata/v2/0").read_bytes()  # recorded elsewhere
+    assert main(["state", "stats", str(moved), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    expected = json.loads((CORPUS / case / "expected.json").read_text())
+    for op in result["operators"]:
+        assert op["reader"] == "files" and "does not exist" in (op.get("note") or "")
+    _check_figures(result, expected, "files")

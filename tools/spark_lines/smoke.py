@@ -160,11 +160,12 @@ def variant_requirements(uv: str, target: Target, wheel: Path) -> str:
     return done.stdout
 
 
-def wheelhouse(uv: str, stack: str) -> Path:
+def wheelhouse(uv: str, stack: str, python: Path) -> Path:
     """A folder holding a built wheel of the stack's pyspark (pyspark is an sdist only: 300-460 MB, 1-2 min to build).
 
     The wheel is built once per version (or linked from uv's own cache, where uv built it before: uv may fetch and
     build the same sdist again when its HTTP cache entry goes stale) and installed from here with --find-links.
+    It is built by python's pip: the new environment's (seeded), since the clone's .venv (made by uv) has none.
     """
     folder = Path(os.environ.get("TIDEMARK_ENV_CACHE", Path.home() / ".cache" / "tidemark-ci")) / "wheels"
     folder.mkdir(parents=True, exist_ok=True)
@@ -184,7 +185,7 @@ def wheelhouse(uv: str, stack: str) -> Path:
             shutil.copyfile(built[0], folder / f".{name}")
     else:
         with tempfile.TemporaryDirectory(prefix="tidemark-wheel-", dir=folder) as work:
-            command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-cache-dir"]
+            command = [str(python), "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-cache-dir"]
             run([*command, "--no-binary", "pyspark", "--wheel-dir", work, f"pyspark=={version}"])
             shutil.move(next(Path(work).glob("pyspark-*.whl")), folder / f".{name}")
     os.replace(folder / f".{name}", folder / name)
@@ -242,7 +243,7 @@ def build(target: Target, wheel: Path, uv: str) -> Path:
         stack_file = Path(work) / "stack.txt"
         stack_file.write_text(stack)
         # 1. The user's environment: their Spark, pandas, pyarrow, numpy (and protobuf).
-        wheels = ["--find-links", str(wheelhouse(uv, stack))]
+        wheels = ["--find-links", str(wheelhouse(uv, stack, python))]
         run([uv, "pip", "install", "--quiet", "--python", str(python), *wheels, "-r", str(stack_file)])
         before = freeze(python)
         # 2. `pip install tidemark`, the other dependencies held at uv.lock's versions (the stack is not constrained:
