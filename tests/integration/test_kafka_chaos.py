@@ -34,14 +34,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 KILLS = 8
 TOPIC = "chaos"
-# The producer's pace: a delivery of 25 events every few seconds, for as long as the kills take (bounded).
+# The producer's pace: a delivery of 25 events every few seconds, for as long as the kills take (bounded: 10 min).
 DELIVERY_EVENTS = 25
 DELIVERY_EVERY_S = 4.0
-MAX_DELIVERIES = 60
+MAX_DELIVERIES = 150
 
 
 class Producer(threading.Thread):
-    """Keeps producing small deliveries of events (later and later event times) until stopped (or 60 of them)."""
+    """Keeps producing small deliveries of events (later and later event times) until stopped (or MAX_DELIVERIES)."""
 
     def __init__(self, broker: KafkaBroker, seed: int) -> None:
         super().__init__(name="kafka-chaos-producer", daemon=True)
