@@ -31,6 +31,7 @@ from tidemark.formats import (
     clone_without_state,
     is_store_data,
     parse_schema_file,
+    relocate_schema_paths,
     repoint_schema_paths,
     rewrite_offset_conf,
     rewrite_operator_metadata,
@@ -86,6 +87,20 @@ def test_operator_metadata_rewrite_sets_partitions_and_moves_schema_paths() -> N
     assert parsed.properties["timeMode"] == "EventTime"
     v1 = 'v1\n{"operatorInfo":{"operatorId":1,"operatorName":"dedupe"},"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":4}]}'  # noqa: E501
     assert OperatorFile.parse(rewrite_operator_metadata(v1, 2)).stores[0].partitions == 2
+
+
+def test_schema_paths_relocate_below_a_new_checkpoint_root_and_keep_the_rest() -> None:
+    moved = OperatorFile.parse(relocate_schema_paths(TWS_METADATA, "file:/copy/read-1"))
+    assert moved.stores[0].schema_paths == ("file:/copy/read-1/state/0/_stateSchema/default/0_abc",)
+    assert moved.stores[0].partitions == 3 and moved.properties["timeMode"] == "EventTime"
+    # A checkpoint under a folder itself named state: only the checkpoint's own tail moves.
+    nested = TWS_METADATA.replace("file:/old/place/", "wasbs://c@a.blob.core.windows.net/state/7/x/")
+    again = OperatorFile.parse(relocate_schema_paths(nested, "file:/copy"))
+    assert again.stores[0].schema_paths == ("file:/copy/state/0/_stateSchema/default/0_abc",)
+    v1 = 'v1\n{"operatorInfo":{"operatorId":1,"operatorName":"dedupe"},"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":4}]}'  # noqa: E501
+    assert relocate_schema_paths(v1, "file:/copy") == v1  # nothing to move: the same text, byte for byte
+    with pytest.raises(ValueError, match="operator metadata"):
+        relocate_schema_paths("garbage", "file:/copy")
 
 
 @pytest.mark.parametrize(

@@ -244,3 +244,23 @@ def test_commands_that_need_spark_s_reader_say_which_spark(tmp_path: Path, capsy
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert "needs Spark 4.0 or newer (installed: Spark 3.5.7)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_private_copy_points_moved_schema_paths_at_its_own_files_and_leaves_the_original(tmp_path: Path) -> None:
+    """Spark 4 names a transformWithState store's schema files by absolute path; Spark's reader, handed tidemark's
+    private copy of a moved checkpoint, must find them in the copy (read by Spark in
+    tests/integration/test_state_corpus_spark.py), while the moved checkpoint keeps every byte and checksum."""
+    from tidemark.formats import Checkpoint, OperatorFile, private_copy
+
+    moved = copy("spark-4.1.4/rocksdb_transform_with_state_in_pandas", tmp_path)
+    before = listing(moved)
+    recorded = (moved / "state/0/_metadata/v2/0").read_bytes()
+    checkpoint = Checkpoint.open(str(moved))
+    with private_copy(checkpoint, {checkpoint.latest_committed_batch() + 1}) as (root, _):
+        text = (root / "state/0/_metadata/v2/0").read_text()
+        paths = [p for store in OperatorFile.parse(text).stores for p in store.schema_paths]
+        assert paths and all(p.startswith(f"file:{root}/state/0/_stateSchema/") for p in paths)
+        assert all(Path(p.removeprefix("file:")).is_file() for p in paths)
+        assert not (root / "state/0/_metadata/v2/.0.crc").exists()  # the old sum would fail Hadoop's check
+    assert listing(moved) == before
+    assert (moved / "state/0/_metadata/v2/0").read_bytes() == recorded

@@ -28,6 +28,7 @@ from tidemark.formats.entries import (
     OperatorFile,
     OperatorMetadata,
     StoreMetadata,
+    relocate_schema_paths,
     rewrite_offset_conf,
     rewrite_operator_metadata,
 )
@@ -205,6 +206,7 @@ __all__ = [
     "read_store",
     "record_batch",
     "refuse_foreign",
+    "relocate_schema_paths",
     "remove_files",
     "repoint_schema_paths",
     "require_sink",

@@ -9,6 +9,7 @@ paths of its schema files.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +108,35 @@ def rewrite_operator_metadata(text: str, partitions: int, schema_root: str | Non
         if schema_root is not None and entry.get(SCHEMA_PATHS):
             folder = f"{schema_root.rstrip('/')}/{entry.get('storeName', 'default')}"
             entry[SCHEMA_PATHS] = [f"{folder}/{schema_file_name(p)}" for p in entry[SCHEMA_PATHS]]
+    lines[index] = _dump(body)
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+_SCHEMA_FILE_TAIL = re.compile(r"/state/\d+/_stateSchema/.*$")
+
+
+def relocate_schema_paths(text: str, checkpoint_root: str) -> str:
+    """Operator metadata whose schema paths name files under checkpoint_root (a URI as Hadoop qualifies it), each
+    keeping its place below the checkpoint (`state/<op>/_stateSchema/...`); paths of another shape stay."""
+    lines = text.splitlines()
+    index = next((i for i, line in enumerate(lines) if line.strip() and i > 0), None)
+    if index is None or not lines[0].startswith("v"):
+        msg = "not a Spark operator metadata file"
+        raise ValueError(msg)
+    body = json.loads(lines[index])
+    changed = False
+    for entry in body.get("stateStoreInfo") or []:
+        paths = entry.get(SCHEMA_PATHS)
+        if not paths:
+            continue
+        moved = []
+        for path in paths:
+            tail = _SCHEMA_FILE_TAIL.search(str(path))
+            moved.append(f"{checkpoint_root.rstrip('/')}{tail.group(0)}" if tail else path)
+        changed = changed or moved != paths
+        entry[SCHEMA_PATHS] = moved
+    if not changed:
+        return text
     lines[index] = _dump(body)
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
