@@ -73,6 +73,7 @@ CONTAINER = "seed"
 FQDN = f"{ACCOUNT}.blob.core.windows.net"
 JOB = f"wasbs://{CONTAINER}@{FQDN}/job"
 PARTITIONS = 200
+SLOTS = 4  # Spark task slots (local[N]); the requests wait on latency, so more slots than cores still gain
 REAL_FILES = 4  # landing files of the grow phase; two more come later (before, after)
 EVENTS_PER_FILE = 2500
 KEYS = 400
@@ -219,7 +220,7 @@ def config(work: Path, phase: str, *, cured: bool = False) -> Path:
         folder,
         pipeline={"name": "seed"},
         spark={
-            "master": "local[4]",
+            "master": f"local[{SLOTS}]",
             "shuffle_partitions": 4 if cured else PARTITIONS,
             "driver_memory": "2g",
             "conf": conf,
@@ -583,8 +584,9 @@ def phase_after(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict
 
 def run_phase(name: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One phase in this process, with the servers up and the environment pointing through the proxy."""
-    global PARTITIONS
+    global PARTITIONS, SLOTS
     PARTITIONS = args.partitions
+    SLOTS = args.slots
     latency = args.latency_ms / 1000 if name in ("before", "inspect", "after", "cure") else 0.0
     with servers(work, latency) as (proxy, connection):
         os.environ["AZURE_STORAGE_CONNECTION_STRING"] = connection
@@ -608,6 +610,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--partitions", type=int, default=PARTITIONS, help="shuffle partitions (the seed: 200)")
+    parser.add_argument("--slots", type=int, default=SLOTS, help="Spark task slots, local[N] (every phase)")
     parser.add_argument("--phase", choices=[*PHASES, "all"], default="all")
     parser.add_argument("--persist", action="store_true", help="Azurite keeps its data on disk (resumable, slow)")
     args = parser.parse_args()
@@ -633,7 +636,7 @@ def main() -> None:
             command = [sys.executable, __file__, "--work", str(work), "--phase", name]
             command += ["--versions", str(args.versions), "--chain", str(args.chain)]
             command += ["--latency-ms", str(args.latency_ms), "--rounds", str(args.rounds)]
-            command += ["--partitions", str(args.partitions)]
+            command += ["--partitions", str(args.partitions), "--slots", str(args.slots)]
             print(f"phase {name} ... ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
             subprocess.run(command, check=True)
     finally:
