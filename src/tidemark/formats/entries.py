@@ -23,22 +23,32 @@ def _dump(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def rewrite_offset_conf(text: str, updates: dict[str, str]) -> str:
-    """An offsets/<batch> entry with `updates` merged into its recorded conf; source offsets untouched."""
+def _json_entry(text: str, what: str) -> tuple[list[str], int, Any]:
+    """A Spark log entry's lines, the index of its JSON line (the first after the version) and that JSON."""
     lines = text.splitlines()
     index = next((i for i, line in enumerate(lines) if line.strip() and i > 0), None)
     if index is None or not lines[0].startswith("v"):
-        msg = "not a Spark offset log entry"
+        msg = f"not a Spark {what}"
         raise ValueError(msg)
-    meta = json.loads(lines[index])
+    return lines, index, json.loads(lines[index])
+
+
+def _with_json(text: str, lines: list[str], index: int, body: Any) -> str:
+    """The entry with its JSON line replaced by body, as Spark writes it (compact), the rest as it was."""
+    lines[index] = _dump(body)
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def rewrite_offset_conf(text: str, updates: dict[str, str]) -> str:
+    """An offsets/<batch> entry with `updates` merged into its recorded conf; source offsets untouched."""
+    lines, index, meta = _json_entry(text, "offset log entry")
     if not isinstance(meta, dict):
         msg = "offset log metadata is not a JSON object"
         raise ValueError(msg)
     conf = dict(meta.get("conf") or {})
     conf.update(updates)
     meta["conf"] = conf
-    lines[index] = _dump(meta)
-    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+    return _with_json(text, lines, index, meta)
 
 
 @dataclass(frozen=True)
@@ -97,19 +107,13 @@ def schema_file_name(path: str) -> str:
 
 def rewrite_operator_metadata(text: str, partitions: int, schema_root: str | None = None) -> str:
     """Operator metadata with every store's numPartitions set and schema paths moved to <schema_root>/<store>/."""
-    lines = text.splitlines()
-    index = next((i for i, line in enumerate(lines) if line.strip() and i > 0), None)
-    if index is None or not lines[0].startswith("v"):
-        msg = "not a Spark operator metadata file"
-        raise ValueError(msg)
-    body = json.loads(lines[index])
+    lines, index, body = _json_entry(text, "operator metadata file")
     for entry in body.get("stateStoreInfo") or []:
         entry["numPartitions"] = partitions
         if schema_root is not None and entry.get(SCHEMA_PATHS):
             folder = f"{schema_root.rstrip('/')}/{entry.get('storeName', 'default')}"
             entry[SCHEMA_PATHS] = [f"{folder}/{schema_file_name(p)}" for p in entry[SCHEMA_PATHS]]
-    lines[index] = _dump(body)
-    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+    return _with_json(text, lines, index, body)
 
 
 _SCHEMA_FILE_TAIL = re.compile(r"/state/\d+/_stateSchema/.*$")
@@ -118,12 +122,7 @@ _SCHEMA_FILE_TAIL = re.compile(r"/state/\d+/_stateSchema/.*$")
 def relocate_schema_paths(text: str, checkpoint_root: str) -> str:
     """Operator metadata whose schema paths name files under checkpoint_root (a URI as Hadoop qualifies it), each
     keeping its place below the checkpoint (`state/<op>/_stateSchema/...`); paths of another shape stay."""
-    lines = text.splitlines()
-    index = next((i for i, line in enumerate(lines) if line.strip() and i > 0), None)
-    if index is None or not lines[0].startswith("v"):
-        msg = "not a Spark operator metadata file"
-        raise ValueError(msg)
-    body = json.loads(lines[index])
+    lines, index, body = _json_entry(text, "operator metadata file")
     changed = False
     for entry in body.get("stateStoreInfo") or []:
         paths = entry.get(SCHEMA_PATHS)
@@ -135,10 +134,7 @@ def relocate_schema_paths(text: str, checkpoint_root: str) -> str:
             moved.append(f"{checkpoint_root.rstrip('/')}{tail.group(0)}" if tail else path)
         changed = changed or moved != paths
         entry[SCHEMA_PATHS] = moved
-    if not changed:
-        return text
-    lines[index] = _dump(body)
-    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+    return _with_json(text, lines, index, body) if changed else text
 
 
 def hadoop_uri(path_or_uri: str) -> str:
