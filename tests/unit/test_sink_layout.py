@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
+from tidemark.errors import StorageError
 from tidemark.formats import read_sink_layout
 from tidemark.storage.open import open_storage
 
@@ -46,3 +48,28 @@ def test_a_copied_sink_whose_log_names_the_old_folder_reads_every_file(tmp_path:
     sink = _sink(tmp_path, logged_under=tmp_path / "elsewhere" / "output")
     layout = read_sink_layout(open_storage(str(sink)))
     assert (layout.schemas, layout.footers_read) == (2, 2)
+
+
+def test_a_killed_batchs_empty_file_is_not_part_of_a_sink_whose_log_lists_no_file_yet(tmp_path: Path) -> None:
+    """Append-mode windows emit nothing in the first batches, so the log's entries list no file; a driver killed
+    while the next batch wrote leaves a 0-byte part file. Found by the Kafka chaos test: the restart refused to run
+    ("not a readable Parquet file ... 0 bytes") because the layout read every file when the log listed none."""
+    from tests.helpers import write_config
+    from tidemark.config import load_config
+    from tidemark.pipeline.sink_check import check_sink
+
+    sink = tmp_path / "output"
+    folder = sink / "windowStart=2026-01-01 00%3A00%3A00"
+    folder.mkdir(parents=True)
+    (folder / "part-00001-killed.c000.snappy.parquet").write_bytes(b"")
+    (sink / "_spark_metadata").mkdir()
+    (sink / "_spark_metadata" / "0").write_text("v1")  # batch 0 committed, no file written
+    layout = read_sink_layout(open_storage(str(sink)))
+    assert (layout.files, layout.footers_read, layout.columns) == (1, 0, ())
+    config = load_config(write_config(tmp_path, sink={"path": str(sink)}))
+    assert check_sink(config) == (layout, None)
+    # Without a log the same file is all the sink holds, and a torn file there is an error, not skipped.
+    (sink / "_spark_metadata" / "0").unlink()
+    (sink / "_spark_metadata").rmdir()
+    with pytest.raises(StorageError, match="not a readable Parquet file"):
+        read_sink_layout(open_storage(str(sink)))

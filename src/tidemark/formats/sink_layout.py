@@ -42,9 +42,10 @@ def _partition_columns(rel: str) -> tuple[str, ...]:
 def read_sink_layout(sink: Storage, max_footers: int = MAX_FOOTERS) -> SinkLayout:
     """List the sink's data files and read the Parquet footers of up to max_footers of them (no data pages).
 
-    Footers are read only from files the sink's log lists (every file when it lists none of them: no log, or a
-    sink copied from another folder): a killed batch's file (often empty) is not part of the sink, and `run` moves
-    it aside at start.
+    Footers are read only from files the sink's log lists: a killed batch's file (often empty) is not part of the
+    sink, and `run` moves it aside at start. Every file counts only without a log, or when the log names files of
+    another folder and none of this one (a sink copied from elsewhere); a log that lists no file yet (the batches
+    so far emitted nothing) means nothing is committed.
     """
     import pyarrow.parquet as pq
 
@@ -54,8 +55,7 @@ def read_sink_layout(sink: Storage, max_footers: int = MAX_FOOTERS) -> SinkLayou
     layouts = Counter(_partition_columns(rel) for rel in files)
     log = read_log(sink)
     listed = [rel for rel in files if rel in log.files]
-    # A log listing none of them (no log, or a sink copied from elsewhere: its entries name the old folder): all.
-    committed = listed or files
+    committed = listed if listed or (log.exists and not log.outside) else files
     step = max(1, len(committed) // max_footers)
     sample = committed[::step][:max_footers]
     seen_layouts = {_partition_columns(rel) for rel in sample}

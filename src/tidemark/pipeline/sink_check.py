@@ -39,7 +39,7 @@ def _problem(config: TidemarkConfig, layout: SinkLayout) -> str | None:
     if layout.schemas > 1:
         return f"its files have {layout.schemas} different column sets (read from {layout.footers_read} files)"
     expected = expected_columns(config)
-    if expected is None or not layout.files:
+    if expected is None or not layout.footers_read:  # no committed file: no columns to compare
         return None
     in_files = set(layout.columns) | set(layout.partition_columns)
     missing = [c for c in expected if c not in in_files]
