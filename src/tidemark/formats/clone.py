@@ -3,18 +3,21 @@
 Everything but the stores' data files is copied: the query id, the offset and commit logs (each offset entry's
 recorded conf rewritten), the source logs, the operator metadata (numPartitions rewritten, transformWithState
 schema paths pointed at the copy), the schema files, and tidemark's own folder except the run lock. Checksum
-companions of rewritten files are left behind, so Hadoop does not check the new content against them.
+companions of rewritten files are left behind, so Hadoop does not check the new content against them. The same
+rewrite of operator metadata points a local copy's transformWithState schema paths at itself (own_schema_paths).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from tidemark.errors import CheckpointError
 from tidemark.formats.checkpoint import Checkpoint
-from tidemark.formats.entries import hadoop_uri, rewrite_offset_conf, rewrite_operator_metadata
+from tidemark.formats.entries import hadoop_uri, relocate_schema_paths, rewrite_offset_conf, rewrite_operator_metadata
 from tidemark.formats.layout import LOCK_FILE, OFFSETS, STATE, crc_companions, schema_folder
-from tidemark.storage import Storage
+from tidemark.storage import Storage, open_storage
 
 _METADATA = "_metadata"
 
@@ -113,6 +116,38 @@ def schema_root(store: Storage, operator: str) -> str:
 
 def repoint_schema_paths(store: Storage, partitions: int, final_root: Storage) -> list[str]:
     """Point the transformWithState schema paths of every operator metadata file in store at final_root."""
+
+    def rewrite(rel: str, data: bytes) -> bytes:
+        root = schema_root(final_root, rel.split("/")[1])
+        return rewrite_operator_metadata(data.decode("utf-8"), partitions, root).encode("utf-8")
+
+    return _rewrite_metadata_files(store, rewrite)
+
+
+def own_schema_paths(root: Path) -> list[str]:
+    """Point transformWithState's operator metadata in a local copy (a private copy, a fetch into the cache) at the
+    copy's own schema files.
+
+    Spark 4 records each store's schema files by absolute path (`stateSchemaFilePaths`), and its state reader
+    follows them: a checkpoint moved, copied or fetched from the cloud would send the reader to where it was
+    written (gone, or remote). The files are replaced by a rename, never written through, so a hard-linked
+    original stays as it was. A file that is not Spark's metadata is left for the reader to report, as it would on
+    the original.
+    """
+    copy_root = hadoop_uri(str(root))
+
+    def rewrite(_rel: str, data: bytes) -> bytes:
+        try:
+            return relocate_schema_paths(data.decode("utf-8"), copy_root).encode("utf-8")
+        except (ValueError, UnicodeDecodeError, AttributeError, TypeError):
+            return data
+
+    return _rewrite_metadata_files(open_storage(str(root)), rewrite)
+
+
+def _rewrite_metadata_files(store: Storage, rewrite: Callable[[str, bytes], bytes]) -> list[str]:
+    """Rewrite every operator metadata file of store (write_atomic: a new file, never through a link); a changed
+    file loses its checksum companions, which Hadoop's local reader would check the new bytes against."""
     changed = []
     for entry in list(store.list_files(STATE)):
         if not _is_operator_metadata(entry.rel):
@@ -120,12 +155,11 @@ def repoint_schema_paths(store: Storage, partitions: int, final_root: Storage) -
         data = store.read_bytes(entry.rel)
         if data is None:
             continue
-        root = schema_root(final_root, entry.rel.split("/")[1])
-        new = rewrite_operator_metadata(data.decode("utf-8"), partitions, root).encode("utf-8")
+        new = rewrite(entry.rel, data)
         if new != data:
             store.write_atomic(entry.rel, new)
             folder, name = entry.rel.rsplit("/", 1)
-            for companion in crc_companions(name):  # a stale checksum would fail Hadoop's read of the new content
+            for companion in crc_companions(name):
                 if store.exists(f"{folder}/{companion}"):
                     store.delete(f"{folder}/{companion}")
             changed.append(entry.rel)

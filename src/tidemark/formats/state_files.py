@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING
 
 from tidemark.cache import cache_root
 from tidemark.errors import CheckpointError
-from tidemark.formats.entries import hadoop_uri, relocate_schema_paths
+from tidemark.formats.clone import own_schema_paths
 from tidemark.formats.layout import (
     COMMITS,
     METADATA,
     NON_STORE_FOLDERS,
     OFFSETS,
-    OPERATOR_METADATA_DIR,
     REPLAY_KINDS,
     SNAPSHOT_KINDS,
     STATE,
@@ -219,32 +218,3 @@ def private_copy(checkpoint: Checkpoint, versions: set[int]) -> Iterator[tuple[P
         log.debug("linked %d files (%d bytes) of %s into %s", len(seen), total, checkpoint.uri, root)
         own_schema_paths(root)
         yield root, None
-
-
-def own_schema_paths(root: Path) -> list[str]:
-    """Point transformWithState's operator metadata in a local copy at the copy's own schema files.
-
-    Spark 4 records each store's schema files by absolute path (`stateSchemaFilePaths`), and its state reader
-    follows them: a checkpoint moved, copied or fetched from the cloud would send the reader to where it was
-    written (gone, or remote). A linked file is replaced, never written through, so the original stays as it was;
-    its checksum companion goes with it (Hadoop's local reader would check the new bytes against the old sum).
-    """
-    changed = []
-    for metadata in sorted(root.glob(f"{STATE}/*/{OPERATOR_METADATA_DIR}/v2/*")):
-        if not metadata.name.isdigit() or not metadata.is_file():
-            continue
-        data = metadata.read_bytes()
-        try:
-            text = relocate_schema_paths(data.decode("utf-8"), hadoop_uri(str(root)))
-        except (ValueError, UnicodeDecodeError, AttributeError, TypeError):
-            continue  # not Spark's: the reader says what it finds, as it would on the original
-        if text.encode("utf-8") == data:
-            continue
-        metadata.unlink()
-        metadata.write_text(text, encoding="utf-8")
-        for companion in crc_companions(metadata.name):
-            (metadata.parent / companion).unlink(missing_ok=True)
-        changed.append(metadata.relative_to(root).as_posix())
-    if changed:
-        log.debug("schema paths of %s now point into %s", ", ".join(changed), root)
-    return changed
