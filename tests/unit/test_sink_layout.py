@@ -73,3 +73,27 @@ def test_a_killed_batchs_empty_file_is_not_part_of_a_sink_whose_log_lists_no_fil
     (sink / "_spark_metadata").rmdir()
     with pytest.raises(StorageError, match="not a readable Parquet file"):
         read_sink_layout(open_storage(str(sink)))
+
+
+def test_every_reader_of_a_sink_takes_the_same_files_as_committed(tmp_path: Path) -> None:
+    """The layout check and adopt's window read share one rule: the log's files, or every file of a copied sink."""
+    from datetime import UTC, datetime
+
+    from tidemark.formats import committed_data_files, sink_windows
+
+    own = open_storage(str(_sink(tmp_path / "own", logged_under=tmp_path / "own" / "output")))
+    found = committed_data_files(own)
+    assert (len(found.present), len(found.committed), len(found.uncommitted), found.copied) == (2, 1, 1, False)
+    assert found.committed[0].endswith("-a.c000.snappy.parquet")
+    windows = sink_windows(own)
+    assert (windows.files, windows.rows, windows.uncommitted, windows.copied) == (1, 1, found.uncommitted, False)
+    assert windows.newest_start == datetime(2026, 1, 1, tzinfo=UTC)
+
+    # A sink copied from elsewhere: its log cannot tell committed from not, so both files are its windows (adopt
+    # must see a copied sink's windows to refuse writing them twice), and nothing is called uncommitted.
+    copied = open_storage(str(_sink(tmp_path / "copy", logged_under=tmp_path / "elsewhere" / "output")))
+    found = committed_data_files(copied)
+    assert (len(found.committed), found.uncommitted, found.copied) == (2, (), True)
+    windows = sink_windows(copied)
+    assert (windows.files, windows.rows, windows.copied) == (2, 1, True)
+    assert windows.newest_start == datetime(2026, 1, 1, tzinfo=UTC)

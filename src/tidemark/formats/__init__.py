@@ -76,7 +76,14 @@ from tidemark.formats.recovery_marker import RecoveryMarker, archive_marker, mar
 from tidemark.formats.recovery_marker import read_marker as read_recovery_marker
 from tidemark.formats.recovery_marker import write_marker as write_recovery_marker
 from tidemark.formats.scan import CheckpointScan, OperatorScan, StoreScan, scan_checkpoint
-from tidemark.formats.sink_layout import SinkLayout, SinkWindows, read_sink_layout, sink_windows
+from tidemark.formats.sink_layout import (
+    CommittedFiles,
+    SinkLayout,
+    SinkWindows,
+    committed_data_files,
+    read_sink_layout,
+    sink_windows,
+)
 from tidemark.formats.sinklog import LogFile as SinkLogFile
 from tidemark.formats.sinklog import SinkLog, entry_rel, partition_start, require_sink
 from tidemark.formats.sinklog import batch_entries as sink_batch_entries
@@ -120,6 +127,7 @@ __all__ = [
     "CheckpointStatus",
     "ColumnFamilySchema",
     "CommitEntry",
+    "CommittedFiles",
     "Damage",
     "EventType",
     "FetchReport",
@@ -162,6 +170,7 @@ __all__ = [
     "clear_run_lock",
     "clone_whole",
     "clone_without_state",
+    "committed_data_files",
     "compact_ledger",
     "decode_row",
     "delete_files",

@@ -35,6 +35,39 @@ class SinkLayout:
     example: str | None  # a data file, for messages
 
 
+@dataclass(frozen=True)
+class CommittedFiles:
+    """Which of a sink's data files are committed, by the one rule every reader of a sink uses."""
+
+    present: tuple[str, ...]  # every data file below the sink folder
+    committed: tuple[str, ...]
+    uncommitted: tuple[str, ...]  # present, but not listed by a log that lists this folder's files
+    copied: bool  # the log names only another folder's files: a sink copied or moved from there
+
+
+def committed_data_files(sink: Storage) -> CommittedFiles:
+    """The sink's committed data files: what its `_spark_metadata` log lists, as a Spark reader sees them.
+
+    Without a log every file counts (a sink no streaming query wrote). A log that names files of another folder and
+    none of this one belongs to a sink copied from there: its entries cannot tell committed from not, so every file
+    counts (and `copied` says so). Otherwise only the listed files count; a log that lists no file yet (the batches
+    so far emitted nothing) means nothing is committed, and a killed batch's file (often empty) is never read.
+    """
+    from tidemark.formats.sinklog import read_log
+
+    present = tuple(e.rel for e in data_files(sink))
+    log = read_log(sink)
+    copied = log.exists and not log.files and bool(log.outside)
+    if not log.exists or copied:
+        return CommittedFiles(present, present, (), copied)
+    return CommittedFiles(
+        present,
+        tuple(rel for rel in present if rel in log.files),
+        tuple(rel for rel in present if rel not in log.files),
+        copied,
+    )
+
+
 def _partition_columns(rel: str) -> tuple[str, ...]:
     return tuple(part.split("=", 1)[0] for part in rel.split("/")[:-1] if "=" in part)
 
@@ -42,20 +75,15 @@ def _partition_columns(rel: str) -> tuple[str, ...]:
 def read_sink_layout(sink: Storage, max_footers: int = MAX_FOOTERS) -> SinkLayout:
     """List the sink's data files and read the Parquet footers of up to max_footers of them (no data pages).
 
-    Footers are read only from files the sink's log lists: a killed batch's file (often empty) is not part of the
-    sink, and `run` moves it aside at start. Every file counts only without a log, or when the log names files of
-    another folder and none of this one (a sink copied from elsewhere); a log that lists no file yet (the batches
-    so far emitted nothing) means nothing is committed.
+    Footers are read only from committed files (`committed_data_files`): a killed batch's file is not part of the sink,
+    and `run` moves it aside at start.
     """
     import pyarrow.parquet as pq
 
-    from tidemark.formats.sinklog import read_log
-
-    files = [e.rel for e in data_files(sink)]
+    found = committed_data_files(sink)
+    files = list(found.present)
     layouts = Counter(_partition_columns(rel) for rel in files)
-    log = read_log(sink)
-    listed = [rel for rel in files if rel in log.files]
-    committed = listed if listed or (log.exists and not log.outside) else files
+    committed = list(found.committed)
     step = max(1, len(committed) // max_footers)
     sample = committed[::step][:max_footers]
     seen_layouts = {_partition_columns(rel) for rel in sample}
@@ -99,19 +127,18 @@ class SinkWindows:
     newest_start: datetime | None
     column: str | None  # where the window start was found: windowStart, window.start, or a partition folder
     uncommitted: tuple[str, ...]  # data files the sink log does not list (a failed batch's)
+    copied: bool = False  # the log names another folder's files: every file here was read
 
 
 def sink_windows(sink: Storage) -> SinkWindows:
-    """Read the window starts of every committed data file (the log's files; every file without a log)."""
+    """Read the window starts of every committed data file (`committed_data_files`)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from tidemark.formats.sinklog import partition_start, read_log
+    from tidemark.formats.sinklog import partition_start
 
-    log = read_log(sink)
-    present = [e.rel for e in data_files(sink)]
-    committed = [rel for rel in present if rel in log.files] if log.exists else present
-    uncommitted = tuple(rel for rel in present if log.exists and rel not in log.files)
+    found = committed_data_files(sink)
+    committed = found.committed
     newest: datetime | None = None
     rows = 0
     column: str | None = None
@@ -140,4 +167,4 @@ def sink_windows(sink: Storage) -> SinkWindows:
             raise StorageError(msg)
         start = start if start.tzinfo is not None else start.replace(tzinfo=UTC)
         newest = start if newest is None or start > newest else newest
-    return SinkWindows(sink.uri(), len(committed), rows, newest, column, uncommitted)
+    return SinkWindows(sink.uri(), len(committed), rows, newest, column, found.uncommitted, found.copied)

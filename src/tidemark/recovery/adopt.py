@@ -195,6 +195,11 @@ def plan_adoption(config: TidemarkConfig, old_checkpoint: str, old_sink: str | N
                 f"the old sink {windows.uri} holds a window starting {windows.newest_start.isoformat()}, at or "
                 f"after the replay point {resume.isoformat()}: those windows would be written twice"
             )
+        if windows.copied:
+            notes.append(
+                f"the old sink's _spark_metadata log names another folder's files (a copied or moved sink): all "
+                f"{windows.files} data file(s) in {windows.uri} were read as its windows"
+            )
         if windows.uncommitted:
             notes.append(
                 f"the old sink holds {len(windows.uncommitted)} data file(s) its _spark_metadata log does not list "
