@@ -119,7 +119,7 @@ def read_sink_layout(sink: Storage, max_footers: int = MAX_FOOTERS) -> SinkLayou
 
 @dataclass(frozen=True)
 class SinkWindows:
-    """The windows a sink's committed files hold, as a plain reader sees them (only what its log lists)."""
+    """The windows a sink's committed files hold (`committed_data_files`: the log's files, or all of a copy)."""
 
     uri: str
     files: int  # committed data files read
