@@ -12,7 +12,12 @@ interleaved round by round, so the ratios compare like with like on a shared mac
   the same source, as a user writes it);
 - tidemark-catchup / batch: `[trigger] target_batch_duration` over the backlog (steady size --steady records per
   trigger) against one batch read of the topic with the same parse, aggregation, sink and quarantine;
-- tidemark-steady: the backlog at the steady size without catch-up (left out with --skip tidemark-steady).
+- tidemark-steady: the backlog at the steady size without catch-up (left out with --skip tidemark-steady);
+- tidemark-catchup-reread: tidemark-catchup with the quarantine's records not carried by the stream (its bound at
+  0 characters), so every batch with malformed records is read again: how tidemark quarantined before, and how it
+  still does on Spark 3.5 or a session without its JVM helper.
+
+Every tidemark job checks it read exactly the preloaded records and quarantined exactly the malformed ones.
 
 End to end is each job's wall time in the shared session (the JVM's start is paid once, by the warm-up).
 """
@@ -39,10 +44,12 @@ from tests.kafka_data import make_events, produce  # noqa: E402
 
 from tidemark.config import load_config  # noqa: E402
 from tidemark.config.model import ROCKSDB_PROVIDER  # noqa: E402
+from tidemark.pipeline import quarantine  # noqa: E402
 from tidemark.pipeline.run import run_pipeline  # noqa: E402
 from tidemark.session import build_session  # noqa: E402
 from tidemark.spark.artifacts import JarFeature  # noqa: E402
 from tidemark.spark.jars import fetch  # noqa: E402
+from tidemark.spark.jvm import session_jar  # noqa: E402
 
 SCHEMA = "event_id BIGINT, user STRING, ts STRING, value DOUBLE"
 TOPIC = "bench"
@@ -115,7 +122,7 @@ def hand_written(spark, bootstrap: str, out: Path, per_trigger: int | None) -> f
         .trigger(availableNow=True)
         .start()
     )
-    quarantine = (
+    bad = (
         events.where(F.col("_bad"))
         .select("source", "raw")
         .writeStream.format("json")
@@ -125,7 +132,7 @@ def hand_written(spark, bootstrap: str, out: Path, per_trigger: int | None) -> f
         .start()
     )
     sink.awaitTermination()
-    quarantine.awaitTermination()
+    bad.awaitTermination()
     return sum(p["batchDuration"] for p in sink.recentProgress) / 1000
 
 
@@ -192,14 +199,17 @@ def main() -> None:
         started = time.perf_counter()
         malformed = preload(broker, args.records)
         print(f"preloaded {args.records:,} records ({malformed:,} malformed) in {time.perf_counter() - started:.0f}s")
-        run(args, work, broker.bootstrap)
+        run(args, work, broker.bootstrap, malformed)
     finally:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
 def kafka_session() -> Any:
-    """The benchmark's one session: local[2], 4 shuffle partitions, RocksDB + changelog, the Kafka connector."""
+    """The benchmark's one session: local[2], 4 shuffle partitions, RocksDB + changelog, the Kafka connector and
+    tidemark's JVM helper (as `tidemark run` starts a Kafka pipeline's session)."""
+    helper = session_jar()
+    jars = [*fetch([JarFeature.KAFKA]).paths, *([helper] if helper is not None else [])]
     return build_session(
         "local[2]",
         {
@@ -208,12 +218,12 @@ def kafka_session() -> Any:
             "spark.driver.memory": "4g",
             "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-            "spark.jars": ",".join(str(p) for p in fetch([JarFeature.KAFKA]).paths),
+            "spark.jars": ",".join(str(p) for p in jars),
         },
     )
 
 
-def run(args: argparse.Namespace, work: Path, bootstrap: str) -> None:
+def run(args: argparse.Namespace, work: Path, bootstrap: str, malformed: int) -> None:
     """Warm up, then the interleaved rounds, then the table and the ratios."""
     spark = kafka_session()
     batches: dict[str, list[int]] = {}
@@ -238,9 +248,18 @@ def run(args: argparse.Namespace, work: Path, bootstrap: str) -> None:
             if p["numInputRows"]:
                 rows.append(p["numInputRows"])
 
-        run_pipeline(config, available_now=True, spark=spark, on_progress=progress)
+        carried = quarantine.INLINE_CHARS
+        quarantine.INLINE_CHARS = 0 if name.endswith("-reread") else carried
+        try:
+            run_pipeline(config, available_now=True, spark=spark, on_progress=progress)
+        finally:
+            quarantine.INLINE_CHARS = carried
         if sum(rows) != args.records:
             msg = f"{name} read {sum(rows)} records, not {args.records}"
+            raise RuntimeError(msg)
+        written = sum(1 for _ in quarantine.iter_quarantine(str(out / "quarantine")))
+        if written != malformed:
+            msg = f"{name} quarantined {written} records, not {malformed}"
             raise RuntimeError(msg)
         batches.setdefault(name, []).append(len(rows))
         print(f"  {name} batch durations (ms, Spark's): {batch_ms}", flush=True)
@@ -257,6 +276,7 @@ def run(args: argparse.Namespace, work: Path, bootstrap: str) -> None:
         "tidemark-catchup": lambda out: tidemark_run(out, "tidemark-catchup", args.steady, args.target),
         "batch": timed_batch,
         "tidemark-steady": lambda out: tidemark_run(out, "tidemark-steady", args.steady, None),
+        "tidemark-catchup-reread": lambda out: tidemark_run(out, "tidemark-catchup-reread", args.steady, args.target),
     }
     for name in filter(None, args.skip.split(",")):
         jobs.pop(name)
@@ -276,16 +296,18 @@ def run(args: argparse.Namespace, work: Path, bootstrap: str) -> None:
             times[name].append(time.perf_counter() - started)
             shutil.rmtree(out, ignore_errors=True)
             print(f"round {round_number} {name}: {times[name][-1]:.1f}s ({load()})", flush=True)
-    print(f"\n{'job':<18} {'end-to-end s':>13} {'records/s':>10}  data batches")
+    print(f"\n{'job':<24} {'end-to-end s':>13} {'records/s':>10}  data batches")
     for name in jobs:
         seconds = statistics.median(times[name])
         counted = ",".join(str(b) for b in sorted(set(batches.get(name, [])))) or "-"
-        print(f"{name:<18} {seconds:>13.1f} {args.records / seconds:>10,.0f}  {counted}")
+        print(f"{name:<24} {seconds:>13.1f} {args.records / seconds:>10,.0f}  {counted}")
     print(f"\nthroughput ratios (base time / job time), per round, median [min-max]; {load()}:")
     for job, base in [
         ("tidemark", "hand-written"),
         ("tidemark-catchup", "batch"),
         ("tidemark-catchup", "tidemark-steady"),
+        ("tidemark-catchup-reread", "batch"),
+        ("tidemark-catchup-reread", "tidemark-catchup"),
         ("hand-written", "batch"),
     ]:
         if job in jobs and base in jobs:

@@ -21,6 +21,7 @@ def spark() -> Iterator[SparkSession]:
     from tidemark.session import build_session
     from tidemark.spark.artifacts import JarFeature
     from tidemark.spark.jars import closure, fetch
+    from tidemark.spark.jvm import session_jar
     from tidemark.spark.lines import installed_version
 
     # The Kafka connector and Hadoop's Azure and S3 connectors, through tidemark's own jar cache (fetched and
@@ -29,6 +30,9 @@ def spark() -> Iterator[SparkSession]:
     wanted = [JarFeature.KAFKA, JarFeature.AZURE, JarFeature.AWS]
     locked = [f for f in wanted if closure(f, installed_version()) is not None]
     jars = [str(p) for p in fetch(locked).paths] if locked else []
+    # tidemark's JVM helper, as a Kafka pipeline's own session has it (its stream carries malformed records).
+    helper = session_jar()
+    jars += [str(helper)] if helper is not None else []
     session = build_session(
         "local[2]",
         {

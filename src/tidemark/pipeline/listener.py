@@ -1,7 +1,9 @@
 """The run's own listener: keeps the run's counters and the malformed-row count of each batch.
 
 It never runs Spark jobs (it is on Spark's listener thread): the run's main loop writes each committed
-batch's malformed records (pipeline/reconcile.py) from the counts kept here.
+batch's malformed records (pipeline/reconcile.py) from the counts kept here, and from the records themselves
+when the observation carried them (a Kafka source on a session with tidemark's JVM helper). The records are taken
+out of the progress event before any hook sees it: the progress log, Prometheus and the report get the count.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemark.monitor.events import EventKind
-from tidemark.pipeline.quarantine import OBSERVATION, rows_of
+from tidemark.pipeline.quarantine import OBSERVATION, RECORDS, inline_records, rows_of
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,8 @@ class RunCounters:
     quarantined: int = 0
     # batch -> malformed rows the stream counted (-1: the event carried no count), until they are written
     malformed: dict[int, int] = field(default_factory=dict)
+    # batch -> its malformed records, when its observation carried every one of them
+    records: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     last_progress: dict[str, Any] | None = None
     hook_errors: list[str] = field(default_factory=list)
 
@@ -52,9 +56,15 @@ def make_handler(
         batch_id = int(progress["batchId"])
         observed = progress.get("observedMetrics") or {}
         count, _sample = rows_of(observed)
+        records = inline_records(observed)
+        mine = observed.get(OBSERVATION)
+        if isinstance(mine, dict):
+            mine.pop(RECORDS, None)
         with lock:
             # No count is not a count of 0: that batch is re-read rather than taken for clean.
             counters.malformed[batch_id] = count if OBSERVATION in observed else -1
+            if records is not None:
+                counters.records[batch_id] = records
             counters.batches += 1
             counters.first_batch = batch_id if counters.first_batch is None else counters.first_batch
             counters.last_batch = batch_id

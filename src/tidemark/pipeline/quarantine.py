@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from tidemark.pipeline.sources import RawStream
 
 OBSERVATION = "tidemark_quarantine"
+RECORDS = "records"
+# A Kafka batch's malformed records ride in the stream's own observation up to this many characters of JSON (about
+# 20,000 records of 200 B); past it none do and the batch is re-read. Spark keeps the newest progress events on
+# the driver (spark.sql.streaming.numRecentProgressUpdates, which tidemark's runs lower to RECENT_PROGRESS).
+INLINE_CHARS = 4 * 1024 * 1024
+RECENT_PROGRESS = 10
 REASON_UNPARSEABLE = "unparseable record"
 REASON_EVENT_TIME = "missing or invalid event time"
 REASON_KEY = "missing key"
@@ -96,17 +102,34 @@ def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
     from pyspark.sql import functions as F
 
     checks = _checks(stream, config)
+    records = _inline_records(stream, config, checks)
     observed = checks.frame.observe(
         OBSERVATION,
         F.count(F.when(checks.bad, 1)).alias("count"),
         # One sample, never the rows: a batch of millions of malformed rows must not reach the driver.
         F.max(F.when(checks.bad, checks.record)).alias("sample"),
+        *([records.alias(RECORDS)] if records is not None else []),
     )
     good = observed.where(~checks.bad).select(
         *[F.col("_event_time").alias(c) if c == config.event_time.column else F.col(c) for c in stream.columns]
     )
     watermarked = good.withWatermark(config.event_time.column, _interval(config))
     return ValidatedStream(watermarked, stream.columns)
+
+
+def _inline_records(stream: RawStream, config: TidemarkConfig, checks: _Checks) -> Column | None:
+    """The bounded aggregate of a Kafka batch's malformed records as JSON, when the session's driver has it.
+
+    Kafka only: there a record's source (topic/partition/offset) names it alone, so the driver can drop the copies
+    a retried task adds and check the rest against the count. A file source's rows carry only their file's name.
+    """
+    from pyspark.sql import functions as F
+
+    from tidemark.spark.jvm import bounded_collect
+
+    if not config.source.is_kafka:
+        return None
+    return bounded_collect(stream.frame.sparkSession, F.when(checks.bad, F.to_json(checks.record)), INLINE_CHARS)
 
 
 def malformed_frame(stream: RawStream, config: TidemarkConfig, batch_id: int) -> DataFrame:
@@ -161,6 +184,25 @@ def rows_of(observed: dict[str, Any] | None) -> tuple[int, list[dict[str, Any]]]
     sample = data.get("sample")
     rows = [sample if isinstance(sample, dict) else sample.asDict(recursive=True)] if sample else []
     return int(data.get("count") or 0), rows
+
+
+def inline_records(observed: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """Every malformed record of a batch from its observation, or None when they were not carried (too many, or a
+    session without tidemark's JVM helper)."""
+    value = observed.get(OBSERVATION) if observed else None
+    if value is None:
+        return None
+    data = value if isinstance(value, dict) else value.asDict(recursive=True)
+    text = data.get(RECORDS)
+    if not isinstance(text, str):
+        return None
+    records = json.loads(text)
+    return records if isinstance(records, list) else None
+
+
+def unique_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records once each by their source (a retried task's observation adds its rows again), in source order."""
+    return list({str(r.get("source")): r for r in sorted(records, key=lambda r: str(r.get("source")))}.values())
 
 
 # Up to this many records a batch's quarantine is collected to the driver and written as one file through

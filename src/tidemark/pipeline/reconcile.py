@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.formats import Checkpoint
-from tidemark.pipeline.quarantine import malformed_frame, read_marker, write_malformed, write_marker
+from tidemark.pipeline.quarantine import (
+    malformed_frame,
+    read_marker,
+    unique_records,
+    write_batch,
+    write_malformed,
+    write_marker,
+)
 from tidemark.pipeline.sources import read_files, read_kafka_range
 
 if TYPE_CHECKING:
@@ -55,11 +62,17 @@ def _batch_input(
 
 
 def quarantine_batches(
-    spark: SparkSession, config: TidemarkConfig, upto: int, counts: dict[int, int] | None = None
+    spark: SparkSession,
+    config: TidemarkConfig,
+    upto: int,
+    counts: dict[int, int] | None = None,
+    records: dict[int, list[dict[str, Any]]] | None = None,
 ) -> list[int]:
     """Write the malformed records of committed batches past the marker, up to `upto`; return those re-read.
 
-    counts (from the stream's observation) lets batches with no malformed row skip the re-read.
+    counts (from the stream's observation) lets batches with no malformed row skip the re-read; records (the same
+    observation's records, when it carried them) are written as they are when, once each by source, they are as
+    many as the count: a batch is read again only when the stream could not carry its records.
     """
     if config.source.format is SourceFormat.RATE:
         return []
@@ -78,6 +91,11 @@ def quarantine_batches(
     files = checkpoint.source_files_of(todo) if config.source.is_file and todo else {}
     written: list[int] = []
     for batch in todo:
+        carried = unique_records(records[batch]) if records and batch in records else None
+        if carried is not None and counts is not None and len(carried) == counts.get(batch):
+            write_batch(config.quarantine.path, batch, carried)
+            log.debug("batch %d: %d malformed record(s) from the stream's own observation", batch, len(carried))
+            continue
         stream = _batch_input(spark, config, checkpoint, batch, files)
         if stream is None:
             continue

@@ -293,7 +293,7 @@ def _run(
                 # One query, or catch-up queries sized from the backlog and then the steady one (pipeline/phases.py).
                 record_plan = lambda plan: monitor.record("catch-up", **asdict(plan))  # noqa: E731
                 for phase in run_phases(config, once, record_plan, session):
-                    with runtime_conf(session, phase.spark_conf):
+                    with runtime_conf(session, {**_progress_retention(config), **phase.spark_conf}):
                         for attempt in range(2):
                             query = start_query(session, phase.config, phase.available_now, replay_from)
                             monitor.attach(query)
@@ -342,6 +342,17 @@ def _run(
         )
 
 
+def _progress_retention(config: TidemarkConfig) -> dict[str, str]:
+    """Fewer progress events kept on the driver by a Kafka query, whose observation can carry malformed records
+    (up to quarantine.INLINE_CHARS a batch); tidemark's listener has every event already."""
+    from tidemark.pipeline.quarantine import RECENT_PROGRESS
+
+    key = "spark.sql.streaming.numRecentProgressUpdates"
+    if not config.source.is_kafka or key in config.spark.conf:
+        return {}
+    return {key: str(RECENT_PROGRESS)}
+
+
 def _write_quarantine(
     session: SparkSession, config: TidemarkConfig, counters: RunCounters, lock: threading.Lock
 ) -> None:
@@ -350,16 +361,18 @@ def _write_quarantine(
 
     with lock:
         counts = dict(counters.malformed)
+        records = dict(counters.records)
     if not counts:
         return
     try:
-        quarantine_batches(session, config, upto=max(counts), counts=counts)
+        quarantine_batches(session, config, upto=max(counts), counts=counts, records=records)
     except Exception as exc:  # never the run's end: the next start re-reads what is not written
         log.warning("writing the quarantine failed (the next start retries): %s", _first_line(str(exc)))
         return
     with lock:
         for batch in counts:
             counters.malformed.pop(batch, None)
+            counters.records.pop(batch, None)
 
 
 def _restart_after_spark_defect(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemark.config import AggregationKind, StateStoreKind, TidemarkConfig
@@ -66,10 +67,13 @@ def require_features(config: TidemarkConfig) -> None:
 
 def with_jars(conf: dict[str, str], jars: FetchedJars) -> dict[str, str]:
     """conf with the fetched jars appended to spark.jars (the user's own entries first)."""
-    if not jars.paths:
-        return conf
+    return _append_jars(conf, jars.paths)
+
+
+def _append_jars(conf: dict[str, str], paths: Iterable[Path]) -> dict[str, str]:
     own = [j for j in conf.get(JARS_KEY, "").split(",") if j.strip()]
-    return {**conf, JARS_KEY: ",".join([*own, *(str(p) for p in jars.paths if str(p) not in own)])}
+    added = [str(p) for p in paths if str(p) not in own]
+    return {**conf, JARS_KEY: ",".join([*own, *added])} if added else conf
 
 
 def storage_conf(
@@ -105,11 +109,20 @@ def session_conf(
 ) -> dict[str, str]:
     """Every setting the pipeline's session starts with: the config's, its storage access, spark.jars."""
     require_features(config)
-    conf = pipeline_conf(config)
+    conf = with_helper(config, pipeline_conf(config))
     features = jar_features(config)
     if not features or PACKAGES_KEY in conf:
         return conf
     return with_jars(conf, fetch(features, offline=offline, progress=progress, hint=hint))
+
+
+def with_helper(config: TidemarkConfig, conf: dict[str, str]) -> dict[str, str]:
+    """conf with tidemark's JVM helper on spark.jars for a Kafka pipeline: its stream carries the malformed
+    records in its own observation (pipeline/quarantine.py) instead of the quarantine reading the batch again."""
+    from tidemark.spark.jvm import carries_records, session_jar
+
+    jar = session_jar() if config.source.is_kafka and carries_records() else None
+    return _append_jars(conf, [jar]) if jar is not None else conf
 
 
 def session_for(config: TidemarkConfig, progress: Progress | None = None) -> SparkSession:

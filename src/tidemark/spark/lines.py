@@ -48,6 +48,10 @@ class Defect(StrEnum):
         "Spark 4.1's Kafka source fails the progress report of the batch a restart re-runs "
         "(NullPointerException in KafkaMicroBatchStream.metrics)"
     )
+    OBSERVED_AGGREGATOR_NOT_SERIALIZABLE = (
+        "Spark 3.5 fails a task whose observation holds a Scala Aggregator (NotSerializableException: its "
+        "ScalaAggregator's generated input projection travels back in the task result)"
+    )
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,10 @@ class SparkLine:
 _JAVA = {"3.5": "8/11/17", "4.0": "17+", "4.1": "17+", "4.2": "17+", "4.3": "17+"}
 # Known defects per line, read in Spark's code: 4.1's KafkaMicroBatchStream.metrics dereferences Some(null) after a
 # restart (3.5/4.0 check for null, 4.2 uses Option).
-_DEFECTS: dict[str, frozenset[Defect]] = {"4.1": frozenset({Defect.KAFKA_METRICS_AFTER_RESTART})}
+_DEFECTS: dict[str, frozenset[Defect]] = {
+    "3.5": frozenset({Defect.OBSERVED_AGGREGATOR_NOT_SERIALIZABLE}),
+    "4.1": frozenset({Defect.KAFKA_METRICS_AFTER_RESTART}),
+}
 # What hadoop-azure of a Hadoop version has (read off the jars of the lock): workload identity from 3.4, the
 # Blob-endpoint route for ABFS (FnsOverBlob) from 3.4.2.
 _HADOOP_FEATURES = ((Feature.ABFS_WORKLOAD_IDENTITY, "3.4.0"), (Feature.ABFS_OVER_BLOB, "3.4.2"))

@@ -6,7 +6,11 @@ the Scala compiler: 2.12 for Spark 3.5, 2.13 for 4.x) into tidemark's cache, at 
 
 - `TidemarkPlanProbe.scala` (`check`: the state an aggregation will keep), on every line;
 - `TidemarkStateRewrite.scala` (`state repartition`: the state store writer), where tidemark.spark.lines says the
-  line has Feature.STATE_REWRITE (Spark 4.0+); elsewhere asking for it is one line naming the Spark that has it.
+  line has Feature.STATE_REWRITE (Spark 4.0+); elsewhere asking for it is one line naming the Spark that has it;
+- `TidemarkBoundedCollect.scala` (a stream's malformed Kafka records in its own observation, up to a size), on
+  every line. Unlike the other two it runs in the stream's tasks, so the jar goes on a pipeline session's
+  `spark.jars` when the session starts (`session_jar`); a session without it (one the user made) quarantines by
+  re-reading the batch, as before.
 """
 
 from __future__ import annotations
@@ -25,17 +29,19 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.cache import cache_root
 from tidemark.errors import EnvironmentProblem
-from tidemark.spark.lines import Feature, has, installed_version, require
+from tidemark.spark.lines import Defect, Feature, has, has_defect, installed_version, require
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, SparkSession
 
 log = logging.getLogger(__name__)
 PROBE_SOURCE = Path(__file__).with_name("TidemarkPlanProbe.scala")
 REWRITE_SOURCE = Path(__file__).with_name("TidemarkStateRewrite.scala")
+COLLECT_SOURCE = Path(__file__).with_name("TidemarkBoundedCollect.scala")
 _PACKAGE = "org.apache.spark.sql.execution.streaming.state"
 PROBE_CLASS = f"{_PACKAGE}.TidemarkPlanProbe"
 REWRITE_CLASS = f"{_PACKAGE}.TidemarkStateRewrite"
+COLLECT_CLASS = f"{_PACKAGE}.TidemarkBoundedCollect"
 # The helper's JSON actions, and the entry class that serves each.
 ACTIONS = {"aggregate_state": PROBE_CLASS, "rewrite": REWRITE_CLASS}
 _loaded: dict[tuple[int, str], Any] = {}
@@ -52,7 +58,7 @@ def sources(spark_version: str | None = None) -> list[Path]:
     """The Scala sources the helper of a Spark release (default: the installed one) is compiled from."""
     version = spark_version or installed_version()
     require(Feature.STATE_HELPER, version)
-    return [PROBE_SOURCE, *([REWRITE_SOURCE] if has(Feature.STATE_REWRITE, version) else [])]
+    return [PROBE_SOURCE, COLLECT_SOURCE, *([REWRITE_SOURCE] if has(Feature.STATE_REWRITE, version) else [])]
 
 
 def jar_path() -> Path:
@@ -93,6 +99,53 @@ def build_jar(force: bool = False) -> Path:
         os.replace(staged, target)  # atomic: a concurrent build leaves one complete jar
     log.info("built %s", target)
     return target
+
+
+def carries_records() -> bool:
+    """True when the installed Spark runs TidemarkBoundedCollect in a stream's observation."""
+    return not has_defect(Defect.OBSERVED_AGGREGATOR_NOT_SERIALIZABLE)
+
+
+def session_jar() -> Path | None:
+    """The helper jar for a new session's spark.jars (built when missing), or None when it cannot be built here."""
+    try:
+        return build_jar()
+    except EnvironmentProblem as exc:  # no Java compiler run possible: the quarantine re-reads, nothing else changes
+        log.info("tidemark's JVM helper is not on this session: %s", exc)
+        return None
+
+
+def on_driver(spark: SparkSession, entry_class: str) -> bool:
+    """True when the session's driver loads entry_class itself (the jar was on spark.jars when the JVM started)."""
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(entry_class, False, loader)
+    except Py4JError:
+        return False
+    return True
+
+
+def bounded_collect(spark: SparkSession, records: Column, max_chars: int) -> Column | None:
+    """TidemarkBoundedCollect over a string column (an aggregate for observe), or None when the session's driver
+    does not have it (its JVM started without the helper on spark.jars)."""
+    if not carries_records() or not on_driver(spark, COLLECT_CLASS):
+        return None
+    entry: Any = spark.sparkContext._jvm
+    for part in COLLECT_CLASS.split("."):
+        entry = getattr(entry, part)
+    java_column = entry.column(records._jc, max_chars)
+    try:  # Spark 4: the classic (py4j) Column; Spark 3.5 has only the one
+        from pyspark.sql.classic.column import Column as Classic
+
+        return Classic(java_column)
+    except ImportError:
+        from pyspark.sql.column import Column
+
+        return Column(java_column)
 
 
 def helper(spark: SparkSession, entry_class: str) -> Any:

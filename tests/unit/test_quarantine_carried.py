@@ -1,0 +1,48 @@
+"""The records a stream's observation carries: read from a progress event, once each, out of every hook's sight."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tidemark.monitor.events import EventKind
+from tidemark.pipeline.listener import make_handler
+from tidemark.pipeline.quarantine import OBSERVATION, RECORDS, inline_records, unique_records
+
+
+def _record(offset: int, raw: str = "not json") -> dict[str, Any]:
+    return {"raw": raw, "source": f"t/0/{offset}", "reason": "unparseable record"}
+
+
+def _event(batch: int, count: int, records: list[dict[str, Any]] | None) -> dict[str, Any]:
+    observed: dict[str, Any] = {"count": count, "sample": None}
+    if records is not None:
+        observed[RECORDS] = json.dumps(records)
+    else:
+        observed[RECORDS] = None  # past the bound: the aggregate gave null
+    return {"progress": {"name": "q", "batchId": batch, "numInputRows": 10, "observedMetrics": {OBSERVATION: observed}}}
+
+
+def test_a_retried_tasks_copies_are_dropped_by_source() -> None:
+    records = [_record(7), _record(3), _record(7), _record(5)]
+    assert [r["source"] for r in unique_records(records)] == ["t/0/3", "t/0/5", "t/0/7"]
+
+
+def test_records_reach_the_run_but_no_hook() -> None:
+    seen: list[dict[str, Any]] = []
+    handle, counters, _lock = make_handler("q", [seen.append])
+    handle(EventKind.PROGRESS, _event(0, 2, [_record(1), _record(2)]))
+    handle(EventKind.PROGRESS, _event(1, 3, None))
+    assert counters.malformed == {0: 2, 1: 3}
+    assert counters.records == {0: [_record(1), _record(2)]}  # batch 1 was past the bound: read again
+    assert [p["observedMetrics"][OBSERVATION] for p in seen] == [
+        {"count": 2, "sample": None},
+        {"count": 3, "sample": None},
+    ]
+    assert RECORDS not in (counters.last_progress or {})["observedMetrics"][OBSERVATION]
+
+
+def test_no_records_without_the_field() -> None:
+    assert inline_records({OBSERVATION: {"count": 1, "sample": None}}) is None
+    assert inline_records(None) is None
+    assert inline_records({OBSERVATION: {"count": 0, RECORDS: "[]"}}) == []
