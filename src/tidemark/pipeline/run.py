@@ -273,7 +273,7 @@ def _run(
     handle, counters, lock = make_handler(config.pipeline.name, hooks)
 
     def fan_out(kind: EventKind, event: dict[str, Any]) -> None:
-        handle(kind, event)
+        handle(kind, event)  # first: it takes the quarantine records a batch's observation carried out of the event
         monitor.handle_event(kind, event)
 
     listener = json_listener(fan_out)
