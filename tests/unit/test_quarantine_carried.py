@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from tidemark.monitor.events import EventKind
@@ -46,3 +47,16 @@ def test_no_records_without_the_field() -> None:
     assert inline_records({OBSERVATION: {"count": 1, "sample": None}}) is None
     assert inline_records(None) is None
     assert inline_records({OBSERVATION: {"count": 0, RECORDS: "[]"}}) == []
+
+
+def test_a_batch_written_from_carried_records_replaces_an_earlier_executor_write(tmp_path: Path) -> None:
+    """A crash after the executors wrote a batch's folder: the same batch written again is its records, once."""
+    from tidemark.pipeline.quarantine import batch_name, iter_quarantine, write_batch
+
+    folder = tmp_path / batch_name(3).removesuffix(".jsonl")
+    folder.mkdir()
+    (folder / "part-00000.json").write_text(json.dumps({"batch_id": 3, **_record(9)}) + "\n")
+    (folder / "_SUCCESS").write_text("")
+    write_batch(str(tmp_path), 3, [_record(1), _record(2)])
+    assert not folder.exists() or not any(folder.iterdir())
+    assert [r["source"] for r in iter_quarantine(str(tmp_path))] == ["t/0/1", "t/0/2"]

@@ -235,8 +235,6 @@ def write_malformed(
         with runtime_conf(frame.sparkSession, _TAKE_ALL_AT_ONCE if expected is not None else {}):
             rows = frame.limit(DRIVER_LIMIT + 1).collect()
         if len(rows) <= DRIVER_LIMIT:
-            for entry in list(store.list_files(folder)):  # a bigger write of the same batch before a crash
-                store.delete(entry.rel)
             return write_batch(quarantine_dir, batch_id, [r.asDict(recursive=True) for r in rows])
     if store.exists(batch_name(batch_id)):
         store.delete(batch_name(batch_id))
@@ -247,9 +245,11 @@ def write_malformed(
 
 def write_batch(quarantine_dir: str, batch_id: int, rows: list[dict[str, Any]]) -> QuarantinedBatch:
     """Write a batch's malformed records atomically as one file (rewriting the same batch is idempotent)."""
+    store = open_storage(quarantine_dir)
+    for entry in list(store.list_files(batch_name(batch_id).removesuffix(".jsonl"))):
+        store.delete(entry.rel)  # the executors' bigger write of the same batch, before a crash
     if not rows:
         return QuarantinedBatch(batch_id, 0, None)
-    store = open_storage(quarantine_dir)
     now = datetime.now(tz=UTC).isoformat()
     lines = []
     for row in rows:

@@ -108,8 +108,13 @@ def carries_records() -> bool:
 
 def session_jar() -> Path | None:
     """The helper jar for a new session's spark.jars (built when missing), or None when it cannot be built here."""
+    from tidemark.steps import step
+
     try:
-        return build_jar()
+        if jar_path().exists():
+            return build_jar()
+        with step("building tidemark's JVM helper (once per Spark release)"):
+            return build_jar()
     except EnvironmentProblem as exc:  # no Java compiler run possible: the quarantine re-reads, nothing else changes
         log.info("tidemark's JVM helper is not on this session: %s", exc)
         return None
