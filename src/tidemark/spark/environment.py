@@ -109,11 +109,11 @@ def session_conf(
 ) -> dict[str, str]:
     """Every setting the pipeline's session starts with: the config's, its storage access, spark.jars."""
     require_features(config)
-    conf = with_helper(config, pipeline_conf(config))
+    conf = pipeline_conf(config)
     features = jar_features(config)
-    if not features or PACKAGES_KEY in conf:
-        return conf
-    return with_jars(conf, fetch(features, offline=offline, progress=progress, hint=hint))
+    if features and PACKAGES_KEY not in conf:
+        conf = with_jars(conf, fetch(features, offline=offline, progress=progress, hint=hint))
+    return with_helper(config, conf)  # after the fetch: a missing connector is the one line an offline start gives
 
 
 def with_helper(config: TidemarkConfig, conf: dict[str, str]) -> dict[str, str]:
