@@ -17,7 +17,7 @@ import pytest
 
 from tidemark.formats import read_progress_log
 from tidemark.monitor.analyze import analyze
-from tidemark.monitor.rocksdb_health import CRAWL_CODE
+from tidemark.monitor.rocksdb_health import CRAWL_CODE, MISS_SHARE_HIGH, MISS_SHARE_RISING
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHILD = Path(__file__).with_name("crawl_child.py")
@@ -49,7 +49,13 @@ def test_a_tiny_cap_on_growing_state_warns_with_the_cap_to_set(tmp_path: Path) -
     assert {e.rocksdb_cap_bytes for e in progress} == {16 * MIB}  # memory against the cap, on every batch
 
     [warning] = [e for e in events if e.type == "warning" and e.data.get("code") == CRAWL_CODE]
-    assert "miss the block cache rose from" in warning.data["message"]
+    # Rising over the watch's window, or already high when the window filled (the first batches' misses vary with
+    # the machine's load: seen in CI, 0.61 at batch 2): either way the share named is past its threshold.
+    trend = re.search(
+        r"miss the block cache (?:rose from [\d.]+ to ([\d.]+)|is ([\d.]+) at batch)", warning.data["message"]
+    )
+    assert trend is not None, warning.data["message"]
+    assert float(trend.group(1)) >= MISS_SHARE_RISING if trend.group(1) else float(trend.group(2)) >= MISS_SHARE_HIGH
     assert "of its 16 MB cap" in warning.data["message"]
     suggested = int(re.search(r"bounded_memory_mb = (\d+)", warning.data["fix"]).group(1))  # type: ignore[union-attr]
     assert suggested >= 32  # at least twice the cap that crawls
