@@ -19,6 +19,7 @@ from tests.kafka_broker import KafkaBroker
 from tests.kafka_data import make_events, malformed_positions, produce
 from tidemark.cli.main import main
 from tidemark.pipeline import quarantine
+from tidemark.spark.jvm import carries_records
 
 pytestmark = pytest.mark.integration
 
@@ -69,4 +70,5 @@ def test_malformed_kafka_records_are_written_once_each_either_way(
     }
     assert len(with_malformed) >= 3 and all(quarantine.RECORDS not in o for o in observed)
     carried = {int(r.getMessage().split()[1].rstrip(":")) for r in caplog.records if CARRIED in r.getMessage()}
-    assert carried == (with_malformed if bound == "default" else set())
+    # Spark 3.5 cannot run the aggregate in an observation (spark/lines.py): there every batch is read again.
+    assert carried == (with_malformed if bound == "default" and carries_records() else set())
