@@ -173,14 +173,19 @@ def batch_name(batch_id: int) -> str:
     return f"{_BATCH_PREFIX}{batch_id:012d}.jsonl"
 
 
+def _observation(observed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The quarantine observation of one progress event's observedMetrics, as a dict (JSON or a Row)."""
+    value = observed.get(OBSERVATION) if observed else None
+    if value is None:
+        return None
+    return value if isinstance(value, dict) else value.asDict(recursive=True)
+
+
 def rows_of(observed: dict[str, Any] | None) -> tuple[int, list[dict[str, Any]]]:
     """The count and the sample record(s) of the quarantine observation in one progress event's observedMetrics."""
-    if not observed:
+    data = _observation(observed)
+    if data is None:
         return 0, []
-    value = observed.get(OBSERVATION)
-    if value is None:
-        return 0, []
-    data = value if isinstance(value, dict) else value.asDict(recursive=True)
     sample = data.get("sample")
     rows = [sample if isinstance(sample, dict) else sample.asDict(recursive=True)] if sample else []
     return int(data.get("count") or 0), rows
@@ -189,11 +194,8 @@ def rows_of(observed: dict[str, Any] | None) -> tuple[int, list[dict[str, Any]]]
 def inline_records(observed: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     """Every malformed record of a batch from its observation, or None when they were not carried (too many, or a
     session without tidemark's JVM helper)."""
-    value = observed.get(OBSERVATION) if observed else None
-    if value is None:
-        return None
-    data = value if isinstance(value, dict) else value.asDict(recursive=True)
-    text = data.get(RECORDS)
+    data = _observation(observed)
+    text = data.get(RECORDS) if data is not None else None
     if not isinstance(text, str):
         return None
     records = json.loads(text)
