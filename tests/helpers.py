@@ -81,3 +81,41 @@ def read_sink(path: Path) -> pd.DataFrame:
     for column in ("windowEnd", "firstEventTime", "lastEventTime"):
         frame[column] = pd.to_datetime(frame[column], utc=True)
     return frame.sort_values(["user", "windowStart"]).reset_index(drop=True)
+
+
+def unlink_log_entry(folder: Path, batch: int) -> None:
+    """Remove one Spark log entry (offsets/, commits/, a sink's _spark_metadata/) and its checksum file."""
+    (folder / str(batch)).unlink()
+    (folder / f".{batch}.crc").unlink(missing_ok=True)
+
+
+def stop_before_the_no_data_batch(checkpoint: Path, sink: Path, committed: bool) -> int:
+    """Leave a finished run's checkpoint and sink as a query stopped after its last data batch leaves them: the
+    closing no-data batch never ran (its offsets, commit, sink log entry and files removed), and with
+    committed=False the last data batch's commit is gone too (killed after its sink's commit). Its id."""
+    import json
+    from urllib.parse import unquote, urlparse
+
+    no_data = max(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*"))
+    offsets = (checkpoint / "offsets" / str(no_data)).read_text().splitlines()
+    previous = (checkpoint / "offsets" / str(no_data - 1)).read_text().splitlines()
+    assert offsets[2:] == previous[2:], "the run's last batch is the no-data batch after its last data batch"
+    sink_log = sink / "_spark_metadata"
+    written = [json.loads(line)["path"] for line in (sink_log / str(no_data)).read_text().splitlines()[1:]]
+    assert written, "the no-data batch wrote the windows the last data batch's watermark closed"
+    unlink_log_entry(checkpoint / "offsets", no_data)
+    unlink_log_entry(checkpoint / "commits", no_data)
+    for path in written:
+        Path(unquote(urlparse(path).path)).unlink()
+    unlink_log_entry(sink_log, no_data)
+    if not committed:
+        unlink_log_entry(checkpoint / "commits", no_data - 1)
+    return no_data
+
+
+def progress_lines(monitor: Path, kind: str) -> list[dict[str, Any]]:
+    """The lines of one type in every progress log of a run's monitor folder."""
+    import json
+
+    lines = [json.loads(line) for log in sorted(monitor.glob("*.jsonl")) for line in log.read_text().splitlines()]
+    return [line for line in lines if line["type"] == kind]

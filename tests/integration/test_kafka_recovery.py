@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import read_sink, write_config
+from tests.helpers import progress_lines, read_sink, stop_before_the_no_data_batch, write_config
 from tests.kafka_broker import KafkaBroker
 from tests.kafka_data import (
     Produced,
@@ -253,3 +253,29 @@ def test_a_restart_onto_an_uncommitted_batch_reruns_it_exactly(
     if has_defect(Defect.KAFKA_METRICS_AFTER_RESTART):
         assert [w for w in warnings if w.get("code") == "SPARK_DEFECT"], warnings
         assert "SPARK_DEFECT: " in capsys.readouterr().err  # the user sees why the query started twice
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["killed-after-commit", "killed-before-commit"])
+def test_a_restart_with_no_new_data_runs_the_no_data_batch_the_stopped_query_owed(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path, committed: bool
+) -> None:
+    # A query stopped after its last data batch moved the watermark and before the no-data batch that writes the
+    # windows it closes; the restart has no new data. Spark alone leaves those windows unwritten (a restarted query
+    # has no previous plan to ask, and a re-run its sink skips commits a stale watermark); CI saw it (chaos seed
+    # 258135826). The restart must end with every window the watermark closed.
+    topic = "owed-" + ("committed" if committed else "uncommitted")
+    kafka_broker.create_topic(topic, partitions=4)
+    produced = produce(kafka_broker, topic, make_events(160, seed=43, late_fraction=0.05))
+    config = _config(tmp_path, kafka_broker, topic, max_offsets_per_trigger=50)
+    assert main(["run", str(config), "--available-now"]) == 0
+    checkpoint = tmp_path / "checkpoint"
+    no_data = stop_before_the_no_data_batch(checkpoint, tmp_path / "output", committed)
+
+    assert main(["run", str(config), "--available-now"]) == 0
+
+    assert_matches_oracle(read_sink(tmp_path / "output"), kafka_oracle(produced, checkpoint, topic))
+    owed = progress_lines(tmp_path / "checkpoint-monitor", "owed-batch")
+    assert [(o["after"], o["batch"]) for o in owed] == [(no_data - 1, no_data)], owed
+    # Killed before its commit, the last data batch is re-run, but its sink had logged it: Spark skips its plan and
+    # commits the watermark it started with; the owed batch's watermark is read again from the batch's input.
+    assert owed[0]["recomputed"] is (not committed), owed

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.helpers import read_sink, write_config
+from tests.helpers import progress_lines, read_sink, stop_before_the_no_data_batch, write_config
 from tests.oracles import window_oracle
 from tidemark.cli.main import main
 from tidemark.config import load_config
@@ -119,6 +119,28 @@ def test_corrupt_newest_state_file_rolls_back_to_batch(spark: Any, tmp_path: Pat
     assert main(["run", str(config_path), "--available-now"]) == 0
     assert (tmp_path / "checkpoint" / "commits" / "2").exists()
     _assert_matches_oracle(spark, sink, _expected(files))
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["killed-after-commit", "killed-before-commit"])
+def test_a_restart_with_no_new_files_writes_the_windows_the_last_batch_closed(
+    spark: Any, tmp_path: Path, committed: bool
+) -> None:
+    # Stopped between the last data batch and its no-data batch; the restart has no new file. Killed before the
+    # commit, the re-run batch is skipped by the sink (it logged it) and Spark commits a stale watermark: the
+    # watermark is computed again from the files the batch read, and an available-now query that ended owing the
+    # no-data batch is started once more.
+    files = _landing(tmp_path, files=3, seed=31)
+    landing, sink = tmp_path / "landing", tmp_path / "output"
+    config_path = write_config(tmp_path)  # one file per batch: batches 0, 1, 2 and a no-data batch 3
+    _release(files, landing)
+    assert main(["run", str(config_path), "--available-now"]) == 0
+    no_data = stop_before_the_no_data_batch(tmp_path / "checkpoint", sink, committed)
+
+    assert main(["run", str(config_path), "--available-now"]) == 0
+
+    _assert_matches_oracle(spark, sink, _expected(files))
+    owed = progress_lines(tmp_path / "checkpoint-monitor", "owed-batch")
+    assert [(o["after"], o["batch"], o["recomputed"]) for o in owed] == [(no_data - 1, no_data, not committed)]
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ from tidemark.formats.entries import (
     StoreMetadata,
     relocate_schema_paths,
     rewrite_offset_conf,
+    rewrite_offset_watermark,
     rewrite_operator_metadata,
 )
 from tidemark.formats.identify import refuse_foreign, what_is_there
@@ -220,6 +221,7 @@ __all__ = [
     "repoint_schema_paths",
     "require_sink",
     "rewrite_offset_conf",
+    "rewrite_offset_watermark",
     "rewrite_operator_metadata",
     "run_move",
     "scan_checkpoint",

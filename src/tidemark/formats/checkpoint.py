@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError
-from tidemark.formats.entries import CommitEntry, OffsetEntry, OperatorMetadata
+from tidemark.formats.entries import CommitEntry, OffsetEntry, OperatorMetadata, rewrite_offset_watermark
 from tidemark.formats.layout import (
     COMMITS,
     METADATA,
@@ -182,6 +182,22 @@ class Checkpoint:
         except CheckpointError as exc:
             log.warning("%s", exc)
             return None
+
+    def plan_no_data_batch(self, after: int, watermark_ms: int, timestamp_ms: int) -> bool:
+        """Write offsets/<after+1> as Spark plans a no-data batch: offsets/<after>'s source offsets and recorded conf,
+        the given watermark and time. False when the batch is planned already (the write is exclusive); a
+        CheckpointError naming the file when offsets/<after> is missing or has no metadata line."""
+        rel = log_entry(OFFSETS, after)
+        text = self.read_text(rel)
+        if text is None:
+            msg = f"{self.store.uri(rel)} does not exist: batch {after} was never planned"
+            raise CheckpointError(msg)
+        try:
+            planned = rewrite_offset_watermark(text, watermark_ms, timestamp_ms)
+        except (ValueError, TypeError) as exc:
+            msg = f"{self.store.uri(rel)} cannot be read as a Spark offset log entry ({exc})"
+            raise CheckpointError(msg) from exc
+        return self.store.write_atomic(log_entry(OFFSETS, after + 1), planned.encode("utf-8"), exclusive=True)
 
     def query_id(self) -> str | None:
         """The query id from the metadata file, or None."""

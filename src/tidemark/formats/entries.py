@@ -51,6 +51,22 @@ def rewrite_offset_conf(text: str, updates: dict[str, str]) -> str:
     return _with_json(text, lines, index, meta)
 
 
+def rewrite_offset_watermark(text: str, watermark_ms: int, timestamp_ms: int) -> str:
+    """An offsets/<batch> entry with its metadata's batch watermark and timestamp replaced; the version line, the
+    recorded conf and the source offsets exactly as they were (a no-data batch planned from the batch before)."""
+    lines = text.splitlines()
+    if len(lines) < 2 or not lines[0].startswith("v") or not lines[1].strip():
+        msg = "not a Spark offset log entry with a metadata line"
+        raise ValueError(msg)
+    meta = json.loads(lines[1])
+    if not isinstance(meta, dict):
+        msg = "offset log metadata is not a JSON object"
+        raise ValueError(msg)
+    meta["batchWatermarkMs"] = int(watermark_ms)
+    meta["batchTimestampMs"] = int(timestamp_ms)
+    return _with_json(text, lines, 1, meta)
+
+
 @dataclass(frozen=True)
 class StoreMetadata:
     """One store as the operator metadata lists it."""

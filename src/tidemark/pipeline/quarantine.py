@@ -150,6 +150,17 @@ def malformed_frame(stream: RawStream, config: TidemarkConfig, batch_id: int) ->
     )
 
 
+def newest_event_ms(stream: RawStream, config: TidemarkConfig) -> int | None:
+    """The newest event time among the rows that are not malformed, in epoch ms as Spark's watermark counts it
+    (microseconds // 1000); None when there is none."""
+    from pyspark.sql import functions as F
+
+    checks = _checks(stream, config)
+    row = checks.frame.where(~checks.bad).agg(F.max(F.expr("unix_micros(_event_time)")).alias("newest")).first()
+    value = row["newest"] if row is not None else None
+    return None if value is None else int(value) // 1000
+
+
 def _interval(config: TidemarkConfig) -> str:
     from tidemark.durations import spark_interval
 

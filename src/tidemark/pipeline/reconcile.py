@@ -16,6 +16,7 @@ from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.formats import Checkpoint
 from tidemark.pipeline.quarantine import (
     malformed_frame,
+    newest_event_ms,
     read_marker,
     unique_records,
     write_batch,
@@ -59,6 +60,16 @@ def _batch_input(
             return None
         return read_kafka_range(spark, config, offsets[0], offsets[1])
     return None  # the rate source produces no malformed rows
+
+
+def batch_newest_event_ms(
+    spark: SparkSession, config: TidemarkConfig, checkpoint: Checkpoint, batch: int
+) -> int | None:
+    """The newest valid event time (epoch ms) a committed batch read, from its input read again; None when the
+    checkpoint does not say what it read."""
+    files = checkpoint.source_files_of([batch]) if config.source.is_file else {}
+    stream = _batch_input(spark, config, checkpoint, batch, files)
+    return newest_event_ms(stream, config) if stream is not None else None
 
 
 def quarantine_batches(

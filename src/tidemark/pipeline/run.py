@@ -30,9 +30,14 @@ if TYPE_CHECKING:
     from tidemark.monitor.listener import RunMonitor
     from tidemark.monitor.rocksdb_health import CrawlWatch
     from tidemark.pipeline.kafka_check import KafkaStart
+    from tidemark.pipeline.owed_batch import OwedBatch
     from tidemark.plan.store_start import StartPlan
 
 log = logging.getLogger(__name__)
+# Query starts after the first in one phase: the re-run of a batch and then the no-data batch it owed are each a
+# batch a restart runs from the offset log (on Spark 4.1 each fails its progress report after it committed).
+_RESTARTS = 2
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
 class StopReason(StrEnum):
@@ -294,7 +299,11 @@ def _run(
                 record_plan = lambda plan: monitor.record("catch-up", **asdict(plan))  # noqa: E731
                 for phase in run_phases(config, once, record_plan, session):
                     with runtime_conf(session, {**_progress_retention(config), **phase.spark_conf}):
-                        for attempt in range(2):
+                        planned = None
+                        for attempt in range(1 + _RESTARTS):
+                            if planned is None:  # else planned when the query before ended
+                                _plan_owed_batch(session, config, monitor)
+                            planned = None
                             query = start_query(session, phase.config, phase.available_now, replay_from)
                             monitor.attach(query)
                             while query.isActive:
@@ -311,9 +320,14 @@ def _run(
                             failure = query.exception()
                             _wait_for_listener(query, counters, lock)
                             _write_quarantine(session, config, counters, lock)
-                            if attempt or failure is None or reasons or stop.is_set():
+                            if attempt == _RESTARTS or reasons or stop.is_set():
                                 break
-                            if not _restart_after_spark_defect(config, str(failure), monitor, warnings, on_warning):
+                            if failure is None:
+                                # An available-now query that re-ran a batch its sink had skipped ends owing one.
+                                planned = _plan_owed_batch(session, config, monitor) if phase.available_now else None
+                                if planned is None:
+                                    break
+                            elif not _restart_after_spark_defect(config, str(failure), monitor, warnings, on_warning):
                                 break
                     if failure is not None or reasons or stop.is_set():
                         break
@@ -340,6 +354,38 @@ def _run(
             interrupted=not clean_stop,
             warnings=tuple(warnings),
         )
+
+
+def _plan_owed_batch(session: SparkSession, config: TidemarkConfig, monitor: RunMonitor) -> OwedBatch | None:
+    """Plan the no-data batch a stopped query owed (pipeline/owed_batch.py) before a query starts, and say so."""
+    from tidemark.formats import Checkpoint
+    from tidemark.pipeline.owed_batch import plan_owed_batch_at
+    from tidemark.pipeline.reconcile import batch_newest_event_ms
+
+    def newest(batch: int) -> int | None:
+        try:
+            return batch_newest_event_ms(session, config, Checkpoint.open(config.checkpoint.location), batch)
+        except Exception as exc:  # the query reports a source problem itself, in one line
+            log.warning("batch %d's input could not be read again to check its watermark: %s", batch, exc)
+            return None
+
+    if str(session.conf.get(NO_DATA_BATCHES, "true")).strip().lower() == "false":
+        return None  # the user turned Spark's no-data batches off: none is owed
+    delay_ms = round(config.event_time.watermark.total_seconds() * 1000)
+    owed = plan_owed_batch_at(config.checkpoint.location, delay_ms, newest)
+    if owed is None:
+        return None
+    log.info(
+        "batch %d: the no-data batch the stopped query owed after batch %d (watermark %d -> %d ms%s), planned so "
+        "the windows it closes are written now",
+        owed.batch,
+        owed.after,
+        owed.previous_watermark_ms,
+        owed.watermark_ms,
+        ", read again from its input: the re-run was skipped by the sink" if owed.recomputed else "",
+    )
+    monitor.record("owed-batch", **asdict(owed))
+    return owed
 
 
 def _progress_retention(config: TidemarkConfig) -> dict[str, str]:
