@@ -361,12 +361,14 @@ def _plan_owed_batch(session: SparkSession, config: TidemarkConfig, monitor: Run
     from tidemark.formats import Checkpoint
     from tidemark.pipeline.owed_batch import plan_owed_batch_at
     from tidemark.pipeline.reconcile import batch_newest_event_ms
+    from tidemark.secrets import redact
 
     def newest(batch: int) -> int | None:
         try:
             return batch_newest_event_ms(session, config, Checkpoint.open(config.checkpoint.location), batch)
         except Exception as exc:  # the query reports a source problem itself, in one line
-            log.warning("batch %d's input could not be read again to check its watermark: %s", batch, exc)
+            text = _first_line(redact(str(exc)))
+            log.warning("batch %d's input could not be read again to check its watermark: %s", batch, text)
             return None
 
     if str(session.conf.get(NO_DATA_BATCHES, "true")).strip().lower() == "false":
