@@ -96,6 +96,9 @@ def test_the_input_is_read_again_only_for_a_data_batch_that_left_the_watermark_a
     # A data batch whose events were all older: read, and the watermark does not go back.
     root = _checkpoint(tmp_path / "b", [(0, {"0": 5}), (1000, {"0": 9})], [1000, 1000])
     assert plan_owed_batch(Checkpoint.open(str(root)), 1000, newest) is None and asked == [1]
+    # The batch before's entry is gone: what batch 1 read is unknown, and nothing is read from the source's start.
+    (root / "offsets" / "0").unlink()
+    assert plan_owed_batch(Checkpoint.open(str(root)), 1000, newest) is None and asked == [1]
 
 
 def test_a_batch_planned_by_another_writer_first_is_kept(tmp_path: Path) -> None:

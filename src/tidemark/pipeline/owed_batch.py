@@ -88,11 +88,12 @@ def plan_owed_batch(
 
 
 def _read_data(checkpoint: Checkpoint, batch: int) -> bool:
-    """True when the batch's source offsets differ from the batch before's (it read something)."""
+    """True when the batch's source offsets differ from the batch before's (it read something). False when the
+    batch before's entry is gone: what the batch read is then unknown, and is not read from the source's start."""
     if batch == 0:
         return True
     entry, before = checkpoint.find_offset(batch), checkpoint.find_offset(batch - 1)
-    return entry is not None and (before is None or entry.source_offsets != before.source_offsets)
+    return entry is not None and before is not None and entry.source_offsets != before.source_offsets
 
 
 def plan_owed_batch_at(location: str, delay_ms: int, newest_event_ms: NewestEvent | None = None) -> OwedBatch | None:
