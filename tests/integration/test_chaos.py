@@ -47,7 +47,7 @@ def _seed() -> int:
 
 
 def _batches(folder: Path) -> set[int]:
-    return {int(p.name) for p in folder.glob("[0-9]*")} if folder.is_dir() else set()
+    return {int(p.name) for p in folder.glob("[0-9]*") if p.name.isdigit()} if folder.is_dir() else set()
 
 
 def _parquet(sink: Path) -> int:

@@ -114,7 +114,8 @@ class HadoopFS:
     def write_atomic(self, rel: str, data: bytes, *, exclusive: bool = False) -> bool:
         """Write a temp file then rename it (rename does not overwrite, so exclusive holds)."""
         target = self._path(rel)
-        temp = self._path(f"{rel}.{os.getpid()}.tmp")
+        folder, _, name = rel.rpartition("/")
+        temp = self._path(f"{folder}/.{name}.{os.getpid()}.tmp" if folder else f".{name}.{os.getpid()}.tmp")
         stream = self._fs.create(temp, True)
         try:
             stream.write(bytearray(data))

@@ -131,7 +131,9 @@ class LocalFS:
         """Write to a temp file then rename; with exclusive, link it so an existing file is kept."""
         target = self._abs(rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        temp = f"{target}.{os.getpid()}.{id(data)}.tmp"
+        # Hidden, as Spark names its own: a reader listing the folder (Spark's logs, a glob of batch ids) skips it.
+        folder, name = os.path.split(target)
+        temp = os.path.join(folder, f".{name}.{os.getpid()}.{id(data)}.tmp")
         with open(temp, "wb") as handle:
             handle.write(data)
             handle.flush()
