@@ -113,11 +113,6 @@ def test_rollback_to_a_batch_then_rerun_is_exact(spark: Any, kafka_broker: Kafka
     assert_matches_oracle(read_sink(tmp_path / "output"), kafka_oracle(produced, tmp_path / "checkpoint", topic))
 
 
-def _progress_events(monitor: Path, kind: str) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for log in sorted(monitor.glob("*.jsonl")) for line in log.read_text().splitlines()]
-    return [line for line in lines if line["type"] == kind]
-
-
 def test_offsets_removed_by_retention_stop_the_run_or_are_recorded(
     spark: Any, kafka_broker: KafkaBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -150,7 +145,7 @@ def test_offsets_removed_by_retention_stop_the_run_or_are_recorded(
 
     going_on = _config(tmp_path, kafka_broker, topic, fail_on_data_loss=False)
     assert main(["run", str(going_on), "--available-now"]) == 0
-    (loss,) = _progress_events(tmp_path / "checkpoint-monitor", "data-loss")
+    (loss,) = progress_lines(tmp_path / "checkpoint-monitor", "data-loss")
     assert loss["ranges"] == [
         {"topic": topic, "partition": 0, "first": committed[0], "last": cut[0] - 1},
         {"topic": topic, "partition": 2, "first": committed[2], "last": cut[2] - 1},
@@ -247,7 +242,7 @@ def test_a_restart_onto_an_uncommitted_batch_reruns_it_exactly(
     assert main(["run", str(config), "--available-now"]) == 0
 
     assert_matches_oracle(read_sink(tmp_path / "output"), kafka_oracle(produced, tmp_path / "checkpoint", topic))
-    warnings = _progress_events(tmp_path / "checkpoint-monitor", "warning")
+    warnings = progress_lines(tmp_path / "checkpoint-monitor", "warning")
     from tidemark.spark.lines import Defect, has_defect
 
     if has_defect(Defect.KAFKA_METRICS_AFTER_RESTART):
