@@ -14,7 +14,7 @@ from tidemark.config.model import StateStoreKind
 from tidemark.formats import Checkpoint, state_size
 from tidemark.plan.memory import MIB
 from tidemark.plan.resident import JVM_NATIVE_BYTES
-from tidemark.plan.rocksdb_cap import LOCAL_MACHINE_SHARE, ROCKSDB_CAP_PER_SST_BYTE
+from tidemark.plan.rocksdb_cap import LOCAL_MACHINE_SHARE, ROCKSDB_CAP_PER_SST_BYTE, state_need
 from tidemark.plan.store_start import plan_start
 
 SPARK35 = Path(__file__).parents[1] / "fixtures" / "spark35"
@@ -109,6 +109,12 @@ def test_an_existing_checkpoint_keeps_its_provider_and_sizes_the_cap_from_its_st
     assert start.cap.need.basis == "bytes"
     assert start.cap.need.active_state_bytes == sum(largest_two)
     assert start.cap.need.need_bytes >= sum(largest_two) * ROCKSDB_CAP_PER_SST_BYTE
+    # A small state keeps RocksDB's 64 MB write buffer (nothing set), whatever the cap; the user's own setting wins.
+    assert start.cap.write_buffer_mb == 64
+    assert "spark.sql.streaming.stateStore.rocksdb.writeBufferSizeMB" not in start.config.spark_conf()
+    own = {"conf": {"spark.sql.streaming.stateStore.rocksdb.writeBufferSizeMB": "128"}}
+    mine = plan_start(load_config(write_config(tmp_path, checkpoint={"location": str(root)}, spark=own)), 8 * GB)
+    assert mine.config.spark_conf()["spark.sql.streaming.stateStore.rocksdb.writeBufferSizeMB"] == "128"
 
 
 def test_a_hint_past_the_existing_store_says_how_to_move(tmp_path: Path) -> None:
@@ -143,6 +149,18 @@ def test_a_configured_cap_is_passed_through(tmp_path: Path) -> None:
     unbounded = plan_start(load_config(write_config(tmp_path, checkpoint={"bounded_memory_mb": "unbounded"})))
     assert unbounded.cap is None
     assert "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage" not in unbounded.config.spark_conf()
+
+
+_ROCKSDB = "spark.sql.streaming.stateStore.rocksdb."
+
+
+def test_without_a_state_to_size_them_rocksdb_keeps_its_write_buffers(tmp_path: Path) -> None:
+    # A new checkpoint (nothing known) or a config turned into settings outside a run: RocksDB's own 64 MB buffer
+    # and Spark's share, whatever the cap.
+    start = plan_start(load_config(write_config(tmp_path, spark={"driver_memory": "12g"})), available_bytes=24 * GB)
+    assert start.cap is not None and start.cap.cap_mb >= 3072 and start.cap.write_buffer_mb == 64
+    for conf in (start.config.spark_conf(), load_config(write_config(tmp_path)).spark_conf()):
+        assert not {f"{_ROCKSDB}writeBufferSizeMB", f"{_ROCKSDB}writeBufferCacheRatio"} & set(conf)
 
 
 def test_a_cluster_on_the_default_overhead_asks_for_the_overhead(tmp_path: Path) -> None:
@@ -200,3 +218,22 @@ def test_hdfs_state_past_half_the_heap_gets_the_move_to_rocksdb(tmp_path: Path) 
     [outgrown] = start.findings
     assert outgrown.code == "HDFS_STATE_OUTGROWS_HEAP" and "3,000,000 rows at batch 40" in outgrown.message
     assert f"tidemark state repartition {root} --partitions 2 --state-store rocksdb --apply" in outgrown.fix
+
+
+def test_a_large_state_gets_write_buffers_that_hold_a_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The checkpoint's files stand for 10 M keys on 2 partitions (17 B of SST a key, as the benchmark measured).
+    import tidemark.plan.store_start as store_start
+
+    root = _copy("rocksdb_window", tmp_path)
+    ten_million = {0: 85_000_000, 1: 85_000_000}
+    monkeypatch.setattr(store_start, "state_need", lambda sizes, conf, keys: state_need(ten_million, conf, None))
+    spark = {"driver_memory": "12g"}
+    start = plan_start(load_config(write_config(tmp_path, checkpoint={"location": str(root)}, spark=spark)), 24 * GB)
+    assert start.cap is not None and start.cap.write_buffer_mb > 384
+    conf = start.config.spark_conf()
+    assert conf[f"{_ROCKSDB}writeBufferSizeMB"] == str(start.cap.write_buffer_mb)
+    assert conf[f"{_ROCKSDB}writeBufferCacheRatio"] == "0.8"
+    assert start.as_record()["rocksdb"]["write_buffer_mb"] == start.cap.write_buffer_mb  # type: ignore[index]
+    own = {**spark, "conf": {f"{_ROCKSDB}writeBufferSizeMB": "128"}}
+    mine = plan_start(load_config(write_config(tmp_path, checkpoint={"location": str(root)}, spark=own)), 24 * GB)
+    assert mine.config.spark_conf()[f"{_ROCKSDB}writeBufferSizeMB"] == "128"

@@ -19,6 +19,30 @@ PREFIX = "spark.sql.streaming.stateStore.rocksdb."
 # into Spark settings outside a run: check, rehearse), this cap stands in: tidemark's fixed default before.
 AUTO = "auto"
 DEFAULT_BOUNDED_MEMORY_MB = 256
+# Write buffers sized to the state (`tidemark run`, tidemark.plan.rocksdb_cap.write_buffer_for), measured at 10 M
+# keys (BENCHMARKS.md, "Write buffers that hold a batch"): with RocksDB's 64 MB buffers a store of 5 M keys whose
+# every key a batch updates flushed several times a batch, so the next batch read every key back from files
+# (9.5 us a `get`); a buffer that holds about a batch serves half the batches' reads from memory: batches 8 %
+# shorter over 10 batches, compaction a third. Only then is the cap's write-buffer share raised from Spark's 0.5.
+WRITE_BUFFER_CACHE_RATIO = 0.8
+# Two state stores worked at once (a 2-core executor), each with its active buffer and the one being flushed.
+WRITE_BUFFERS_PER_CAP = 4
+MIN_WRITE_BUFFER_MB = 64  # RocksDB's own default: never smaller, and below it nothing is set
+WRITE_BUFFER_SIZE = f"{PREFIX}writeBufferSizeMB"
+WRITE_BUFFER_RATIO = f"{PREFIX}writeBufferCacheRatio"
+
+
+def most_write_buffer_mb(bounded_memory_mb: int) -> int:
+    """The largest write buffer a store gets under a cap: the raised share split over two stores' two buffers."""
+    return max(MIN_WRITE_BUFFER_MB, int(bounded_memory_mb * WRITE_BUFFER_CACHE_RATIO / WRITE_BUFFERS_PER_CAP))
+
+
+def write_buffer_conf(write_buffer_mb: int) -> dict[str, str]:
+    """The settings for a store's write buffer of write_buffer_mb: none at RocksDB's own 64 MB or less."""
+    if write_buffer_mb <= MIN_WRITE_BUFFER_MB:
+        return {}
+    # The memory manager (one per JVM) takes the ratio from the first store; each store its buffer size.
+    return {WRITE_BUFFER_RATIO: str(WRITE_BUFFER_CACHE_RATIO), WRITE_BUFFER_SIZE: str(write_buffer_mb)}
 
 
 def rocksdb_conf(changelog: bool, bounded_memory_mb: int | None, track_state_rows: bool) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """RocksDB's memory cap sized to what the executor has and what the state needs (`bounded_memory_mb = "auto"`).
 
 RocksDB's memory manager is one per JVM: one LRU cache of `maxMemoryUsageMB` for the block cache, the write
-buffers (half of it, `writeBufferCacheRatio`) and the index and filter blocks of every state store instance of
+buffers (`writeBufferCacheRatio`: half, or 0.8 when a large state gets buffers that hold a batch,
+`write_buffer_for`) and the index and filter blocks of every state store instance of
 the executor, created by the first instance and never resized. So the cap is chosen once, when a run starts, and
 a new run (a new process) picks a new one.
 
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from tidemark.config.rocksdb import MIN_WRITE_BUFFER_MB, most_write_buffer_mb
 from tidemark.findings import Finding, Severity
 from tidemark.plan.memory import MIB, MemoryConf, overhead_for
 from tidemark.plan.resident import JVM_NATIVE_BYTES, ROCKSDB_BOUNDED_BYTES_PER_KEY
@@ -84,6 +86,7 @@ class CapPlan:
     need: StateNeed | None
     memory_overhead_bytes: int | None  # the overhead tidemark sets for it (cluster, default overhead), else None
     findings: tuple[Finding, ...] = field(default_factory=tuple)
+    write_buffer_mb: int = MIN_WRITE_BUFFER_MB  # each store's write buffer (writeBufferSizeMB)
 
     @property
     def cap_mb(self) -> int:
@@ -103,6 +106,7 @@ class CapPlan:
             "partitions": need.partitions if need else None,
             "active_partitions": need.active_partitions if need else None,
             "memory_overhead_bytes": self.memory_overhead_bytes,
+            "write_buffer_mb": self.write_buffer_mb,
         }
 
 
@@ -113,6 +117,18 @@ def _mb(value: float) -> str:
 def cap_for(sst_bytes: float, keys: int | None) -> float:
     """The cap that state of sst_bytes in SST files (and keys, when counted) needs: the larger of the two rules."""
     return max(sst_bytes * ROCKSDB_CAP_PER_SST_BYTE, float((keys or 0) * ROCKSDB_BOUNDED_BYTES_PER_KEY))
+
+
+def write_buffer_for(cap_mb: int, need: StateNeed | None) -> int:
+    """Each store's write buffer: one that holds a batch that updates every key of the largest store once, with
+    room to grow (100 B a key of memtable, read from SST bytes as for the cap), within the cap's write-buffer share;
+    RocksDB's 64 MB when the state is small or unknown (a new checkpoint). Measured: 5 M keys a store, 614 MB:
+    batches 8 % shorter than with 64 MB; 1 M keys a store given 153 MB (several batches in one memtable): 9 %
+    longer, so a buffer is never sized larger than the state asks."""
+    if need is None:
+        return MIN_WRITE_BUFFER_MB
+    per_store = need.active_state_bytes / need.active_partitions * ROCKSDB_CAP_PER_SST_BYTE * GROWTH_HEADROOM
+    return max(MIN_WRITE_BUFFER_MB, min(most_write_buffer_mb(cap_mb), math.ceil(per_store / MIB)))
 
 
 def state_need(
@@ -262,7 +278,8 @@ def plan_cap(
             )
         else:
             findings.append(_short_finding(need, room, conf, cap, checkpoint))
-    return CapPlan(cap, chosen, room, need, overhead, tuple(findings))
+    plan = CapPlan(cap, chosen, room, need, overhead, tuple(findings))
+    return replace(plan, write_buffer_mb=write_buffer_for(plan.cap_mb, need))
 
 
 def partition_sizes(

@@ -23,7 +23,7 @@ from tidemark.config.model import (
     StateStoreKind,
     TidemarkConfig,
 )
-from tidemark.config.rocksdb import AUTO
+from tidemark.config.rocksdb import AUTO, write_buffer_conf
 from tidemark.errors import TidemarkError
 from tidemark.findings import Finding, Severity
 from tidemark.formats import (
@@ -246,14 +246,17 @@ def plan_start(config: TidemarkConfig, available_bytes: int | None = None, read_
         configured = None if bound == AUTO else int(bound)
         cap = plan_cap(conf, local, need, available_bytes, configured, location)
         findings.extend(cap.findings)
-        if configured is None:
-            spark_conf = dict(config.spark.conf)
-            if cap.memory_overhead_bytes is not None:
-                spark_conf["spark.executor.memoryOverhead"] = f"{cap.memory_overhead_bytes // MIB}m"
-            resolved = resolved.model_copy(
-                update={
-                    "checkpoint": checkpoint_conf.model_copy(update={"bounded_memory_mb": cap.cap_mb}),
-                    "spark": config.spark.model_copy(update={"conf": spark_conf}),
-                }
-            )
+        spark_conf = dict(config.spark.conf)
+        # Write buffers sized from the state (the user's own settings in [spark.conf] win).
+        for key, value in write_buffer_conf(cap.write_buffer_mb).items():
+            spark_conf.setdefault(key, value)
+        if configured is None and cap.memory_overhead_bytes is not None:
+            spark_conf["spark.executor.memoryOverhead"] = f"{cap.memory_overhead_bytes // MIB}m"
+        sized = checkpoint_conf.model_copy(update={"bounded_memory_mb": cap.cap_mb}) if configured is None else None
+        resolved = resolved.model_copy(
+            update={
+                "checkpoint": sized or checkpoint_conf,
+                "spark": config.spark.model_copy(update={"conf": spark_conf}),
+            }
+        )
     return StartPlan(resolved, store, chosen_by, reason, cap, state, tuple(findings))
