@@ -148,9 +148,13 @@ def _one_million_keys(partitions: int = 2) -> dict[int, int]:
 def test_the_write_buffer_holds_a_batch_of_the_largest_store_and_no_more() -> None:
     available = 21 * GB
     # 10 M keys, 5 M a store: a batch that updates every key needs more than RocksDB's 64 MB (ran at 1.82x the
-    # HDFS-backed store with 614 MB, 2.12x with 384 MB, 2.29x with 64 MB), within the cap's write-buffer share.
+    # HDFS-backed store with 614 MB, 2.12x with 384 MB, 2.29x with 64 MB), within the cap's write-buffer share:
+    # the 2 stores worked at once, each with a buffer active and one being flushed.
     ten = plan_cap(_local(), True, state_need(_ten_million_keys(), _local()), available)
-    assert 384 < ten.write_buffer_mb <= ten.cap_mb * WRITE_BUFFER_CACHE_RATIO / 2
+    assert 384 < ten.write_buffer_mb and 2 * 2 * ten.write_buffer_mb <= ten.cap_mb * WRITE_BUFFER_CACHE_RATIO
+    # The same state on a 4-core executor: 4 stores at once share the same write-buffer memory.
+    four = plan_cap(_local(cores=4), True, state_need(_ten_million_keys(4), _local(cores=4)), available)
+    assert 4 * 2 * four.write_buffer_mb <= four.cap_mb * WRITE_BUFFER_CACHE_RATIO
     assert ten.as_record()["write_buffer_mb"] == ten.write_buffer_mb
     # 1 M keys on the same cap: a buffer of several batches made gets and puts slower (153 MB: 9 % slower batches).
     one = plan_cap(_local(), True, state_need(_one_million_keys(), _local()), available)

@@ -25,16 +25,18 @@ DEFAULT_BOUNDED_MEMORY_MB = 256
 # (9.5 us a `get`); a buffer that holds about a batch serves half the batches' reads from memory: batches 8 %
 # shorter over 10 batches, compaction a third. Only then is the cap's write-buffer share raised from Spark's 0.5.
 WRITE_BUFFER_CACHE_RATIO = 0.8
-# Two state stores worked at once (a 2-core executor), each with its active buffer and the one being flushed.
-WRITE_BUFFERS_PER_CAP = 4
+# Each store worked at once has its active buffer and the one being flushed.
+BUFFERS_PER_STORE = 2
 MIN_WRITE_BUFFER_MB = 64  # RocksDB's own default: never smaller, and below it nothing is set
 WRITE_BUFFER_SIZE = f"{PREFIX}writeBufferSizeMB"
 WRITE_BUFFER_RATIO = f"{PREFIX}writeBufferCacheRatio"
 
 
-def most_write_buffer_mb(bounded_memory_mb: int) -> int:
-    """The largest write buffer a store gets under a cap: the raised share split over two stores' two buffers."""
-    return max(MIN_WRITE_BUFFER_MB, int(bounded_memory_mb * WRITE_BUFFER_CACHE_RATIO / WRITE_BUFFERS_PER_CAP))
+def most_write_buffer_mb(bounded_memory_mb: int, stores_at_once: int) -> int:
+    """The largest write buffer a store gets under a cap: the raised share split over the buffers of the stores an
+    executor works on at once (its cores' tasks)."""
+    buffers = BUFFERS_PER_STORE * max(1, stores_at_once)
+    return max(MIN_WRITE_BUFFER_MB, int(bounded_memory_mb * WRITE_BUFFER_CACHE_RATIO / buffers))
 
 
 def write_buffer_conf(write_buffer_mb: int) -> dict[str, str]:
