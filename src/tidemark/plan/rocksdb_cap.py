@@ -124,7 +124,7 @@ def write_buffer_for(cap_mb: int, need: StateNeed | None) -> int:
     room to grow (100 B a key of memtable, read from SST bytes as for the cap), within the cap's write-buffer share
     split over the stores worked at once;
     RocksDB's 64 MB when the state is small or unknown (a new checkpoint). Measured: 5 M keys a store, 614 MB:
-    batches 8 % shorter than with 64 MB; 1 M keys a store given 153 MB (several batches in one memtable): 9 %
+    batches 8 % shorter than with 64 MB; 500 k keys a store given 153 MB (several batches in one memtable): 9 %
     longer, so a buffer is never sized larger than the state asks."""
     if need is None:
         return MIN_WRITE_BUFFER_MB
