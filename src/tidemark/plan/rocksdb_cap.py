@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from tidemark.config.rocksdb import MIN_WRITE_BUFFER_MB, most_write_buffer_mb
 from tidemark.findings import Finding, Severity
@@ -86,12 +86,16 @@ class CapPlan:
     need: StateNeed | None
     memory_overhead_bytes: int | None  # the overhead tidemark sets for it (cluster, default overhead), else None
     findings: tuple[Finding, ...] = field(default_factory=tuple)
-    write_buffer_mb: int = MIN_WRITE_BUFFER_MB  # each store's write buffer (writeBufferSizeMB)
 
     @property
     def cap_mb(self) -> int:
         """The cap in whole MiB, as Spark's maxMemoryUsageMB takes it."""
         return max(1, self.cap_bytes // MIB)
+
+    @property
+    def write_buffer_mb(self) -> int:
+        """Each store's write buffer under this cap for this state (writeBufferSizeMB)."""
+        return write_buffer_for(self.cap_mb, self.need)
 
     def as_record(self) -> dict[str, object]:
         """The figures for the progress log's started line and `check`."""
@@ -122,13 +126,12 @@ def cap_for(sst_bytes: float, keys: int | None) -> float:
 def write_buffer_for(cap_mb: int, need: StateNeed | None) -> int:
     """Each store's write buffer: one that holds a batch that updates every key of the largest store once, with
     room to grow (100 B a key of memtable, read from SST bytes as for the cap), within the cap's write-buffer share
-    split over the stores worked at once;
-    RocksDB's 64 MB when the state is small or unknown (a new checkpoint). Measured: 5 M keys a store, 614 MB:
-    batches 8 % shorter than with 64 MB; 500 k keys a store given 153 MB (several batches in one memtable): 9 %
-    longer, so a buffer is never sized larger than the state asks."""
+    split over the stores worked at once; RocksDB's 64 MB when the state is small or unknown (a new checkpoint).
+    Measured: 5 M keys a store, 614 MB: batches 8 % shorter than with 64 MB; 500 k keys a store given 153 MB
+    (several batches in one memtable): 9 % longer, so a buffer is never sized larger than the state asks."""
     if need is None:
         return MIN_WRITE_BUFFER_MB
-    per_store = need.active_state_bytes / need.active_partitions * ROCKSDB_CAP_PER_SST_BYTE * GROWTH_HEADROOM
+    per_store = cap_for(need.active_state_bytes / need.active_partitions, None) * GROWTH_HEADROOM
     most = most_write_buffer_mb(cap_mb, need.active_partitions)
     return max(MIN_WRITE_BUFFER_MB, min(most, math.ceil(per_store / MIB)))
 
@@ -280,8 +283,7 @@ def plan_cap(
             )
         else:
             findings.append(_short_finding(need, room, conf, cap, checkpoint))
-    plan = CapPlan(cap, chosen, room, need, overhead, tuple(findings))
-    return replace(plan, write_buffer_mb=write_buffer_for(plan.cap_mb, need))
+    return CapPlan(cap, chosen, room, need, overhead, tuple(findings))
 
 
 def partition_sizes(
