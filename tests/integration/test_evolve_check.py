@@ -189,3 +189,27 @@ def test_rehearsal_reports_sparks_verdict_and_leaves_the_checkpoint_alone(
     assert "\n" not in report.rehearsal.verdict
     assert _snapshot(checkpoint) == before
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_reused_session_keeps_its_own_settings(spark: SparkSession, window: Pipeline) -> None:
+    """On an active session (a notebook's), `check`, run's pre-check and the state reader apply tidemark's settings
+    (the UTC time zone state is read in, the config's shuffle partitions) for the command only, not for good."""
+    from tidemark.evolve.check import require_restartable
+    from tidemark.state.reader import state_session
+
+    config, path = window.config()
+    own = {"spark.sql.session.timeZone": "America/New_York", "spark.sql.shuffle.partitions": "7"}
+
+    def settings() -> dict[str, str | None]:
+        return {key: spark.conf.get(key, None) for key in own}
+
+    with runtime_conf(spark, own):
+        assert check_config(config, str(path)).compatible
+        assert settings() == own
+        report = require_restartable(config, str(path))
+        assert report is not None and report.compatible
+        assert settings() == own
+        with state_session(config.checkpoint.location) as (reader, _):
+            assert reader is spark
+            assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+        assert settings() == own

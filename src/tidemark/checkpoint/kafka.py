@@ -137,11 +137,10 @@ def broker_offsets(config: TidemarkConfig) -> tuple[Offsets, Offsets, str]:
     admin client in a small local JVM (jars from tidemark's lock)."""
     from tidemark.kafka.admin import all_partitions, kafka_admin
     from tidemark.kafka.options import kafka_access
-    from tidemark.spark.environment import session_for_kafka
+    from tidemark.spark.environment import kafka_session
 
     access = kafka_access(config)
-    spark = session_for_kafka(config)
-    with kafka_admin(spark, access, config.source.connect_timeout) as admin:
+    with kafka_session(config) as spark, kafka_admin(spark, access, config.source.connect_timeout) as admin:
         # The subscribed topics' partitions now (one the checkpoint names that is gone cannot be asked for).
         wanted = set(all_partitions(admin.subscribed()))
         return admin.earliest(wanted), admin.latest(wanted), access.endpoint.describe()

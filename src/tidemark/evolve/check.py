@@ -10,6 +10,7 @@ Two kinds of problems, both exit 1 unless allowed with `--allow CODE`:
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -381,7 +382,7 @@ def check_config(
     key_order_matters: bool = True,
 ) -> CheckReport:
     """Compare the config's query with its checkpoint; optionally rehearse it on a copy."""
-    from tidemark.session import build_session, runtime_conf
+    from tidemark.session import runtime_conf, session_scope
 
     checkpoint = Checkpoint.open(config.checkpoint.location)
     found = _Findings(allow)
@@ -392,11 +393,13 @@ def check_config(
     batch = checkpoint.latest_committed_batch()
     _check_spark(checkpoint, found)
     _check_settings(checkpoint, batch, config, found)
-    session = spark or build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
-    # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
-    session.streams.active  # noqa: B018
     rehearsal = None
-    with runtime_conf(session, config.spark_conf()):
+    given: AbstractContextManager[SparkSession] = (
+        nullcontext(spark) if spark is not None else session_scope(conf={"spark.sql.session.timeZone": "UTC"})
+    )
+    with given as session, runtime_conf(session, config.spark_conf()):
+        # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
+        session.streams.active  # noqa: B018
         expected = expected_state(session, config)
         entries = operator_entries(checkpoint) if _has_operator_metadata(checkpoint) else None
         if (
@@ -452,14 +455,17 @@ def require_restartable(
     )
     if not checkpoint.exists() or not checkpoint.commit_batches():
         return None
-    if spark is None:
+    if spark is not None:
+        report = check_config(config, config_path, allow=allow, spark=spark)
+    else:
         from tidemark.plan.store_start import plan_start
-        from tidemark.spark.environment import session_for
+        from tidemark.spark.environment import pipeline_session
 
-        # The session the run then reuses: started with the store and RocksDB cap the run plans (the cap is one
-        # per JVM and the first one set wins, so the check must not start the JVM with another).
-        spark = session_for(plan_start(config).config)
-    report = check_config(config, config_path, allow=allow, spark=spark)
+        # A new session is the one the run then reuses: started with the store and RocksDB cap the run plans (the
+        # cap is one per JVM and the first one set wins, so the check must not start the JVM with another). An
+        # active one (a notebook's) gets its own settings back after the check, as after the run.
+        with pipeline_session(plan_start(config).config) as session:
+            report = check_config(config, config_path, allow=allow, spark=session)
     blocking = [p for p in report.problems if p.blocking]
     if blocking or not report.compatible:
         first = blocking[0] if blocking else None

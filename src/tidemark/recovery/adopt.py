@@ -241,29 +241,30 @@ def adopt_job(
 ) -> AdoptionResult:
     """Plan the cut-over and, with apply, leave the replay point in a new checkpoint and replay the open windows."""
     from tidemark.pipeline.run import run_pipeline
-    from tidemark.spark.environment import session_for
+    from tidemark.spark.environment import pipeline_session
     from tidemark.steps import step
 
     plan = plan_adoption(config, old_checkpoint, old_sink)
     if not apply and precheck is None:
         return AdoptionResult(plan, False, None)
-    session = spark or session_for(config)
-    if precheck is not None:
-        precheck(session)  # the caller's own refusal (the config describes another job), before anything is written
-    if not apply:
-        return AdoptionResult(plan, False, None)
-    paths = pipeline_locations(config)
-    if Checkpoint.open(paths.checkpoint).offset_batches():
-        msg = f"{paths.checkpoint.uri} gained batches while the plan was made: nothing was changed"
-        raise CheckpointError(msg)
-    marker = RecoveryMarker(plan.resume_from, plan.old_checkpoint, (), injected=True)
-    write_recovery_marker(paths.checkpoint, marker)
-    with step(f"replaying the windows open at the cut-over (from {plan.resume_from.isoformat()}): batches") as advance:
-        replay = run_pipeline(
-            replay_config(config, plan.resume_from),
-            available_now=True,
-            spark=session,
-            replay_from=plan.resume_from,
-            on_progress=lambda _: advance(1),
-        )
+    with pipeline_session(config, spark) as session:  # a reused session gets its own settings back afterwards
+        if precheck is not None:
+            precheck(session)  # the caller's own refusal (the config describes another job), before any write
+        if not apply:
+            return AdoptionResult(plan, False, None)
+        paths = pipeline_locations(config)
+        if Checkpoint.open(paths.checkpoint).offset_batches():
+            msg = f"{paths.checkpoint.uri} gained batches while the plan was made: nothing was changed"
+            raise CheckpointError(msg)
+        marker = RecoveryMarker(plan.resume_from, plan.old_checkpoint, (), injected=True)
+        write_recovery_marker(paths.checkpoint, marker)
+        what = f"replaying the windows open at the cut-over (from {plan.resume_from.isoformat()}): batches"
+        with step(what) as advance:
+            replay = run_pipeline(
+                replay_config(config, plan.resume_from),
+                available_now=True,
+                spark=session,
+                replay_from=plan.resume_from,
+                on_progress=lambda _: advance(1),
+            )
     return AdoptionResult(plan, True, replay)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemark.config import AggregationKind, StateStoreKind, TidemarkConfig
-from tidemark.session import build_session, runtime_conf
+from tidemark.session import build_session, runtime_conf, session_scope
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
 from tidemark.spark.credentials import auth_keys, hadoop_access, redaction_conf
 from tidemark.spark.jars import FetchedJars, Progress, fetch
@@ -162,25 +162,15 @@ def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) 
         yield session
 
 
-def session_for_locations(
-    uris: Iterable[str], conf: dict[str, str] | None = None, progress: Progress | None = None
-) -> SparkSession:
-    """A local session that can read these locations with Spark (for the checkpoint tools)."""
-    require_python()
-    uris = list(uris)
-    settings = storage_conf(uris, dict(conf or {}))
-    features = features_for_uris(uris)
-    if features and PACKAGES_KEY not in settings:
-        settings = with_jars(settings, fetch(features, progress=progress))
-    return build_session("local[2]", settings)
-
-
-def session_for_kafka(config: TidemarkConfig) -> SparkSession:
-    """A small local session with the Kafka client on its classpath, for tools that ask a broker (inspect)."""
+@contextmanager
+def kafka_session(config: TidemarkConfig) -> Iterator[SparkSession]:
+    """A small local session with the Kafka client on its classpath, for tools that ask a broker (inspect); an
+    active session is used as it is, with these settings for the duration only."""
     settings: dict[str, str] = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"}
     conf = config.spark_conf()
     if PACKAGES_KEY in conf:  # the user manages the JVM dependencies
         settings[PACKAGES_KEY] = conf[PACKAGES_KEY]
     else:
         settings = with_jars(settings, fetch({JarFeature.KAFKA}))
-    return build_session("local[1]", settings, app_name=f"tidemark-{config.pipeline.name}-inspect")
+    with session_scope("local[1]", settings, app_name=f"tidemark-{config.pipeline.name}-inspect") as spark:
+        yield spark

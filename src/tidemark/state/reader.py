@@ -141,11 +141,13 @@ def state_session(
     Spark reads a private copy of what it needs (formats.private_copy): its state reader writes into the folder it
     reads, and the user's checkpoint must stay as it was.
     """
-    from tidemark.session import build_session, runtime_conf
+    from tidemark.session import runtime_conf, session_scope
 
     require(Feature.STATE_READER)  # one line naming the Spark that has it, before any JVM starts
-    with private_state_source(path, batches) as source:
-        spark = build_session("local[2]", {"spark.sql.session.timeZone": "UTC"})
+    with (
+        private_state_source(path, batches) as source,
+        session_scope(conf={"spark.sql.session.timeZone": "UTC"}) as spark,
+    ):
         # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
         spark.streams.active  # noqa: B018
         with quiet_jvm(spark), runtime_conf(spark, session_conf(source.checkpoint)):
