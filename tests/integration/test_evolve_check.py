@@ -193,7 +193,8 @@ def test_rehearsal_reports_sparks_verdict_and_leaves_the_checkpoint_alone(
 
 def test_a_reused_session_keeps_its_own_settings(spark: SparkSession, window: Pipeline) -> None:
     """On an active session (a notebook's), `check`, run's pre-check and the state reader apply tidemark's settings
-    (the UTC time zone state is read in, the config's shuffle partitions) for the command only, not for good."""
+    (the UTC time zone state is read in, the config's shuffle partitions, Spark's log switched off while a reader
+    fails) for the command only, not for good."""
     from tidemark.evolve.check import require_restartable
     from tidemark.state.reader import state_session
 
@@ -209,7 +210,50 @@ def test_a_reused_session_keeps_its_own_settings(spark: SparkSession, window: Pi
         report = require_restartable(config, str(path))
         assert report is not None and report.compatible
         assert settings() == own
-        with state_session(config.checkpoint.location) as (reader, _):
-            assert reader is spark
-            assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
-        assert settings() == own
+        jvm: Any = spark.sparkContext._jvm
+        level = str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel().name())
+        spark.sparkContext.setLogLevel("WARN")
+        try:
+            with state_session(config.checkpoint.location) as (reader, _):
+                assert reader is spark
+                assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+            assert settings() == own
+            assert str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel().name()) == "WARN"
+        finally:
+            spark.sparkContext.setLogLevel(level)
+
+
+def test_runs_pre_start_check_reads_the_state_with_the_planned_rocksdb_cap(
+    spark: SparkSession, window: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RocksDB's cap is one per JVM and the first store opened sets it: the state `run`'s pre-start check reads
+    must be opened with the cap the run planned, not the config's unsized default."""
+    import dataclasses
+
+    import tidemark.evolve.check as check
+    import tidemark.plan.store_start as store_start
+    from tidemark.config.rocksdb import MAX_MEMORY_USAGE
+
+    planned_mb = 777  # a cap no config or default here gives, so the read can only have it from the plan
+    plan_start = store_start.plan_start
+
+    def planned(config: TidemarkConfig, *args: Any, **kwargs: Any) -> store_start.StartPlan:
+        plan = plan_start(config, *args, **kwargs)
+        sized = plan.config.checkpoint.model_copy(update={"bounded_memory_mb": planned_mb})
+        return dataclasses.replace(plan, config=plan.config.model_copy(update={"checkpoint": sized}))
+
+    seen: list[str | None] = []
+    sample = check._state_sample
+
+    def recording(session: SparkSession, config: TidemarkConfig, columns: list[str]) -> list[Any]:
+        seen.append(session.conf.get(MAX_MEMORY_USAGE, None))
+        return sample(session, config, columns)
+
+    monkeypatch.setattr(store_start, "plan_start", planned)
+    monkeypatch.setattr(check, "_state_sample", recording)
+    config, path = window.config()
+    assert config.spark_conf()[MAX_MEMORY_USAGE] != str(planned_mb)
+    report = check.require_restartable(config, str(path))
+    assert report is not None and report.compatible
+    assert seen and set(seen) == {str(planned_mb)}
+    assert spark.conf.get(MAX_MEMORY_USAGE, None) != str(planned_mb)  # given back after the check

@@ -380,8 +380,13 @@ def check_config(
     allow: frozenset[str] = frozenset(),
     spark: SparkSession | None = None,
     key_order_matters: bool = True,
+    read_with: TidemarkConfig | None = None,
 ) -> CheckReport:
-    """Compare the config's query with its checkpoint; optionally rehearse it on a copy."""
+    """Compare the config's query with its checkpoint; optionally rehearse it on a copy.
+
+    read_with: the config whose Spark settings the state is read and rehearsed with (default: config). Run's
+    pre-start check passes the planned one: RocksDB's cap is one per JVM and the first store opened sets it.
+    """
     from tidemark.session import runtime_conf, session_scope
 
     checkpoint = Checkpoint.open(config.checkpoint.location)
@@ -397,7 +402,7 @@ def check_config(
     given: AbstractContextManager[SparkSession] = (
         nullcontext(spark) if spark is not None else session_scope(conf={"spark.sql.session.timeZone": "UTC"})
     )
-    with given as session, runtime_conf(session, config.spark_conf()):
+    with given as session, runtime_conf(session, (read_with or config).spark_conf()):
         # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
         session.streams.active  # noqa: B018
         expected = expected_state(session, config)
@@ -461,11 +466,12 @@ def require_restartable(
         from tidemark.plan.store_start import plan_start
         from tidemark.spark.environment import pipeline_session
 
-        # A new session is the one the run then reuses: started with the store and RocksDB cap the run plans (the
-        # cap is one per JVM and the first one set wins, so the check must not start the JVM with another). An
+        # A new session is the one the run then reuses: started with the store and RocksDB cap the run plans, and
+        # the check reads the state with them too (the cap is one per JVM and the first store opened sets it). An
         # active one (a notebook's) gets its own settings back after the check, as after the run.
-        with pipeline_session(plan_start(config).config) as session:
-            report = check_config(config, config_path, allow=allow, spark=session)
+        planned = plan_start(config).config
+        with pipeline_session(planned) as session:
+            report = check_config(config, config_path, allow=allow, spark=session, read_with=planned)
     blocking = [p for p in report.problems if p.blocking]
     if blocking or not report.compatible:
         first = blocking[0] if blocking else None

@@ -165,12 +165,14 @@ def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) 
 @contextmanager
 def kafka_session(config: TidemarkConfig) -> Iterator[SparkSession]:
     """A small local session with the Kafka client on its classpath, for tools that ask a broker (inspect); an
-    active session is used as it is, with these settings for the duration only."""
+    active session is used as it is (its classpath too), with these settings for the duration only."""
+    from pyspark.sql import SparkSession
+
     settings: dict[str, str] = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"}
     conf = config.spark_conf()
     if PACKAGES_KEY in conf:  # the user manages the JVM dependencies
         settings[PACKAGES_KEY] = conf[PACKAGES_KEY]
-    else:
+    elif SparkSession.getActiveSession() is None:  # jars reach a JVM only when it starts: none fetched for nothing
         settings = with_jars(settings, fetch({JarFeature.KAFKA}))
     with session_scope("local[1]", settings, app_name=f"tidemark-{config.pipeline.name}-inspect") as spark:
         yield spark

@@ -106,6 +106,7 @@ def quiet_jvm(spark: SparkSession) -> Iterator[None]:
         yield
         return
     context = spark.sparkContext
+    level = _log_level(context)
     context.setLogLevel("OFF")
     # PySpark logs every analysis error with its Java stack as one JSON line of its own (handlers of their own).
     loggers = [logging.getLogger(name) for name in PYSPARK_ERROR_LOGGERS]
@@ -115,9 +116,19 @@ def quiet_jvm(spark: SparkSession) -> Iterator[None]:
     try:
         yield
     finally:
-        context.setLogLevel("ERROR")
+        context.setLogLevel(level)
         for logger, disabled in zip(loggers, was, strict=True):
             logger.disabled = disabled
+
+
+def _log_level(context: Any) -> str:
+    """The JVM's root log level now (a notebook's own, given back after a read), ERROR when it cannot be read."""
+    try:
+        jvm: Any = context._jvm
+        return str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel().name())
+    except Exception as exc:  # a JVM without log4j 2
+        log.debug("cannot read the JVM's log level: %s", exc)
+        return "ERROR"
 
 
 @contextmanager
