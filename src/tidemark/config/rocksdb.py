@@ -29,6 +29,7 @@ WRITE_BUFFER_CACHE_RATIO = 0.8
 BUFFERS_PER_STORE = 2
 MIN_WRITE_BUFFER_MB = 64  # RocksDB's own default: never smaller, and below it nothing is set
 WRITE_BUFFER_SIZE = f"{PREFIX}writeBufferSizeMB"
+BOUNDED_MEMORY_USAGE = f"{PREFIX}boundedMemoryUsage"
 MAX_MEMORY_USAGE = f"{PREFIX}maxMemoryUsageMB"
 WRITE_BUFFER_RATIO = f"{PREFIX}writeBufferCacheRatio"
 
@@ -56,7 +57,7 @@ def rocksdb_conf(changelog: bool, bounded_memory_mb: int | None, track_state_row
         f"{PREFIX}trackTotalNumberOfRows": str(track_state_rows).lower(),
     }
     if bounded_memory_mb is not None:
-        conf[f"{PREFIX}boundedMemoryUsage"] = "true"
+        conf[BOUNDED_MEMORY_USAGE] = "true"
         conf[MAX_MEMORY_USAGE] = str(bounded_memory_mb)
     return conf
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemark.config.model import ROCKSDB_PROVIDER, StateStoreKind, TidemarkConfig
+from tidemark.config.rocksdb import BOUNDED_MEMORY_USAGE, MAX_MEMORY_USAGE
 from tidemark.errors import InputError, UsageError
 from tidemark.formats import BatchProgress, read_progress
 from tidemark.plan.memory import MIB, MemoryConf, MemoryLoad
@@ -84,8 +85,8 @@ def conf_from_spark(conf: Mapping[str, str], master: str = "") -> MemoryConf:
     provider = conf.get("spark.sql.streaming.stateStore.providerClass", "")
     store = StateStoreKind.ROCKSDB if provider == ROCKSDB_PROVIDER else StateStoreKind.HDFS
     bounded = None
-    if store is StateStoreKind.ROCKSDB and conf.get(_ROCKSDB_BOUNDED, "false").lower() == "true":
-        bounded = spark_memory(conf.get(_ROCKSDB_MAX_MB, "500"))
+    if store is StateStoreKind.ROCKSDB and conf.get(BOUNDED_MEMORY_USAGE, "false").lower() == "true":
+        bounded = spark_memory(conf.get(MAX_MEMORY_USAGE, "500"))
     return MemoryConf(
         executor_memory_bytes=heap,
         executors=executors,
@@ -101,15 +102,11 @@ def conf_from_spark(conf: Mapping[str, str], master: str = "") -> MemoryConf:
     )
 
 
-_ROCKSDB_BOUNDED = "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"
-_ROCKSDB_MAX_MB = "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"
-
-
 def conf_from_config(config: TidemarkConfig) -> MemoryConf:
     """The memory settings a pipeline config asks for ([spark], [spark.conf], [checkpoint])."""
     conf = config.spark_conf()
     if config.checkpoint.bounded_memory_mb is not None:
-        conf.setdefault(_ROCKSDB_BOUNDED, "true")
+        conf.setdefault(BOUNDED_MEMORY_USAGE, "true")
     return conf_from_spark(conf, config.spark.master)
 
 
