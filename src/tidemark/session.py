@@ -146,27 +146,6 @@ def build_session(
 
 
 @contextmanager
-def session_scope(
-    master: str = "local[2]", conf: Mapping[str, str] | None = None, app_name: str = "tidemark"
-) -> Iterator[SparkSession]:
-    """The Spark session for one command's work: a new one started with conf, or the active one (a notebook's,
-    a test process's) with conf's runtime settings for the duration and its own values back afterwards.
-
-    build_session on an active session keeps the settings it applies: a notebook user whose session read a
-    checkpoint's state would keep tidemark's time zone and shuffle partitions in their own queries.
-    """
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is None:
-        yield build_session(master, conf, app_name=app_name)  # started with every setting: nothing to give back
-        return
-    settings = {k: v for k, v in (conf or {}).items() if not k.startswith(_QUERY_START_PREFIXES)}
-    with runtime_conf(active, settings):
-        yield active
-
-
-@contextmanager
 def _keep_interrupt_handler() -> Iterator[None]:
     """pyspark's SparkContext installs its own SIGINT handler; the CLI's (which also cancels Spark's jobs) stays."""
     try:

@@ -257,3 +257,56 @@ def test_runs_pre_start_check_reads_the_state_with_the_planned_rocksdb_cap(
     assert report is not None and report.compatible
     assert seen and set(seen) == {str(planned_mb)}
     assert spark.conf.get(MAX_MEMORY_USAGE, None) != str(planned_mb)  # given back after the check
+
+
+@pytest.mark.parametrize("command", ["recover", "adopt"])
+def test_recover_and_adopt_read_the_state_with_the_planned_rocksdb_cap(
+    spark: SparkSession, window: Pipeline, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: str
+) -> None:
+    """Their pre-checks open the state in the session their replay runs in: with the cap `run` would plan."""
+    import dataclasses
+
+    import tidemark.evolve.check as check
+    import tidemark.plan.store_start as store_start
+    from tidemark.config.rocksdb import MAX_MEMORY_USAGE
+    from tidemark.evolve.check import require_describes_old_job, require_same_query
+    from tidemark.recovery.adopt import adopt_job
+    from tidemark.recovery.apply import recover_pipeline
+
+    planned_mb = 779
+    plan_start = store_start.plan_start
+
+    def planned(config: TidemarkConfig, *args: Any, **kwargs: Any) -> store_start.StartPlan:
+        plan = plan_start(config, *args, **kwargs)
+        sized = plan.config.checkpoint.model_copy(update={"bounded_memory_mb": planned_mb})
+        return dataclasses.replace(plan, config=plan.config.model_copy(update={"checkpoint": sized}))
+
+    seen: list[str | None] = []
+    sample = check._state_sample
+
+    def recording(session: SparkSession, config: TidemarkConfig, columns: list[str]) -> list[Any]:
+        seen.append(session.conf.get(MAX_MEMORY_USAGE, None))
+        return sample(session, config, columns)
+
+    monkeypatch.setattr(store_start, "plan_start", planned)
+    monkeypatch.setattr(check, "_state_sample", recording)
+    config, path = window.config()
+    if command == "recover":
+        recover_pipeline(
+            config, precheck=lambda s, planned_config: require_same_query(config, str(path), s, planned_config)
+        )
+    else:
+        old = config.checkpoint.location
+        moved = config.model_copy(
+            update={
+                "checkpoint": config.checkpoint.model_copy(update={"location": str(tmp_path / "new-checkpoint")}),
+                "sink": config.sink.model_copy(update={"path": str(tmp_path / "new-sink")}),
+            }
+        )
+        adopt_job(
+            moved,
+            old,
+            precheck=lambda s, planned_config: require_describes_old_job(moved, str(path), old, s, planned_config),
+        )
+    assert seen and set(seen) == {str(planned_mb)}
+    assert spark.conf.get(MAX_MEMORY_USAGE, None) != str(planned_mb)  # given back afterwards

@@ -229,6 +229,16 @@ def test_diff_matches_the_rows_the_test_changed(checkpoints: Checkpoints, method
     assert _key_set(store, "added") == {"d"} and _key_set(store, "removed") == {"a", "b"}
 
 
+@pytest.mark.parametrize(("start", "sample"), [(0, 1), (1, 1), (0, 2)])
+def test_diff_samples_each_kind_it_counts(checkpoints: Checkpoints, start: int, sample: int) -> None:
+    """K samples of EACH kind (docs/state.md), whatever the mix of kinds."""
+    (store,) = diff_state(checkpoints.group_state, start, 2, sample=sample).stores
+    counts = {"added": store.added, "updated": store.updated, "removed": store.removed}
+    shown = {kind: len([c for c in store.samples if c.change.value == kind]) for kind in counts}
+    assert shown == {kind: min(sample, n) for kind, n in counts.items()}, (counts, store.samples)
+    assert store.removed > 0  # the kind the old sampling dropped behind the added keys
+
+
 def test_diff_of_window_state_by_snapshots(checkpoints: Checkpoints) -> None:
     (store,) = diff_state(checkpoints.window, 0, 2, sample=10, method=DiffMethod.SNAPSHOTS).stores
     # Windows added after batch 0: (1-2 min, c), (2-3 min, d); (0-1 min, a) went from 1 to 2 rows.

@@ -44,6 +44,7 @@ def test_user_spark_conf_wins(tmp_path: Path) -> None:
     ("overrides", "fragment"),
     [
         ({"source": {"pathh": "x"}}, "unknown key 'source.pathh'"),
+        ({"source": {"connection_string": "Endpoint=sb://x"}}, "with connection_string_env, or a file with"),
         ({"checkpoint": {"state_store": "leveldb"}}, "'checkpoint.state_store'"),
         ({"event_time": {"watermark": "ten minutes"}}, "cannot read duration 'ten minutes'"),
         ({"aggregation": {"window": None}}, "aggregation.window is required"),
@@ -61,6 +62,7 @@ def test_bad_config_names_the_key(tmp_path: Path, overrides: dict[str, dict[str,
         load_config(write_config(tmp_path, **overrides))
     assert fragment in str(info.value)
     assert "\n" not in str(info.value)
+    assert "sb://x" not in str(info.value)  # a secret put in the TOML is never echoed
 
 
 def test_cli_bad_config_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -54,7 +54,7 @@ def adopt(
     old_sink: Annotated[
         str | None, typer.Option("--old-sink", help="The old job's output folder, audited and kept as it is.")
     ] = None,
-    apply: Annotated[bool, typer.Option("--apply", help="Do it (default: print the plan).")] = False,
+    apply: Annotated[bool, typer.Option("--apply/--dry-run", help="Do it (default: print the plan).")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Move a stopped plain-Spark window job over to tidemark: nothing lost, nothing twice (docs/adopt.md)."""
@@ -70,7 +70,9 @@ def adopt(
         from_checkpoint,
         old_sink,
         apply=apply,
-        precheck=lambda spark: require_describes_old_job(settings, str(config), from_checkpoint, spark),
+        precheck=lambda spark, planned: require_describes_old_job(
+            settings, str(config), from_checkpoint, spark, read_with=planned
+        ),
     )
     if json_output:
         print_json(result)

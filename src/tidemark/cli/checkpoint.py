@@ -184,7 +184,9 @@ def inspect_command(
 def prune_command(
     path: Annotated[str, typer.Argument(help="Checkpoint folder or URI.")],
     keep: Annotated[int, typer.Option("--keep", help="Committed batches of history to keep (at least 1).")],
-    apply: Annotated[bool, typer.Option("--apply", help="Really remove the files (default: dry run).")] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply/--dry-run", help="Really remove the files (default: dry run).")
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Remove old log entries and state files Spark will never need again (dry run unless --apply)."""

@@ -59,8 +59,10 @@ def first_line(text: str, limit: int | None = _MAX_LINE) -> str:
 def _usage(exc: BaseException, command: str) -> Outcome:
     ctx: Any = getattr(exc, "ctx", None)
     if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
-        # `tidemark` or `tidemark state` alone: the help, and exit 2 (no command was run).
-        return Outcome(EXIT_USAGE, help_text=ctx.get_help())
+        # `tidemark` or `tidemark state` alone: the help once, and exit 2 (no command was run). The error holds
+        # what ctx.get_help() returned when it was raised: empty where typer's rich help printed itself then.
+        shown = str(getattr(exc, "message", "") or "")
+        return Outcome(EXIT_USAGE, help_text=shown or None)
     format_message = getattr(exc, "format_message", None)
     message = format_message() if callable(format_message) else str(exc)
     hint = f" (see '{ctx.command_path if ctx is not None else command} --help')"

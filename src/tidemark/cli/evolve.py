@@ -98,7 +98,8 @@ def render_repartition(report: RepartitionReport) -> None:
 
 def _render_check(report: CheckReport) -> None:
     verdict = "[green]compatible[/green]" if report.compatible else "[bold red]incompatible[/bold red]"
-    out.print(f"{verdict}: {escape(report.config)} against {escape(report.checkpoint)} (batch {report.batch})")
+    at = "no committed batch yet" if report.batch is None else f"batch {report.batch}"
+    out.print(f"{verdict}: {escape(report.config)} against {escape(report.checkpoint)} ({at})")
     for problem in report.problems:
         style = "red" if problem.blocking else "yellow"
         allowed = "" if problem.blocking else " (allowed)"

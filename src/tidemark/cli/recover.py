@@ -91,7 +91,9 @@ def _render_rollback(result: RollbackResult) -> None:
 
 def recover(
     config: ConfigArg,
-    apply: Annotated[bool, typer.Option("--apply", help="Carry out the plan (default: only print it).")] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply/--dry-run", help="Carry out the plan (default: only print it).")
+    ] = False,
     to_batch: Annotated[
         int | None, typer.Option("--to-batch", help="Roll the checkpoint back to this committed batch instead.")
     ] = None,
@@ -122,7 +124,7 @@ def recover(
         settings,
         apply=apply,
         per_key=per_key,
-        precheck=lambda spark: require_same_query(settings, str(config), spark),
+        precheck=lambda spark, planned: require_same_query(settings, str(config), spark, read_with=planned),
     )
     if json_output:
         print_json(result)

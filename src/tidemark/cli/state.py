@@ -272,7 +272,9 @@ def repartition(
     partitions: Annotated[
         int, typer.Option("--partitions", help="The new number of shuffle partitions.", show_default=False)
     ],
-    apply: Annotated[bool, typer.Option("--apply", help="Write it (default: a dry run that only reads).")] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply/--dry-run", help="Write it (default: a dry run that only reads).")
+    ] = False,
     to: Annotated[
         str | None, typer.Option("--to", help="Write the new checkpoint to this folder; leave the old one as it is.")
     ] = None,

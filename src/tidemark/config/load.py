@@ -21,10 +21,27 @@ _PATH_KEYS = (
 )
 
 
+# Keys a user reaches for to put a secret in the TOML, and where the secret goes instead (it never goes in the file).
+_SECRET_KEYS = {
+    "connection_string": (
+        "a connection string never goes in the TOML: name the environment variable that holds it with "
+        "connection_string_env, or a file with connection_string_file"
+    ),
+}
+_OPTIONS_HINT = (
+    "a secret never goes in the TOML: name the environment variable that holds it with options_from_env = "
+    '{ "kafka.sasl.jaas.config" = "KAFKA_JAAS" }, or a file with options_from_file (docs/kafka.md)'
+)
+_SECRET_KEYS.update(dict.fromkeys(("password", "sasl_jaas_config", "jaas_config"), _OPTIONS_HINT))
+
+
 def _describe(error: ValidationError, origin: str) -> str:
     first = error.errors()[0]
     key = ".".join(str(part) for part in first["loc"])
     if first["type"] == "extra_forbidden":
+        secret = _SECRET_KEYS.get(str(first["loc"][-1]))
+        if secret is not None:
+            return f"{origin}: unknown key '{key}': {secret}"
         return f"{origin}: unknown key '{key}' (check its spelling; see the README for the keys of each table)"
     if first["type"] == "missing":
         return f"{origin}: missing key '{key}'"

@@ -10,7 +10,6 @@ Two kinds of problems, both exit 1 unless allowed with `--allow CODE`:
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -387,7 +386,7 @@ def check_config(
     read_with: the config whose Spark settings the state is read and rehearsed with (default: config). Run's
     pre-start check passes the planned one: RocksDB's cap is one per JVM and the first store opened sets it.
     """
-    from tidemark.session import runtime_conf, session_scope
+    from tidemark.spark.environment import needs_of, spark_session
 
     checkpoint = Checkpoint.open(config.checkpoint.location)
     found = _Findings(allow)
@@ -399,10 +398,11 @@ def check_config(
     _check_spark(checkpoint, found)
     _check_settings(checkpoint, batch, config, found)
     rehearsal = None
-    given: AbstractContextManager[SparkSession] = (
-        nullcontext(spark) if spark is not None else session_scope(conf={"spark.sql.session.timeZone": "UTC"})
-    )
-    with given as session, runtime_conf(session, (read_with or config).spark_conf()):
+    # The one route to Spark: a new session gets the config's jars (the Kafka connector), credentials and settings,
+    # as `run` would; a given or running one gets the settings for the duration.
+    read_settings = {**(read_with or config).spark_conf(), "spark.sql.session.timeZone": "UTC"}
+    needs = needs_of(config, extra=read_settings, purpose="check")
+    with spark_session(needs, spark) as session:
         # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
         session.streams.active  # noqa: B018
         expected = expected_state(session, config)
@@ -485,10 +485,13 @@ def require_restartable(
     return report
 
 
-def require_same_query(config: TidemarkConfig, config_path: str, spark: SparkSession) -> None:
+def require_same_query(
+    config: TidemarkConfig, config_path: str, spark: SparkSession, read_with: TidemarkConfig | None = None
+) -> None:
     """Before `recover` replaces a readable checkpoint: refuse one `tidemark check` says another query wrote.
 
-    An unreadable checkpoint passes: replacing it is what recovery is for.
+    An unreadable checkpoint passes: replacing it is what recovery is for. read_with: the planned start's config
+    (the state is read with the RocksDB cap the replay runs with).
     """
     from tidemark.errors import CheckpointError
 
@@ -498,7 +501,7 @@ def require_same_query(config: TidemarkConfig, config_path: str, spark: SparkSes
             return
         if not checkpoint.scan().operators:
             return  # committed batches but no state at all: a damaged checkpoint, what recovery replaces
-        report = check_config(config, config_path, spark=spark)
+        report = check_config(config, config_path, spark=spark, read_with=read_with)
     except CheckpointError:
         return
     blocking = [p for p in report.problems if p.blocking and p.code in _OTHER_QUERY]
@@ -524,7 +527,11 @@ _SAME_JOB = frozenset({"OPERATORS_CHANGED", "KEY_SCHEMA", "KEY_COLUMNS", "WATERM
 
 
 def require_describes_old_job(
-    config: TidemarkConfig, config_path: str, old_checkpoint: str, spark: SparkSession
+    config: TidemarkConfig,
+    config_path: str,
+    old_checkpoint: str,
+    spark: SparkSession,
+    read_with: TidemarkConfig | None = None,
 ) -> None:
     """Before `adopt` writes anything: refuse a config that does not describe the old job (its grouping columns,
     window, watermark), compared with the old job's state as `tidemark check` compares a checkpoint."""
@@ -532,7 +539,11 @@ def require_describes_old_job(
 
     location = config.checkpoint.model_copy(update={"location": old_checkpoint})
     report = check_config(
-        config.model_copy(update={"checkpoint": location}), config_path, spark=spark, key_order_matters=False
+        config.model_copy(update={"checkpoint": location}),
+        config_path,
+        spark=spark,
+        key_order_matters=False,
+        read_with=read_with,
     )
     different = [p for p in report.problems if p.code in _SAME_JOB]
     if different:

@@ -209,21 +209,28 @@ def run_pipeline(
     replay_from: datetime | None = None,
 ) -> RunResult:
     """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
-    from tidemark.plan.store_start import plan_start
-    from tidemark.spark.environment import pipeline_session
+    from tidemark.pipeline.start import planned_session
 
     check_source_path(config)  # before the JVM starts: a wrong path should cost nothing
-    # The provider of a new checkpoint and RocksDB's cap for this process, sized before the JVM starts.
-    start = plan_start(config)
-    config = start.config
     run_id = new_run_id()
     stop = stop or threading.Event()
     reasons: list[StopReason] = []
     once = bool(available_now) or config.trigger.mode.value == "available-now"
     deadline_after = max_duration or config.trigger.max_duration
-    with pipeline_session(config, spark) as session:
+    # The provider of a new checkpoint and RocksDB's cap for this process, sized before the JVM starts.
+    with planned_session(config, spark) as (session, start):
         return _run(
-            session, config, run_id, once, deadline_after, stop, reasons, on_progress, on_warning, replay_from, start
+            session,
+            start.config,
+            run_id,
+            once,
+            deadline_after,
+            stop,
+            reasons,
+            on_progress,
+            on_warning,
+            replay_from,
+            start,
         )
 
 

@@ -237,19 +237,22 @@ def adopt_job(
     *,
     apply: bool = False,
     spark: SparkSession | None = None,
-    precheck: Callable[[SparkSession], None] | None = None,
+    precheck: Callable[[SparkSession, TidemarkConfig], None] | None = None,
 ) -> AdoptionResult:
     """Plan the cut-over and, with apply, leave the replay point in a new checkpoint and replay the open windows."""
     from tidemark.pipeline.run import run_pipeline
-    from tidemark.spark.environment import pipeline_session
+    from tidemark.pipeline.start import planned_session
     from tidemark.steps import step
 
     plan = plan_adoption(config, old_checkpoint, old_sink)
     if not apply and precheck is None:
         return AdoptionResult(plan, False, None)
-    with pipeline_session(config, spark) as session:  # a reused session gets its own settings back afterwards
+    # The replay's state is opened with the RocksDB cap `run` would plan; a reused session gets its own settings back.
+    with planned_session(config, spark) as (session, start):
         if precheck is not None:
-            precheck(session)  # the caller's own refusal (the config describes another job), before any write
+            precheck(
+                session, start.config
+            )  # the caller's own refusal (the config describes another job), before any write
         if not apply:
             return AdoptionResult(plan, False, None)
         paths = pipeline_locations(config)

@@ -177,7 +177,7 @@ def recover_pipeline(
     apply: bool = False,
     per_key: bool = False,
     spark: SparkSession | None = None,
-    precheck: Callable[[SparkSession], None] | None = None,
+    precheck: Callable[[SparkSession, TidemarkConfig], None] | None = None,
 ) -> RecoveryResult:
     """Plan a recovery from the sink (and, with apply, carry it out); the one entry point of the CLI.
 
@@ -185,8 +185,8 @@ def recover_pipeline(
     replay from the same resume point) instead of planning a new one from a half-moved sink.
     """
     from tidemark.pipeline.sink_check import require_matching_sink
+    from tidemark.pipeline.start import planned_session
     from tidemark.recovery.replay import check_replayable
-    from tidemark.spark.environment import pipeline_session
 
     check_replayable(config)
     # Every precondition before anything moves (dry run too: a plan for a sink it cannot rewrite would mislead).
@@ -199,9 +199,11 @@ def recover_pipeline(
     )
     if apply:
         finish_interrupted_moves(config)
-    with pipeline_session(config, spark) as session:
+    with planned_session(config, spark) as (session, start):
         if precheck is not None:
-            precheck(session)  # the caller's own refusal (the checkpoint written by another query), before any move
+            precheck(
+                session, start.config
+            )  # the caller's own refusal (the checkpoint written by another query), before any move
         if apply:
             resumed = interrupted_recovery(config)
             if resumed is not None:

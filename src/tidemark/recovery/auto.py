@@ -147,10 +147,10 @@ def sweep_failed_batch_files(config: TidemarkConfig, now: datetime | None = None
 
 
 def _recover(config: TidemarkConfig, spark: SparkSession | None) -> datetime:
+    from tidemark.pipeline.start import planned_session
     from tidemark.recovery.apply import apply_recovery, plan_from_source
-    from tidemark.spark.environment import pipeline_session
 
-    with pipeline_session(config, spark) as session:
+    with planned_session(config, spark) as (session, _):
         plan = plan_from_source(session, config)
         log.warning(
             "checkpoint %s is gone: recovering from %s (archive %s)", plan.checkpoint, plan.resume_from, plan.archive

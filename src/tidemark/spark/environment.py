@@ -10,13 +10,14 @@ always, put on `spark.jars` (the driver ships them to executors). A user who set
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemark.config import AggregationKind, StateStoreKind, TidemarkConfig
-from tidemark.session import build_session, runtime_conf, session_scope
+from tidemark.session import build_session, runtime_conf
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
 from tidemark.spark.credentials import auth_keys, hadoop_access, redaction_conf
 from tidemark.spark.jars import FetchedJars, Progress, fetch
@@ -100,6 +101,67 @@ def pipeline_conf(config: TidemarkConfig) -> dict[str, str]:
     return storage_conf(locations(config), config.spark_conf())
 
 
+@dataclass(frozen=True)
+class SessionNeeds:
+    """What a command asks of Spark: the one route's input (spark_session), whatever the command.
+
+    settings are explicit (the config's own [spark] settings, then the command's): they win over what tidemark
+    derives from the locations (credentials) and the jar groups.
+    """
+
+    master: str = "local[2]"
+    app_name: str = "tidemark"
+    settings: Mapping[str, str] = field(default_factory=dict)
+    locations: tuple[str, ...] = ()  # what Spark reads or writes: its credentials and cloud connector jars
+    jars: frozenset[JarFeature] = frozenset()  # jar groups beside the locations' (the Kafka connector)
+    helper: bool = False  # tidemark's JVM helper (a Kafka stream's observation carries its malformed records)
+    features: frozenset[Feature] = frozenset()  # Spark features the installed line must have
+
+    @property
+    def jar_groups(self) -> set[JarFeature]:
+        """Every jar group: the locations' cloud connectors and the ones asked for."""
+        return features_for_uris(self.locations) | set(self.jars)
+
+
+def needs_of(
+    config: TidemarkConfig,
+    *,
+    extra: Mapping[str, str] | None = None,
+    master: str | None = None,
+    purpose: str = "",
+    helper: bool = True,
+) -> SessionNeeds:
+    """What a pipeline config asks of Spark (extra: the command's own settings, which win over the config's)."""
+    return SessionNeeds(
+        master=master or config.spark.master,
+        app_name=f"tidemark-{config.pipeline.name}{'-' + purpose if purpose else ''}",
+        settings={**config.spark_conf(), **(extra or {})},
+        locations=tuple(locations(config)),
+        jars=frozenset(jar_features(config) - features_for_uris(locations(config))),
+        helper=helper and config.source.is_kafka,
+        features=frozenset(spark_features(config)),
+    )
+
+
+def start_settings(
+    needs: SessionNeeds, *, offline: bool = False, progress: Progress | None = None, hint: str = "tidemark jars fetch"
+) -> dict[str, str]:
+    """Every setting a new session for these needs starts with: explicit ones, storage access, spark.jars.
+
+    A user who sets spark.jars.packages manages the JVM dependencies: tidemark then adds none.
+    """
+    require_python()
+    for feature in sorted(needs.features):
+        require(feature)
+    conf = storage_conf(needs.locations, dict(needs.settings))
+    groups = needs.jar_groups
+    if groups and PACKAGES_KEY not in conf:
+        conf = with_jars(conf, fetch(groups, offline=offline, progress=progress, hint=hint))
+    if needs.helper:  # after the fetch: a missing connector is the one line an offline start gives
+        conf = _with_helper(conf)
+    return conf
+
+
 def session_conf(
     config: TidemarkConfig,
     *,
@@ -108,27 +170,16 @@ def session_conf(
     hint: str = "tidemark jars fetch CONFIG",
 ) -> dict[str, str]:
     """Every setting the pipeline's session starts with: the config's, its storage access, spark.jars."""
-    require_features(config)
-    conf = pipeline_conf(config)
-    features = jar_features(config)
-    if features and PACKAGES_KEY not in conf:
-        conf = with_jars(conf, fetch(features, offline=offline, progress=progress, hint=hint))
-    return with_helper(config, conf)  # after the fetch: a missing connector is the one line an offline start gives
+    return start_settings(needs_of(config), offline=offline, progress=progress, hint=hint)
 
 
-def with_helper(config: TidemarkConfig, conf: dict[str, str]) -> dict[str, str]:
-    """conf with tidemark's JVM helper on spark.jars for a Kafka pipeline: its stream carries the malformed
-    records in its own observation (pipeline/quarantine.py) instead of the quarantine reading the batch again."""
+def _with_helper(conf: dict[str, str]) -> dict[str, str]:
+    """conf with tidemark's JVM helper on spark.jars, where the installed Spark can use it: a Kafka stream's
+    observation then carries its malformed records (pipeline/quarantine.py) instead of a second read."""
     from tidemark.spark.jvm import carries_records, session_jar
 
-    jar = session_jar() if config.source.is_kafka and carries_records() else None
+    jar = session_jar() if carries_records() else None
     return _append_jars(conf, [jar]) if jar is not None else conf
-
-
-def session_for(config: TidemarkConfig, progress: Progress | None = None) -> SparkSession:
-    """The session a pipeline config asks for (jars fetched and verified first when it needs any)."""
-    conf = session_conf(config, progress=progress)
-    return build_session(config.spark.master, conf, app_name=f"tidemark-{config.pipeline.name}")
 
 
 def _set_by_someone(hadoop: Any, key: str) -> bool:
@@ -141,38 +192,40 @@ def _set_by_someone(hadoop: Any, key: str) -> bool:
 
 
 @contextmanager
-def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) -> Iterator[SparkSession]:
-    """The pipeline's session (the given one, the active one, or a new one) with its settings for the duration.
+def spark_session(
+    needs: SessionNeeds, spark: SparkSession | None = None, *, progress: Progress | None = None
+) -> Iterator[SparkSession]:
+    """THE route to a Spark session: every command that starts (or borrows) Spark comes through here.
 
-    A reused session (tests, notebooks, a recovery's replay) gets the config's settings and Spark's access to its
-    locations as session settings, and its own values back afterwards.
+    No session running: one is started with every setting of start_settings (jars fetched and verified,
+    credentials, the command's settings); nothing to give back. A running one (the given one, a notebook's, a
+    test process's): its classpath is what it is (jars reach a JVM only when it starts), the runtime settings and
+    Spark's access to the locations are applied for the duration and its own values come back afterwards.
+    Credentials the running session already has (a cluster's Spark config, a notebook's spark.conf.set) are the
+    user's: tidemark adds none for those accounts.
     """
     from pyspark.sql import SparkSession
 
     session = spark or SparkSession.getActiveSession()
     if session is None:
-        yield session_for(config)  # a new session starts with every setting: nothing to give back
+        conf = start_settings(needs, progress=progress)
+        yield build_session(needs.master, conf, app_name=needs.app_name)
         return
-    # Credentials the running session already has (a cluster's Spark config, a notebook's spark.conf.set) are the
-    # user's: tidemark adds none for those accounts.
     hadoop = session.sparkContext._jsc.hadoopConfiguration()
-    where = locations(config)
-    present = [k for k in auth_keys(where) if _set_by_someone(hadoop, k) or session.conf.get(k, None) is not None]
-    with runtime_conf(session, storage_conf(where, config.spark_conf(), present)):
+    present = [
+        k for k in auth_keys(needs.locations) if _set_by_someone(hadoop, k) or session.conf.get(k, None) is not None
+    ]
+    with runtime_conf(session, storage_conf(needs.locations, dict(needs.settings), present)):
         yield session
 
 
-@contextmanager
-def kafka_session(config: TidemarkConfig) -> Iterator[SparkSession]:
+def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) -> AbstractContextManager[SparkSession]:
+    """The pipeline's session (the given one, the active one, or a new one) with its settings for the duration."""
+    return spark_session(needs_of(config), spark)
+
+
+def kafka_session(config: TidemarkConfig) -> AbstractContextManager[SparkSession]:
     """A small local session with the Kafka client on its classpath, for tools that ask a broker (inspect); an
     active session is used as it is (its classpath too), with these settings for the duration only."""
-    from pyspark.sql import SparkSession
-
-    settings: dict[str, str] = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"}
-    conf = config.spark_conf()
-    if PACKAGES_KEY in conf:  # the user manages the JVM dependencies
-        settings[PACKAGES_KEY] = conf[PACKAGES_KEY]
-    elif SparkSession.getActiveSession() is None:  # jars reach a JVM only when it starts: none fetched for nothing
-        settings = with_jars(settings, fetch({JarFeature.KAFKA}))
-    with session_scope("local[1]", settings, app_name=f"tidemark-{config.pipeline.name}-inspect") as spark:
-        yield spark
+    small = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"}
+    return spark_session(needs_of(config, extra=small, master="local[1]", purpose="inspect", helper=False))

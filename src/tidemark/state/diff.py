@@ -97,6 +97,7 @@ def _diff_target(
     sample: int,
     method: DiffMethod | None,
 ) -> StoreDiff:
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     start, end = span
@@ -119,20 +120,17 @@ def _diff_target(
     changes = joined.withColumn("change", kind).where(F.col("change").isNotNull()).cache()
     try:
         counts = dict(run_action(lambda: changes.groupBy("change").count().collect(), source, target, end))
-        picked = run_action(
-            lambda: changes.orderBy("change", "k").limit(sample * 3).collect() if sample else [], source, target, end
-        )
+        # The first `sample` keys of EACH kind (a plain limit took the first 3 x sample rows sorted by kind: all
+        # "added" when enough keys were added, so removed keys never showed).
+        rank = F.row_number().over(Window.partitionBy("change").orderBy("k"))
+        first = changes.withColumn("rank", rank).where(F.col("rank") <= sample).orderBy("change", "k")
+        picked = run_action(lambda: first.collect() if sample else [], source, target, end)
     finally:
         changes.unpersist()
-    samples: list[KeyChange] = []
-    per_kind: dict[str, int] = {}
-    for row in picked:
-        if per_kind.get(row["change"], 0) >= sample:
-            continue
-        per_kind[row["change"]] = per_kind.get(row["change"], 0) + 1
-        samples.append(
-            KeyChange(ChangeKind(row["change"]), _load(row["k"]), _values(row["before"]), _values(row["after"]))
-        )
+    samples = [
+        KeyChange(ChangeKind(row["change"]), _load(row["k"]), _values(row["before"]), _values(row["after"]))
+        for row in picked
+    ]
     return StoreDiff(
         operator=target.operator_id,
         store=target.label,

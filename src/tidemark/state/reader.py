@@ -152,13 +152,13 @@ def state_session(
     Spark reads a private copy of what it needs (formats.private_copy): its state reader writes into the folder it
     reads, and the user's checkpoint must stay as it was.
     """
-    from tidemark.session import runtime_conf, session_scope
+    from tidemark.session import runtime_conf
+    from tidemark.spark.environment import SessionNeeds, spark_session
 
     require(Feature.STATE_READER)  # one line naming the Spark that has it, before any JVM starts
-    with (
-        private_state_source(path, batches) as source,
-        session_scope(conf={"spark.sql.session.timeZone": "UTC"}) as spark,
-    ):
+    # Spark reads a local private copy: no credentials or jars beyond the wheel's are needed.
+    needs = SessionNeeds(app_name="tidemark-state", settings={"spark.sql.session.timeZone": "UTC"})
+    with private_state_source(path, batches) as source, spark_session(needs) as spark:
         # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
         spark.streams.active  # noqa: B018
         with quiet_jvm(spark), runtime_conf(spark, session_conf(source.checkpoint)):
