@@ -30,6 +30,7 @@ run: install
 	rm -rf $(DEMO)
 	$(TM) init $(DEMO)
 	$(TM) run $(DEMO)/tidemark.toml --available-now
+	@echo "next: $(TM) checkpoint inspect $(DEMO)/checkpoint   (or '. $(VENV)/bin/activate' once, then plain 'tidemark ...')"
 
 # Headless Chromium renders the HTML report in the report tests (Debian package).
 chromium:
@@ -81,8 +82,9 @@ test-lines: install
 	$(PYTHON) tools/spark_lines/smoke.py run
 	$(PYTHON) tools/spark_lines/compat.py
 
-test-unit: install
-	$(VENV)/bin/pytest -q tests/unit
+# The unit tests start no JVM, but some start Prometheus, Pushgateway and Chromium (Debian packages).
+test-unit: install chromium prometheus
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests/unit
 
 bench: install
 	@echo "benchmarks are run one by one: see BENCHMARKS.md"

@@ -6,13 +6,14 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import EnvironmentProblem
 
@@ -99,20 +100,79 @@ def jvm_log_path() -> Path | None:
     return _jvm_log["path"]
 
 
+# The JVMs this process started (spark-submit execs java, so each is our child). A JVM interrupted before its
+# gateway wrote the connection file never exits on its own (Spark's PythonGatewayServer dies on the missing file,
+# its py4j thread keeps the JVM alive): _start_context kills it at once. Like SIGINT, SIGTERM is ignored by the JVM:
+# a stop sent to the whole process group (a terminal, systemd) reaches tidemark, which ends Spark in order.
+_started: list[subprocess.Popen[bytes]] = []
+
+
+def _ignoring_stop_signals(preexec: Callable[[], object] | None) -> Callable[[], None]:
+    def ignore() -> None:
+        if preexec is not None:
+            preexec()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    return ignore
+
+
 def _start_context(master: str, app_name: str, settings: Mapping[str, str]) -> None:
-    """Start the JVM with its stderr in the log file, and the SparkContext on it (the builder then reuses it)."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
+    """Start the JVM (its stderr in the log file, when one is chosen), and the SparkContext on it (the builder then
+    reuses it); the JVM's process is recorded so that an interrupted command can end it."""
+    from pyspark import SparkConf, SparkContext, java_gateway
 
     path = _jvm_log["path"]
-    if path is None or SparkContext._active_spark_context is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+    if SparkContext._active_spark_context is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
     conf = SparkConf().setMaster(master).setAppName(app_name)
     for key, value in settings.items():
         conf.set(key, value)
-    with path.open("ab") as log_file:  # the JVM keeps its own copy of the descriptor
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": log_file})  # type: ignore[no-untyped-call]
+    gateway_module: Any = java_gateway  # pyspark's module spawns the JVM through its own name Popen
+    popen = gateway_module.Popen
+    launched: list[subprocess.Popen[bytes]] = []
+
+    def recorded(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        if os.name == "posix":
+            kwargs["preexec_fn"] = _ignoring_stop_signals(kwargs.get("preexec_fn"))
+        process: subprocess.Popen[bytes] = popen(*args, **kwargs)
+        launched.append(process)
+        return process
+
+    gateway_module.Popen = recorded
+    try:
+        with path.open("ab") if path is not None else nullcontext(None) as log_file:  # the JVM keeps its own copy
+            kwargs = {"stderr": log_file} if log_file is not None else None
+            gateway = gateway_module.launch_gateway(conf, popen_kwargs=kwargs)
+    except BaseException:
+        for process in launched:  # half started: nothing of it to keep, and it would never exit by itself
+            process.kill()
+            process.wait()
+        raise
+    finally:
+        gateway_module.Popen = popen
+    _started.extend(launched)
     SparkContext(conf=conf, gateway=gateway)
+
+
+def end_started_jvms(grace: float = 15.0) -> int:
+    """End the JVMs this process started that still run, before it exits: their stdin is closed (Spark's gateway
+    then exits the JVM, its shutdown hooks run), and one still running after grace seconds is killed. For an
+    interrupted command: nothing it started may outlive it. Returns how many were ended."""
+    ended = 0
+    for process in _started:
+        if process.poll() is not None:
+            continue
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=grace)
+        ended += 1
+    _started.clear()
+    return ended
 
 
 def build_session(

@@ -129,3 +129,91 @@ def test_ctrl_c_during_prune_apply_then_the_rerun_finishes_it_with_an_accurate_c
     )
     assert _files(checkpoint) == _files(twin)
     assert not (checkpoint / "_tidemark").exists() and not (twin / "_tidemark").exists()
+
+
+def _marked(mark: str) -> list[int]:
+    """The processes (the CLI's JVM, its Python workers) whose environment carries this test's mark."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if f"TIDEMARK_TEST_MARK={mark}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return found
+
+
+def _first_batch_committed(checkpoint: Path) -> Callable[[], bool]:
+    return lambda: (checkpoint / "commits" / "0").is_file()
+
+
+def _after(seconds: float) -> Callable[[], bool]:
+    deadline = time.monotonic() + seconds
+    return lambda: time.monotonic() >= deadline
+
+
+@pytest.mark.parametrize(
+    ("command", "sig", "moment"),
+    [
+        ("state", signal.SIGINT, "jvm-starting"),  # before the gateway has written its connection file
+        ("state", signal.SIGTERM, "spark-log"),  # the JVM is up and logging, the context being made
+        ("run", signal.SIGINT, "spark-log"),
+        ("run", signal.SIGTERM, "first-batch"),  # run's own graceful stop: exit 0 once the batch commits
+    ],
+)
+def test_an_interrupt_at_any_moment_leaves_no_process_behind(
+    tmp_path: Path, command: str, sig: signal.Signals, moment: str
+) -> None:
+    """Whenever tidemark is interrupted it exits with one line and leaves no JVM or Python worker it started
+    (issue 37: Ctrl-C in the first seconds left the Spark JVM running with no parent)."""
+    import uuid
+
+    from tests.helpers import write_config
+    from tidemark.pipeline.generate import generate_events
+
+    cache = tmp_path / "cache"
+    if command == "state":
+        checkpoint = tmp_path / "checkpoint"
+        shutil.copytree(FIXTURES / "spark35" / "hdfs_window", checkpoint)
+        args = ["state", "stats", str(checkpoint)]
+    else:
+        generate_events(tmp_path / "landing", events=400, keys=6, files=4, seed=3)
+        args = ["run", str(write_config(tmp_path, source={"max_files_per_trigger": 1})), "--available-now"]
+    ready = {
+        "jvm-starting": _after(1.5),
+        "spark-log": spark_started(cache),
+        "first-batch": _first_batch_committed(tmp_path / "checkpoint"),
+    }[moment]
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "TIDEMARK_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1", "TIDEMARK_TEST_MARK": mark}
+    proc = subprocess.Popen(
+        [TIDEMARK, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not ready():
+            assert proc.poll() is None, f"ended before the interrupt: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the command never reached the point to interrupt"
+            time.sleep(0.05)
+        os.killpg(proc.pid, sig)
+        _, err = proc.communicate(timeout=120)
+        expected = 0 if (command, sig) == ("run", signal.SIGTERM) else (130 if sig == signal.SIGINT else 143)
+        assert proc.returncode == expected, err
+        if expected:
+            assert err.strip().splitlines()[-1] == "interrupted", err
+        assert "Traceback" not in err
+        left = _marked(mark)
+        settle = time.monotonic() + 20  # a JVM told to stop runs Spark's shutdown hooks first
+        while left and time.monotonic() < settle:
+            time.sleep(0.25)
+            left = _marked(mark)
+        assert left == [], f"left running after the command exited: {left}"
+    finally:
+        for pid in _marked(mark):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

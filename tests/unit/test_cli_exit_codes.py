@@ -160,3 +160,26 @@ def test_check_before_any_committed_batch_says_so(tmp_path: Path, capsys: pytest
     code, out, err = _run(["check", str(write_config(tmp_path))], capsys)
     assert code == 0, err
     assert "(no committed batch yet)" in out and "None" not in out, out
+
+
+@pytest.mark.parametrize("on_path", [False, True])
+def test_the_next_command_init_prints_works_as_printed(tmp_path: Path, on_path: bool) -> None:
+    """A fresh clone has tidemark in .venv/bin, not on PATH: the hint names what works from where the user is."""
+    import os
+    import shlex
+
+    script = Path(sys.executable).with_name("tidemark")
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if Path(p) != script.parent)
+    env = {**os.environ, "PATH": f"{script.parent}{os.pathsep}{path}" if on_path else path}
+    started = "tidemark" if on_path else str(script)
+    done = subprocess.run(
+        [started, "init", "demo"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    hint = next(line for line in done.stdout.splitlines() if line.startswith("next: "))
+    words = shlex.split(hint.removeprefix("next: "))
+    assert words[0] == "tidemark" if on_path else Path(words[0]).resolve() == script.resolve(), hint
+    typed = subprocess.run(
+        [*words[:1], "--version"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert typed.returncode == 0 and typed.stdout.startswith("tidemark "), typed

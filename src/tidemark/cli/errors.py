@@ -1,7 +1,8 @@
 """The CLI's one error funnel: every exception a command can end with becomes one line and an exit code.
 
 Exit codes (docs/cli.md): 0 ok, 1 failure (or findings at or above the threshold), 2 bad usage (bad flag, bad
-config, no command), 130 interrupted (Ctrl-C). A traceback is printed only with `tidemark --debug`.
+config, no command), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM. A traceback is printed only with
+`tidemark --debug`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
 _MAX_LINE = 400  # characters of a foreign exception's message shown on the error line
 
 

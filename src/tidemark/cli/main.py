@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tidemark.cli.errors import EXIT_INTERRUPTED, EXITS, outcome
+from tidemark.cli.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXITS, outcome
 from tidemark.cli.output import err, out, show_steps
 from tidemark.secrets import RedactingFilter, redact
 from tidemark.steps import show_with
@@ -38,7 +38,7 @@ COMMAND_MODULES = {
     "check": "evolve",
     "jars": "jars",
 }
-_state = {"debug": False, "interrupted": False}
+_state = {"debug": False, "interrupted": False, "terminated": False}
 _QUIET_LOGGERS = ("azure", "adlfs", "botocore", "aiobotocore", "s3fs", "gcsfs", "fsspec", "urllib3", "py4j")
 # pyspark's own Python loggers: an analysis error is logged as JSON with its whole JVM stack before it is raised.
 _PYSPARK_LOGGERS = ("SQLQueryContextLogger", "pyspark")
@@ -132,10 +132,13 @@ def command_words(app: typer.Typer, args: list[str]) -> str:
 
 
 def _on_interrupt(signum: int, frame: FrameType | None) -> None:
-    """Ctrl-C: remember it (an exception it causes deep in Spark still ends as 'interrupted'), cancel Spark's jobs."""
-    del signum, frame
+    """Ctrl-C or SIGTERM: remember it (an exception it causes deep in Spark still ends as 'interrupted'), cancel
+    Spark's jobs."""
+    del frame
     first = not _state["interrupted"]
     _state["interrupted"] = True
+    if signum == signal.SIGTERM:
+        _state["terminated"] = True
     context = getattr(sys.modules.get("pyspark"), "SparkContext", None)
     active = getattr(context, "_active_spark_context", None)
     if active is not None and first:
@@ -159,6 +162,8 @@ _on_interrupt.tidemark_interrupt = True  # type: ignore[attr-defined]
 def _install_interrupt_handler() -> None:
     try:
         signal.signal(signal.SIGINT, _on_interrupt)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # a scheduler's stop: the same clean exit (143)
+            signal.signal(signal.SIGTERM, _on_interrupt)
     except ValueError:  # not the main thread (embedded use): leave the handler alone
         return
 
@@ -175,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     _state["debug"] = "--debug" in args
     _state["interrupted"] = False
+    _state["terminated"] = False
     previous = signal.getsignal(signal.SIGINT)
+    previous_term = signal.getsignal(signal.SIGTERM)
     _install_interrupt_handler()
     show_steps(json_output="--json" in args)
     app: typer.Typer | None = None
@@ -191,31 +198,54 @@ def main(argv: list[str] | None = None) -> int:
             trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             err.print(redact(trace), markup=False, highlight=False)
         ended = outcome(exc, _words(app, args))
-        if _state["interrupted"] and ended.code != 0:
+        if (_state["interrupted"] or _interrupted_within(exc)) and ended.code != 0:
+            # An interrupt that surfaced as another error (py4j's, while pyspark's own handler was in place).
             ended = outcome(KeyboardInterrupt())
         if ended.help_text is not None:
             out.print(ended.help_text, markup=False, highlight=False)
         if ended.line is not None:
             err.print(redact(ended.line))  # a secret read at run time never reaches the terminal
         code = ended.code
+        if code == EXIT_INTERRUPTED and _state["terminated"]:
+            code = EXIT_TERMINATED
     else:
         # typer turns a KeyboardInterrupt inside a command into exit code 130 itself.
         if code == EXIT_INTERRUPTED:
             err.print(outcome(KeyboardInterrupt()).line)
+            code = EXIT_TERMINATED if _state["terminated"] else code
     finally:
         show_with(None)
         try:
             signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGTERM, previous_term)
         except (ValueError, TypeError):
             pass
     return code
 
 
+def _interrupted_within(exc: BaseException) -> bool:
+    """True when a KeyboardInterrupt is among the causes of exc."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def _entry() -> None:
     code = main()
-    if code == EXIT_INTERRUPTED:
+    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
         # A second Ctrl-C while the interpreter shuts Spark down must not print a traceback.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # The process is ending: no JVM it started may outlive it (one still starting would). Only here, not in
+        # main(), which a notebook or a test calls with a session that must go on.
+        from tidemark.session import end_started_jvms
+
+        end_started_jvms()
     sys.exit(code)
 
 

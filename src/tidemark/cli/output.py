@@ -140,3 +140,18 @@ def print_json(value: Any) -> None:
 
     sys.stdout.write(redact(json.dumps(to_jsonable(value), indent=2, sort_keys=False)) + "\n")
     sys.stdout.flush()
+
+
+def program() -> str:
+    """How to type tidemark in the hints it prints: `tidemark` where that name on PATH is this program, else the
+    path it was started by (a fresh clone's `.venv/bin/tidemark`, relative to the current folder when inside it)."""
+    import shutil
+
+    started = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if started is None or started.name != "tidemark":
+        return "tidemark"
+    on_path = shutil.which("tidemark")
+    if on_path is not None and Path(on_path).resolve() == started.resolve():
+        return "tidemark"
+    here = Path.cwd()
+    return os.path.relpath(started.resolve(), here) if started.resolve().is_relative_to(here) else str(started)

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tidemark.cli.output import download_progress, err, out
+from tidemark.cli.output import download_progress, err, out, program
 
 ConfigArg = Annotated[Path, typer.Argument(help="The pipeline's TOML config file.", show_default=False)]
 
@@ -147,7 +147,7 @@ def init(directory: Annotated[Path, typer.Argument(help="Folder for the example.
         f"wrote {escape(str(result.config_path))} and {result.data.events:,} events in "
         f"{escape(str(result.data.directory))}"
     )
-    out.print(f"next: [bold]tidemark run {escape(str(result.config_path))} --available-now[/bold]")
+    out.print(f"next: [bold]{escape(program())} run {escape(str(result.config_path))} --available-now[/bold]")
 
 
 def register(app: typer.Typer) -> None:
