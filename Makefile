@@ -7,7 +7,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 TM := $(VENV)/bin/tidemark
 DEMO := demo
 
-.PHONY: install run test test-lines test-unit test-integration lint typecheck bench chromium azurite prometheus kafka clean
+.PHONY: install run test test-lines test-unit test-integration lint typecheck bench chromium azurite prometheus kafka kafka-demo clean
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -55,6 +55,11 @@ $(KAFKA_CLASSPATH): tools/kafka/pom.xml
 
 kafka: $(KAFKA_CLASSPATH)
 
+# Kafka from the docs alone (docs/kafka.md, "Try it here"): the tests' broker, a topic with demo events flowing in,
+# and ready configs in demo-kafka/; Ctrl-C stops the broker.
+kafka-demo: install kafka
+	$(VENV)/bin/python tools/kafka/demo.py $(DEMO)-kafka
+
 # A real Prometheus, promtool and Pushgateway for the metrics tests (Debian packages). The tests start their own
 # binaries on free loopback ports; the packages' services are not used.
 prometheus:
@@ -90,4 +95,4 @@ bench: install
 	@echo "benchmarks are run one by one: see BENCHMARKS.md"
 
 clean:
-	rm -rf $(VENV) .uv $(DEMO) .pytest_cache .mypy_cache .ruff_cache tools/azurite/node_modules tools/kafka/classpath.txt
+	rm -rf $(VENV) .uv $(DEMO) $(DEMO)-kafka .pytest_cache .mypy_cache .ruff_cache tools/azurite/node_modules tools/kafka/classpath.txt

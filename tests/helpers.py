@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,10 @@ BASE_CONFIG: dict[str, dict[str, Any]] = {
     "trigger": {"mode": "available-now"},
     "quarantine": {"path": "quarantine"},
 }
+
+
+# quarantined_at, as every quarantine writer puts it: UTC, milliseconds, Z (docs: README's quarantine).
+QUARANTINE_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
 def _toml_key(key: str) -> str:

@@ -136,6 +136,9 @@ def _refusals_touch_nothing(root: Path, landing: Path, first: Path, capsys: pyte
     old = ["--from-checkpoint", str(root / "old-checkpoint"), "--old-sink", str(root / "old-output")]
     cases: dict[str, tuple[dict[str, dict[str, Any]], str]] = {
         "another window": ({"aggregation": {"window": "10 minutes"}}, "WINDOW"),
+        # A longer window moves the replay point back before the old sink's newest window: the window is named, not
+        # the old sink (issue 37).
+        "a longer window": ({"aggregation": {"window": "1 hour"}}, "WINDOW"),
         "the old sink": ({"sink": {"path": "old-output"}}, "is the old job's sink"),
         "the old checkpoint": ({"checkpoint": {"location": "old-checkpoint"}}, "old job's checkpoint"),
     }

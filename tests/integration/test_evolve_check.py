@@ -223,18 +223,15 @@ def test_a_reused_session_keeps_its_own_settings(spark: SparkSession, window: Pi
             spark.sparkContext.setLogLevel(level)
 
 
-def test_runs_pre_start_check_reads_the_state_with_the_planned_rocksdb_cap(
-    spark: SparkSession, window: Pipeline, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """RocksDB's cap is one per JVM and the first store opened sets it: the state `run`'s pre-start check reads
-    must be opened with the cap the run planned, not the config's unsized default."""
+def _plan_and_record_the_cap(monkeypatch: pytest.MonkeyPatch, planned_mb: int) -> list[str | None]:
+    """plan_start plans a cap of planned_mb (one no config or default here gives, so a read can only have it from
+    the plan); returns the list each state read of `check` appends the cap of its session to."""
     import dataclasses
 
     import tidemark.evolve.check as check
     import tidemark.plan.store_start as store_start
     from tidemark.config.rocksdb import MAX_MEMORY_USAGE
 
-    planned_mb = 777  # a cap no config or default here gives, so the read can only have it from the plan
     plan_start = store_start.plan_start
 
     def planned(config: TidemarkConfig, *args: Any, **kwargs: Any) -> store_start.StartPlan:
@@ -251,9 +248,22 @@ def test_runs_pre_start_check_reads_the_state_with_the_planned_rocksdb_cap(
 
     monkeypatch.setattr(store_start, "plan_start", planned)
     monkeypatch.setattr(check, "_state_sample", recording)
+    return seen
+
+
+def test_runs_pre_start_check_reads_the_state_with_the_planned_rocksdb_cap(
+    spark: SparkSession, window: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RocksDB's cap is one per JVM and the first store opened sets it: the state `run`'s pre-start check reads
+    must be opened with the cap the run planned, not the config's unsized default."""
+    from tidemark.config.rocksdb import MAX_MEMORY_USAGE
+    from tidemark.evolve.check import require_restartable
+
+    planned_mb = 777
+    seen = _plan_and_record_the_cap(monkeypatch, planned_mb)
     config, path = window.config()
     assert config.spark_conf()[MAX_MEMORY_USAGE] != str(planned_mb)
-    report = check.require_restartable(config, str(path))
+    report = require_restartable(config, str(path))
     assert report is not None and report.compatible
     assert seen and set(seen) == {str(planned_mb)}
     assert spark.conf.get(MAX_MEMORY_USAGE, None) != str(planned_mb)  # given back after the check
@@ -264,32 +274,13 @@ def test_recover_and_adopt_read_the_state_with_the_planned_rocksdb_cap(
     spark: SparkSession, window: Pipeline, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: str
 ) -> None:
     """Their pre-checks open the state in the session their replay runs in: with the cap `run` would plan."""
-    import dataclasses
-
-    import tidemark.evolve.check as check
-    import tidemark.plan.store_start as store_start
     from tidemark.config.rocksdb import MAX_MEMORY_USAGE
     from tidemark.evolve.check import require_describes_old_job, require_same_query
     from tidemark.recovery.adopt import adopt_job
     from tidemark.recovery.apply import recover_pipeline
 
     planned_mb = 779
-    plan_start = store_start.plan_start
-
-    def planned(config: TidemarkConfig, *args: Any, **kwargs: Any) -> store_start.StartPlan:
-        plan = plan_start(config, *args, **kwargs)
-        sized = plan.config.checkpoint.model_copy(update={"bounded_memory_mb": planned_mb})
-        return dataclasses.replace(plan, config=plan.config.model_copy(update={"checkpoint": sized}))
-
-    seen: list[str | None] = []
-    sample = check._state_sample
-
-    def recording(session: SparkSession, config: TidemarkConfig, columns: list[str]) -> list[Any]:
-        seen.append(session.conf.get(MAX_MEMORY_USAGE, None))
-        return sample(session, config, columns)
-
-    monkeypatch.setattr(store_start, "plan_start", planned)
-    monkeypatch.setattr(check, "_state_sample", recording)
+    seen = _plan_and_record_the_cap(monkeypatch, planned_mb)
     config, path = window.config()
     if command == "recover":
         recover_pipeline(

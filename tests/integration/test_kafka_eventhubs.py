@@ -94,6 +94,21 @@ def test_event_hubs_runs_and_no_output_holds_the_connection_string(
     for text in (captured.out, captured.err):
         assert not [s for s in secrets if s in text]
     assert _files_holding(tmp_path, secrets) == []
+    # Spark's own record of every SQL execution (the SQL tab, the event log): the JAAS line is redacted there too.
+    recorded = _recorded_executions(spark)
+    assert "runId = " in recorded  # the run's micro-batch executions are in the record...
+    assert not [s for s in secrets if s in recorded]  # ...without the connection string
+
+
+def _recorded_executions(spark: Any) -> str:
+    """What Spark's status store holds of each SQL execution: description, details, plan and settings."""
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    parts = []
+    for index in range(executions.size()):
+        execution = executions.apply(index)
+        parts += [execution.description(), execution.details(), execution.physicalPlanDescription()]
+        parts.append(str(execution.modifiedConfigs()))
+    return "\n".join(str(part) for part in parts)
 
 
 def test_a_wrong_connection_string_fails_authentication_naming_the_user_not_the_secret(

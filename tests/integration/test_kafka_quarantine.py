@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import write_config
+from tests.helpers import QUARANTINE_TIME, write_config
 from tests.integration.test_kafka_pipeline import kafka_source
 from tests.kafka_broker import KafkaBroker
 from tests.kafka_data import make_events, malformed_positions, produce
@@ -57,6 +57,8 @@ def test_malformed_kafka_records_are_written_once_each_either_way(
     assert unparseable and not mismatched  # the value as produced (a null value: an empty raw)
     reasons = {quarantine.REASON_UNPARSEABLE, quarantine.REASON_KEY, quarantine.REASON_EVENT_TIME}
     assert {q["reason"] for q in quarantined} <= reasons
+    # The same time stamp form as a file source's records (tests/integration/test_pipeline.py), whichever writer.
+    assert all(QUARANTINE_TIME.fullmatch(q["quarantined_at"]) for q in quarantined), quarantined[0]
 
     progress = [
         json.loads(line)["progress"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import read_sink, write_config
+from tests.helpers import QUARANTINE_TIME, read_sink, write_config
 from tests.oracles import assert_matches_oracle, count_malformed, window_oracle
 from tidemark.config import load_config
 from tidemark.formats import Checkpoint
@@ -54,6 +54,7 @@ def test_malformed_lines_land_in_quarantine(spark: object, tmp_path: Path) -> No
         assert record["raw"] in landing_lines or record["reason"] != "unparseable record"
         assert record["source"].endswith(".json")
         assert isinstance(record["batch_id"], int)
+        assert QUARANTINE_TIME.fullmatch(record["quarantined_at"]), record
     reasons = {r["reason"] for r in records}
     assert reasons == {"unparseable record", "missing or invalid event time", "missing key"}
     # The batch id of each record is the batch that read its file (one file per batch here).

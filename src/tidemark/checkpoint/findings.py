@@ -79,10 +79,13 @@ def check_batches(scan: CheckpointScan, point: RestartPoint | None = None) -> li
             f"offsets/ holds {_batches(offsets)} but commits/ is empty: the query planned batch {offsets[0]} "
             "and never finished a batch (the 'stuck at batch 0' case)"
         )
+        # A stop during the first batch (a double Ctrl-C, a killed driver) leaves exactly this, and a plain restart
+        # re-runs the batch. Deleting the checkpoint is no fix: a file sink that committed the batch would skip it.
         fix = (
-            f"find why batch {offsets[0]} fails in the driver log of the first run (missing connector jar, "
-            "schema mismatch, out of memory); if this checkpoint was copied, copy commits/ too; if the query "
-            "never produced output, delete the checkpoint folder and start again"
+            f"restart the query first: Spark re-runs batch {offsets[0]} with the same offsets (a stop during the "
+            f"first batch leaves exactly this); if batch {offsets[0]} fails again each time, find why in the driver "
+            "log (missing connector jar, schema mismatch, out of memory); if this checkpoint was copied, copy "
+            "commits/ too. Keep the checkpoint: on a new one a file sink that committed the batch would skip it"
         )
         return [Finding("NO_COMMITTED_BATCH", Severity.ERROR, message, fix)]
     committed = commits[-1]

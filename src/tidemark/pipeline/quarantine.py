@@ -256,6 +256,12 @@ def write_malformed(
     return QuarantinedBatch(batch_id, count, store.uri(folder))
 
 
+def quarantine_time(moment: datetime) -> str:
+    """A record's quarantined_at as the executors write it (`yyyy-MM-dd'T'HH:mm:ss.SSSXXX` in the session's UTC:
+    milliseconds and Z), so a file source's folder and a Kafka batch's carried records read alike."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def write_batch(quarantine_dir: str, batch_id: int, rows: list[dict[str, Any]]) -> QuarantinedBatch:
     """Write a batch's malformed records atomically as one file (rewriting the same batch is idempotent)."""
     store = open_storage(quarantine_dir)
@@ -263,7 +269,7 @@ def write_batch(quarantine_dir: str, batch_id: int, rows: list[dict[str, Any]]) 
         store.delete(entry.rel)  # the executors' bigger write of the same batch, before a crash
     if not rows:
         return QuarantinedBatch(batch_id, 0, None)
-    now = datetime.now(tz=UTC).isoformat()
+    now = quarantine_time(datetime.now(tz=UTC))
     lines = []
     for row in rows:
         record = {

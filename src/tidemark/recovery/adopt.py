@@ -161,8 +161,13 @@ def _check_new_locations(config: TidemarkConfig, old_checkpoint: Location, old_s
         _refuse(f"the sink {paths.sink.uri} already holds files: [sink] path must be a new folder")
 
 
-def plan_adoption(config: TidemarkConfig, old_checkpoint: str, old_sink: str | None = None) -> AdoptionPlan:
-    """Read the old job's checkpoint (and sink), check every precondition, and work out the replay point."""
+def plan_adoption(
+    config: TidemarkConfig, old_checkpoint: str, old_sink: str | None = None, *, read_old_sink: bool = True
+) -> AdoptionPlan:
+    """Read the old job's checkpoint (and sink), check every precondition, and work out the replay point.
+
+    read_old_sink=False: the old sink's location is checked, its windows are not read yet (they are judged by the
+    config's window, which the caller checks against the old job first)."""
     agg = config.aggregation
     if agg.kind is not AggregationKind.WINDOW or agg.window is None:
         msg = 'tidemark adopt moves window aggregations ([aggregation] kind = "window")'
@@ -187,7 +192,7 @@ def plan_adoption(config: TidemarkConfig, old_checkpoint: str, old_sink: str | N
             f"{len(position.missing)} landing file(s) the old job read are gone (e.g. {position.missing[0]}): "
             f"the windows open at the cut-over (from {resume.isoformat()}) would miss their events"
         )
-    windows = sink_windows(open_storage(old_sink_location)) if old_sink_location is not None else None
+    windows = sink_windows(open_storage(old_sink_location)) if old_sink_location is not None and read_old_sink else None
     notes: list[str] = []
     if windows is not None:
         if windows.newest_start is not None and windows.newest_start >= resume:
@@ -244,15 +249,19 @@ def adopt_job(
     from tidemark.pipeline.start import planned_session
     from tidemark.steps import step
 
-    plan = plan_adoption(config, old_checkpoint, old_sink)
+    # Without --old-sink, every refusal that needs no Spark first. With it, the old sink is judged by the config's
+    # window: a config that describes another job (its window, its keys) must be told as that, so the caller's
+    # precheck comes before the sink's refusal.
+    plan = plan_adoption(config, old_checkpoint, old_sink, read_old_sink=precheck is None)
     if not apply and precheck is None:
         return AdoptionResult(plan, False, None)
     # The replay's state is opened with the RocksDB cap `run` would plan; a reused session gets its own settings back.
     with planned_session(config, spark) as (session, start):
         if precheck is not None:
-            precheck(
-                session, start.config
-            )  # the caller's own refusal (the config describes another job), before any write
+            # The caller's own refusal (the config describes another job), before any write.
+            precheck(session, start.config)
+            if old_sink is not None:
+                plan = plan_adoption(config, old_checkpoint, old_sink)
         if not apply:
             return AdoptionResult(plan, False, None)
         paths = pipeline_locations(config)

@@ -201,9 +201,8 @@ def recover_pipeline(
         finish_interrupted_moves(config)
     with planned_session(config, spark) as (session, start):
         if precheck is not None:
-            precheck(
-                session, start.config
-            )  # the caller's own refusal (the checkpoint written by another query), before any move
+            # The caller's own refusal (the checkpoint written by another query), before any move.
+            precheck(session, start.config)
         if apply:
             resumed = interrupted_recovery(config)
             if resumed is not None:
