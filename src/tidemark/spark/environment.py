@@ -40,10 +40,7 @@ def locations(config: TidemarkConfig) -> list[str]:
 
 def jar_features(config: TidemarkConfig) -> set[JarFeature]:
     """The jar groups a pipeline needs: the Kafka connector for a Kafka source, Hadoop's cloud connectors."""
-    features = features_for_uris(locations(config))
-    if config.source.is_kafka:  # Kafka, and Event Hubs through its Kafka endpoint
-        features.add(JarFeature.KAFKA)
-    return features
+    return needs_of(config).jar_groups
 
 
 def spark_features(config: TidemarkConfig) -> set[Feature]:
@@ -137,7 +134,8 @@ def needs_of(
         app_name=f"tidemark-{config.pipeline.name}{'-' + purpose if purpose else ''}",
         settings={**config.spark_conf(), **(extra or {})},
         locations=tuple(locations(config)),
-        jars=frozenset(jar_features(config) - features_for_uris(locations(config))),
+        # Kafka, and Event Hubs through its Kafka endpoint; the locations' cloud connectors come from jar_groups.
+        jars=frozenset({JarFeature.KAFKA}) if config.source.is_kafka else frozenset(),
         helper=helper and config.source.is_kafka,
         features=frozenset(spark_features(config)),
     )
@@ -192,9 +190,7 @@ def _set_by_someone(hadoop: Any, key: str) -> bool:
 
 
 @contextmanager
-def spark_session(
-    needs: SessionNeeds, spark: SparkSession | None = None, *, progress: Progress | None = None
-) -> Iterator[SparkSession]:
+def spark_session(needs: SessionNeeds, spark: SparkSession | None = None) -> Iterator[SparkSession]:
     """THE route to a Spark session: every command that starts (or borrows) Spark comes through here.
 
     No session running: one is started with every setting of start_settings (jars fetched and verified,
@@ -208,7 +204,7 @@ def spark_session(
 
     session = spark or SparkSession.getActiveSession()
     if session is None:
-        conf = start_settings(needs, progress=progress)
+        conf = start_settings(needs)
         yield build_session(needs.master, conf, app_name=needs.app_name)
         return
     hadoop = session.sparkContext._jsc.hadoopConfiguration()
