@@ -236,8 +236,8 @@ def config(work: Path, phase: str, *, cured: bool = False) -> Path:
 
 def session(config_path: Path) -> Any:
     from tidemark.config import load_config
+    from tidemark.needs import session_conf
     from tidemark.session import build_session
-    from tidemark.spark.environment import session_conf
 
     settings = load_config(config_path)
     return build_session(settings.spark.master, session_conf(settings), app_name="tidemark-seed-incident")

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import write_config
 from tidemark.config import load_config
-from tidemark.spark.environment import kafka_session
+from tidemark.needs import kafka_session
 
 pytestmark = [pytest.mark.integration]
 

@@ -12,8 +12,8 @@ import pytest
 
 from tests.helpers import write_config
 from tidemark.config import load_config
+from tidemark.needs import pipeline_session
 from tidemark.spark.credentials import OPTIONS_REDACTION_KEY
-from tidemark.spark.environment import pipeline_session
 
 pytestmark = [pytest.mark.integration]
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from tests.helpers import write_config
 from tidemark.config import load_config
+from tidemark.needs import needs_of
 from tidemark.spark.artifacts import JarFeature
-from tidemark.spark.environment import SessionNeeds, needs_of
+from tidemark.spark.environment import SessionNeeds
 
 
 def _kafka() -> dict[str, object]:

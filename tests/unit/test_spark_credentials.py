@@ -14,6 +14,7 @@ import pytest
 
 from tidemark.config import load_config
 from tidemark.errors import EnvironmentProblem
+from tidemark.needs import pipeline_conf
 from tidemark.session import runtime_key
 from tidemark.spark.artifacts import check_scheme
 from tidemark.spark.credentials import (
@@ -23,7 +24,6 @@ from tidemark.spark.credentials import (
     hadoop_access,
     redaction_regex,
 )
-from tidemark.spark.environment import pipeline_conf
 
 KEY = "S3CRETKEY0000abcdefghijklmnopqrstuvwxyz+/=="  # never to appear anywhere but in the settings
 SAS = "sv=2024-01-01&sig=S3CRETSIGNATURE%3D"

@@ -137,7 +137,7 @@ def broker_offsets(config: TidemarkConfig) -> tuple[Offsets, Offsets, str]:
     admin client in a small local JVM (jars from tidemark's lock)."""
     from tidemark.kafka.admin import all_partitions, kafka_admin
     from tidemark.kafka.options import kafka_access
-    from tidemark.spark.environment import kafka_session
+    from tidemark.needs import kafka_session
 
     access = kafka_access(config)
     with kafka_session(config) as spark, kafka_admin(spark, access, config.source.connect_timeout) as admin:

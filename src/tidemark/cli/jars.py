@@ -36,9 +36,10 @@ def list_jars(
 ) -> None:
     """What the config needs for the installed Spark: coordinates, sha256, and whether each jar is cached."""
     from tidemark.config import load_config
+    from tidemark.needs import jar_features
     from tidemark.spark.inventory import jar_inventory
 
-    inventory = jar_inventory(load_config(config))
+    inventory = jar_inventory(jar_features(load_config(config)))
     if packages:
         out.print(",".join(inventory.packages), soft_wrap=True)
         return
@@ -63,7 +64,7 @@ def list_jars(
 def fetch_jars(config: ConfigArg, json_output: JsonOpt = False) -> None:
     """Download (or copy from ~/.m2) and verify every jar the config needs, so runs work offline afterwards."""
     from tidemark.config import load_config
-    from tidemark.spark.environment import jar_features
+    from tidemark.needs import jar_features
     from tidemark.spark.jars import fetch, jars_dir
 
     features = jar_features(load_config(config))

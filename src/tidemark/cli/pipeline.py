@@ -78,8 +78,8 @@ def run(
     from tidemark.durations import parse_duration
     from tidemark.evolve.check import require_restartable
     from tidemark.monitor.publish import endpoint_lines
+    from tidemark.needs import session_conf
     from tidemark.recovery.failover import run_with_failover
-    from tidemark.spark.environment import session_conf
 
     settings = load_config(config)
     deadline = parse_duration(max_duration) if max_duration else None

@@ -332,6 +332,7 @@ class SinkFormat(StrEnum):
     """Supported sinks."""
 
     PARQUET = "parquet"
+    DELTA = "delta"
     CONSOLE = "console"
 
 
@@ -348,8 +349,8 @@ class SinkConfig(_Table):
 
     @model_validator(mode="after")
     def _check(self) -> SinkConfig:
-        if self.format is SinkFormat.PARQUET and not self.path:
-            msg = "sink.path is required for format 'parquet'"
+        if self.format is not SinkFormat.CONSOLE and not self.path:
+            msg = f"sink.path is required for format '{self.format.value}'"
             raise ValueError(msg)
         return self
 

@@ -386,7 +386,8 @@ def check_config(
     read_with: the config whose Spark settings the state is read and rehearsed with (default: config). Run's
     pre-start check passes the planned one: RocksDB's cap is one per JVM and the first store opened sets it.
     """
-    from tidemark.spark.environment import needs_of, spark_session
+    from tidemark.needs import needs_of
+    from tidemark.spark.environment import spark_session
 
     checkpoint = Checkpoint.open(config.checkpoint.location)
     found = _Findings(allow)
@@ -463,8 +464,8 @@ def require_restartable(
     if spark is not None:
         report = check_config(config, config_path, allow=allow, spark=spark)
     else:
+        from tidemark.needs import pipeline_session
         from tidemark.plan.store_start import plan_start
-        from tidemark.spark.environment import pipeline_session
 
         # A new session is the one the run then reuses: started with the store and RocksDB cap the run plans, and
         # the check reads the state with them too (the cap is one per JVM and the first store opened sets it). An

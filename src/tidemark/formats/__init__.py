@@ -20,6 +20,14 @@ from tidemark.formats.batches import (
 )
 from tidemark.formats.checkpoint import Checkpoint, CheckpointStatus
 from tidemark.formats.clone import clone_whole, clone_without_state, is_store_data, repoint_schema_paths
+from tidemark.formats.delta_log import (
+    AddedFile,
+    DeltaCommit,
+    DeltaSnapshot,
+    is_delta_table,
+    read_commit,
+    read_snapshot,
+)
 from tidemark.formats.entries import (
     PROVIDER_CLASS,
     SHUFFLE_PARTITIONS,
@@ -85,6 +93,7 @@ from tidemark.formats.sink_layout import (
     read_sink_layout,
     sink_windows,
 )
+from tidemark.formats.sink_transaction import SinkTransaction, read_sink_transaction, write_sink_transaction
 from tidemark.formats.sinklog import LogFile as SinkLogFile
 from tidemark.formats.sinklog import SinkLog, entry_rel, partition_start, require_sink
 from tidemark.formats.sinklog import batch_entries as sink_batch_entries
@@ -121,6 +130,7 @@ __all__ = [
     "PROVIDER_CLASS",
     "ROCKSDB_CAP_FIELD",
     "SHUFFLE_PARTITIONS",
+    "AddedFile",
     "BatchProgress",
     "Checkpoint",
     "CheckpointHealth",
@@ -130,6 +140,8 @@ __all__ = [
     "CommitEntry",
     "CommittedFiles",
     "Damage",
+    "DeltaCommit",
+    "DeltaSnapshot",
     "EventType",
     "FetchReport",
     "Field",
@@ -154,6 +166,7 @@ __all__ = [
     "SinkLayout",
     "SinkLog",
     "SinkLogFile",
+    "SinkTransaction",
     "SinkWindows",
     "SourceEntryProblem",
     "StateNotReadable",
@@ -185,6 +198,7 @@ __all__ = [
     "finish_removals",
     "helper_spec",
     "inject_sink_entries",
+    "is_delta_table",
     "is_record",
     "is_store_data",
     "iter_log",
@@ -204,6 +218,7 @@ __all__ = [
     "place_archived_marker",
     "private_copy",
     "progress_log_files",
+    "read_commit",
     "read_health",
     "read_ledger",
     "read_lock",
@@ -212,6 +227,8 @@ __all__ = [
     "read_recovery_marker",
     "read_sink_layout",
     "read_sink_log",
+    "read_sink_transaction",
+    "read_snapshot",
     "read_source_logs",
     "read_store",
     "record_batch",
@@ -246,5 +263,6 @@ __all__ = [
     "what_is_there",
     "with_checksums",
     "write_recovery_marker",
+    "write_sink_transaction",
     "zip_references",
 ]

@@ -26,6 +26,7 @@ LOCK_FILE = f"{TIDEMARK_DIR}/run.lock"
 LEDGER_DIR = f"{TIDEMARK_DIR}/ledger"
 JOURNAL_DIR = f"{TIDEMARK_DIR}/journal"
 RECOVERY_MARKER = f"{TIDEMARK_DIR}/recovery.json"
+SINK_TRANSACTION = f"{TIDEMARK_DIR}/sink-transaction.json"
 # The checkpoint's parts that hold Spark's data (what the watchdog counts).
 SPARK_PARTS = (OFFSETS, COMMITS, SOURCES, STATE)
 

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 from tidemark.config import TidemarkConfig
 from tidemark.errors import EnvironmentProblem
+from tidemark.needs import require_features
 from tidemark.pipeline.quarantine import validate
 from tidemark.pipeline.sinks import output_writers, writer_for
 from tidemark.pipeline.sources import kafka_missing, read_stream
 from tidemark.pipeline.transforms import build_stateful
-from tidemark.spark.environment import require_features
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

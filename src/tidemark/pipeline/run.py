@@ -15,13 +15,14 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import UTC, StrEnum
-from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig
+from tidemark.config import AggregationKind, TidemarkConfig
 from tidemark.errors import TidemarkError
 from tidemark.monitor.events import EventKind, json_listener
 from tidemark.pipeline.listener import ProgressHook, RunCounters, make_handler
 from tidemark.pipeline.phases import run_phases
 from tidemark.pipeline.query import start_query
 from tidemark.pipeline.sources import check_source_path
+from tidemark.sinks import sink_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -181,22 +182,6 @@ def _warn(
         on_warning(text)
 
 
-def _ledger_hook(config: TidemarkConfig) -> ProgressHook:
-    """Record, after each committed batch, the sink files it added (evidence Spark's retention cannot erase)."""
-    from tidemark.formats import record_batch
-    from tidemark.storage import open_storage
-
-    assert config.sink.path is not None
-    checkpoint = open_storage(config.checkpoint.location)
-    sink = open_storage(config.sink.path)
-
-    def hook(progress: dict[str, Any]) -> None:
-        rows = (progress.get("sink") or {}).get("numOutputRows")
-        record_batch(checkpoint, sink, int(progress["batchId"]), None if rows is None or rows < 0 else int(rows))
-
-    return hook
-
-
 def run_pipeline(
     config: TidemarkConfig,
     *,
@@ -280,8 +265,10 @@ def _run(
     # grows only while it ramps up. Leaks come from per-key logic that forgets to remove state.
     if config.aggregation.kind is AggregationKind.CUSTOM:
         hooks.append(_leak_hook(config, monitor, warnings, on_warning))
-    if config.sink.format is SinkFormat.PARQUET and config.sink.path:
-        hooks.append(_ledger_hook(config))
+    sink = sink_of(config)
+    sink_hook = sink.batch_hook()
+    if sink_hook is not None:
+        hooks.append(sink_hook)
     handle, counters, lock = make_handler(config.pipeline.name, hooks)
 
     def fan_out(kind: EventKind, event: dict[str, Any]) -> None:
@@ -354,7 +341,7 @@ def _run(
             input_rows=counters.input_rows,
             quarantined=counters.quarantined,
             duration=timedelta(seconds=time.monotonic() - started),
-            output_path=config.sink.path if config.sink.format is SinkFormat.PARQUET else None,
+            output_path=sink.path,
             quarantine_path=config.quarantine.path,
             checkpoint=config.checkpoint.location,
             monitor_log=str(monitor.log_path),

@@ -6,11 +6,12 @@ of two schemas and windows twice; recover, run over an existing sink and audit r
 
 from __future__ import annotations
 
-from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig
+from tidemark.config import AggregationKind, TidemarkConfig
 from tidemark.errors import InputError
 from tidemark.formats import SinkLayout, read_sink_layout
 from tidemark.pipeline.transforms import session as session_transform
 from tidemark.pipeline.transforms import window as window_transform
+from tidemark.sinks import sink_of
 from tidemark.storage import open_storage
 
 
@@ -54,9 +55,10 @@ def _problem(config: TidemarkConfig, layout: SinkLayout) -> str | None:
 
 def check_sink(config: TidemarkConfig) -> tuple[SinkLayout | None, str | None]:
     """(what the sink holds, the mismatch in words or None); (None, None) without a Parquet sink or data files."""
-    if config.sink.format is not SinkFormat.PARQUET or not config.sink.path:
+    folder = sink_of(config).files_checked()
+    if folder is None:
         return None, None
-    sink = open_storage(config.sink.path)
+    sink = open_storage(folder)
     if not sink.exists(""):
         return None, None
     layout = read_sink_layout(sink)

@@ -1,13 +1,12 @@
-"""The sink: Parquet partitioned by window start, append mode, checkpointed (or the console)."""
+"""The streaming writer of a pipeline: its query name, checkpoint and trigger, pointed at the config's sink."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig, TriggerMode
+from tidemark.config import TidemarkConfig, TriggerMode
 from tidemark.durations import spark_interval
-
-DYNAMIC_ALLOCATION_KEY = "spark.dynamicAllocation.enabled"
+from tidemark.sinks import sink_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -15,24 +14,8 @@ if TYPE_CHECKING:
 
 
 def output_writers(config: TidemarkConfig, task_slots: int) -> int | None:
-    """How many tasks run the stage that writes a batch's Parquet output; None leaves Spark's plan.
-
-    Each writing task writes one file into every output partition its rows fall in, so with Spark's plan a
-    batch that closes windows writes (state partitions x windows) small files, and the batch that emits a
-    caught-up backlog spends most of its time opening and closing them. Window and session aggregations
-    write through `coalesce` instead: `[sink] writers` tasks, by default one per task slot (a coalesce never
-    adds partitions). Coalesce is narrow, so the whole stage after the shuffle (state restore, merge, state
-    save, write) runs in that many tasks. Under dynamic allocation the slots are not known at start: Spark's
-    plan stays unless `writers` is set. Per-key logic (kind "custom") keeps Spark's plan: its state operator
-    runs Python workers per partition, which this has not been verified with.
-    """
-    if config.sink.format is not SinkFormat.PARQUET or config.aggregation.kind is AggregationKind.CUSTOM:
-        return None
-    if config.sink.writers is not None:
-        return config.sink.writers
-    if str(config.spark_conf().get(DYNAMIC_ALLOCATION_KEY, "false")).lower() == "true":
-        return None
-    return max(1, task_slots)
+    """How many tasks run the stage that writes a batch's output; None leaves Spark's plan (sinks/parquet.py)."""
+    return sink_of(config).writers(task_slots)
 
 
 def writer_for(output: DataFrame, config: TidemarkConfig, available_now: bool) -> DataStreamWriter:
@@ -42,14 +25,7 @@ def writer_for(output: DataFrame, config: TidemarkConfig, available_now: bool) -
         .outputMode("append")
         .option("checkpointLocation", config.checkpoint.location)
     )
-    if config.sink.format is SinkFormat.PARQUET:
-        writer = writer.format("parquet").option("path", config.sink.path or "")
-        if config.partition_by:
-            writer = writer.partitionBy(*config.partition_by)
-        if config.sink.retention:
-            writer = writer.option("retention", config.sink.retention)
-    else:
-        writer = writer.format("console").option("truncate", "false")
+    writer = sink_of(config).configure(writer, output)
     if available_now or config.trigger.mode is TriggerMode.AVAILABLE_NOW:
         return writer.trigger(availableNow=True)
     return writer.trigger(processingTime=spark_interval(config.trigger.interval))

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from tidemark.config import TidemarkConfig
+from tidemark.needs import pipeline_session
 from tidemark.plan import store_start
 from tidemark.plan.store_start import StartPlan
-from tidemark.spark.environment import pipeline_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -13,6 +13,7 @@ from datetime import datetime
 from tidemark.compat import UTC, StrEnum
 from tidemark.config import TidemarkConfig
 from tidemark.errors import UsageError
+from tidemark.sinks import sink_of
 from tidemark.storage import Location, parse_location
 from tidemark.storage.journal import AfterSteps, JournalResult, Step, finish_pending, journaled
 
@@ -72,10 +73,8 @@ def _inside(path: Location, folder: Location) -> bool:
 
 def pipeline_locations(config: TidemarkConfig) -> PipelineLocations:
     """Resolve the pipeline's checkpoint, sink and quarantine; refuse layouts recovery cannot handle."""
-    if config.sink.path is None or config.sink.format.value != "parquet":
-        msg = 'tidemark recover needs a Parquet file sink ([sink] format = "parquet" with a path)'
-        raise UsageError(msg)
-    sink = parse_location(config.sink.path)
+    sink_of(config).refuse_exactly_once("tidemark's recovery tools (recover, audit, adopt, --to-batch)")
+    sink = parse_location(config.sink.path or "")
     checkpoint = parse_location(config.checkpoint.location)
     quarantine = parse_location(config.quarantine.path)
     archive = sink.parent.join(ARCHIVE_DIR)

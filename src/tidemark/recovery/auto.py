@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from tidemark.config import SinkFormat, TidemarkConfig
+from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError
 from tidemark.formats import (
     Checkpoint,
@@ -32,6 +32,7 @@ from tidemark.formats import (
 from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
 from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import checkpoint_state
+from tidemark.sinks import sink_of
 from tidemark.storage import Storage, open_storage
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def prepare_failover(config: TidemarkConfig, spark: SparkSession | None) -> date
     repaired if a crash left that pending). A checkpoint without offsets next to a sink that has a
     metadata log is the trap: a new query would skip its first batches as "already committed".
     """
-    if config.sink.format is not SinkFormat.PARQUET or not config.sink.path:
+    if sink_of(config).exactly_once_gap is not None:  # a sink recovery cannot vouch for: a plain run
         return None
     paths = pipeline_locations(config)
     marker = read_recovery_marker(paths.checkpoint)

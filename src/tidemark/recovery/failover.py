@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from tidemark.config import SinkFormat, TidemarkConfig
+from tidemark.config import TidemarkConfig
 from tidemark.formats import CheckpointStatus, read_recovery_marker
 from tidemark.pipeline.run import RunResult, run_pipeline
 from tidemark.recovery.apply import finish_interrupted_moves
@@ -22,6 +22,7 @@ from tidemark.recovery.auto import prepare_failover
 from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import checkpoint_state
 from tidemark.recovery.replay import replay_config
+from tidemark.sinks import sink_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,7 +59,7 @@ def run_with_failover(
         on_warning=on_warning,
         spark=spark,
     )
-    if config.sink.format is not SinkFormat.PARQUET or not config.sink.path:
+    if sink_of(config).exactly_once_gap is not None:  # a sink recovery cannot vouch for: a plain run
         return run(config, replay_from=replay_from)
     finish_interrupted_moves(config)
     paths = pipeline_locations(config)

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from tidemark.compat import StrEnum
 from tidemark.errors import EnvironmentProblem
-from tidemark.spark.lines import Feature, hadoop_of, lacking, scala_of
+from tidemark.spark.lines import Feature, hadoop_of, lacking, line_key, scala_of
 
 
 class JarFeature(StrEnum):
@@ -22,6 +22,27 @@ class JarFeature(StrEnum):
     KAFKA = "kafka"  # Spark's Kafka source (Kafka and Azure Event Hubs' Kafka endpoint)
     AZURE = "azure"  # hadoop-azure: wasb(s):// and abfs(s):// for Spark itself
     AWS = "aws"  # hadoop-aws and the AWS SDK: s3a:// for Spark itself
+    DELTA = "delta"  # Delta Lake's Spark connector: the Delta sink
+
+
+# Delta Lake per Spark line: only delta-spark and delta-storage. Delta 4.4.0's POM also pulls delta-kernel,
+# unitycatalog, hadoop-client 3.4.2 and parquet 1.16.0, which clash with the wheel's jars; the Delta sink needs
+# none of them (docs/spikes/2026-11-27-delta-azure.md). Each pair is proven on its line by tests/smoke. Delta 4.1.0
+# breaks DeltaTable on Spark 4.1.2+; Spark 4.3 has no Delta release yet (the 4.2 build fails every read there).
+DELTA_JARS: dict[str, tuple[str, ...]] = {
+    "3.5": ("io.delta:delta-spark_2.12:3.3.3", "io.delta:delta-storage:3.3.3"),
+    "4.0": ("io.delta:delta-spark_4.0_2.13:4.4.0", "io.delta:delta-storage:4.4.0"),
+    "4.1": ("io.delta:delta-spark_4.1_2.13:4.4.0", "io.delta:delta-storage:4.4.0"),
+    "4.2": ("io.delta:delta-spark_4.2_2.13:4.4.0", "io.delta:delta-storage:4.4.0"),
+}
+
+
+def delta_problem(spark_version: str) -> str | None:
+    """None when Delta Lake has a release for the Spark version's line, else one line naming the lines that do."""
+    if line_key(spark_version) in DELTA_JARS:
+        return None
+    lines = ", ".join(f"Spark {line}" for line in DELTA_JARS)
+    return f"Delta Lake has no release for Spark {line_key(spark_version)}: the Delta sink runs on {lines}"
 
 
 AZURE_SCHEMES = frozenset({"wasb", "wasbs", "abfs", "abfss"})
@@ -35,6 +56,11 @@ def coordinates(feature: JarFeature, spark_version: str) -> list[str]:
         return [f"org.apache.spark:spark-sql-kafka-0-10_{scala_of(spark_version)}:{spark_version}"]
     if feature is JarFeature.AZURE:
         return [f"org.apache.hadoop:hadoop-azure:{hadoop_of(spark_version)}"]
+    if feature is JarFeature.DELTA:
+        problem = delta_problem(spark_version)
+        if problem is not None:
+            raise EnvironmentProblem(problem)
+        return list(DELTA_JARS[line_key(spark_version)])
     return [f"org.apache.hadoop:hadoop-aws:{hadoop_of(spark_version)}"]
 
 

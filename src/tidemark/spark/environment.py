@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tidemark.config import AggregationKind, StateStoreKind, TidemarkConfig
 from tidemark.session import build_session, runtime_conf
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
 from tidemark.spark.credentials import auth_keys, hadoop_access, redaction_conf
@@ -29,38 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 JARS_KEY = "spark.jars"
 PACKAGES_KEY = "spark.jars.packages"
-
-
-def locations(config: TidemarkConfig) -> list[str]:
-    """Every location a pipeline's Spark reads or writes."""
-    found = [config.checkpoint.location, config.quarantine.path, config.monitor_dir]
-    found += [p for p in (config.sink.path, config.source.path) if p]
-    return found
-
-
-def jar_features(config: TidemarkConfig) -> set[JarFeature]:
-    """The jar groups a pipeline needs: the Kafka connector for a Kafka source, Hadoop's cloud connectors."""
-    return needs_of(config).jar_groups
-
-
-def spark_features(config: TidemarkConfig) -> set[Feature]:
-    """The Spark features a pipeline config uses (each must be in the installed Spark)."""
-    wanted: set[Feature] = set()
-    if config.aggregation.kind is AggregationKind.CUSTOM:
-        wanted.add(Feature.TRANSFORM_WITH_STATE_PANDAS)
-    if config.checkpoint.state_store is StateStoreKind.ROCKSDB:
-        if config.checkpoint.changelog:
-            wanted.add(Feature.CHANGELOG_CHECKPOINTING)
-        if config.checkpoint.format_version == 2:
-            wanted.add(Feature.CHECKPOINT_FORMAT_V2)
-    return wanted
-
-
-def require_features(config: TidemarkConfig) -> None:
-    """One line naming the Spark that has it, for the first feature of the config the installed Spark lacks."""
-    require_python()
-    for feature in sorted(spark_features(config)):
-        require(feature)
 
 
 def with_jars(conf: dict[str, str], jars: FetchedJars) -> dict[str, str]:
@@ -93,11 +60,6 @@ def storage_conf(
     return {**access.spark_conf(), **explicit, **redaction_conf(explicit)}
 
 
-def pipeline_conf(config: TidemarkConfig) -> dict[str, str]:
-    """Every setting the pipeline's session needs but its jars: the config's, and access to its locations."""
-    return storage_conf(locations(config), config.spark_conf())
-
-
 @dataclass(frozen=True)
 class SessionNeeds:
     """What a command asks of Spark: the one route's input (spark_session), whatever the command.
@@ -120,27 +82,6 @@ class SessionNeeds:
         return features_for_uris(self.locations) | set(self.jars)
 
 
-def needs_of(
-    config: TidemarkConfig,
-    *,
-    extra: Mapping[str, str] | None = None,
-    master: str | None = None,
-    purpose: str = "",
-    helper: bool = True,
-) -> SessionNeeds:
-    """What a pipeline config asks of Spark (extra: the command's own settings, which win over the config's)."""
-    return SessionNeeds(
-        master=master or config.spark.master,
-        app_name=f"tidemark-{config.pipeline.name}{'-' + purpose if purpose else ''}",
-        settings={**config.spark_conf(), **(extra or {})},
-        locations=tuple(locations(config)),
-        # Kafka, and Event Hubs through its Kafka endpoint; the locations' cloud connectors come from jar_groups.
-        jars=frozenset({JarFeature.KAFKA}) if config.source.is_kafka else frozenset(),
-        helper=helper and config.source.is_kafka,
-        features=frozenset(spark_features(config)),
-    )
-
-
 def start_settings(
     needs: SessionNeeds, *, offline: bool = False, progress: Progress | None = None, hint: str = "tidemark jars fetch"
 ) -> dict[str, str]:
@@ -158,17 +99,6 @@ def start_settings(
     if needs.helper:  # after the fetch: a missing connector is the one line an offline start gives
         conf = _with_helper(conf)
     return conf
-
-
-def session_conf(
-    config: TidemarkConfig,
-    *,
-    offline: bool = False,
-    progress: Progress | None = None,
-    hint: str = "tidemark jars fetch CONFIG",
-) -> dict[str, str]:
-    """Every setting the pipeline's session starts with: the config's, its storage access, spark.jars."""
-    return start_settings(needs_of(config), offline=offline, progress=progress, hint=hint)
 
 
 def _with_helper(conf: dict[str, str]) -> dict[str, str]:
@@ -213,15 +143,3 @@ def spark_session(needs: SessionNeeds, spark: SparkSession | None = None) -> Ite
     ]
     with runtime_conf(session, storage_conf(needs.locations, dict(needs.settings), present)):
         yield session
-
-
-def pipeline_session(config: TidemarkConfig, spark: SparkSession | None = None) -> AbstractContextManager[SparkSession]:
-    """The pipeline's session (the given one, the active one, or a new one) with its settings for the duration."""
-    return spark_session(needs_of(config), spark)
-
-
-def kafka_session(config: TidemarkConfig) -> AbstractContextManager[SparkSession]:
-    """A small local session with the Kafka client on its classpath, for tools that ask a broker (inspect); an
-    active session is used as it is (its classpath too), with these settings for the duration only."""
-    small = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"}
-    return spark_session(needs_of(config, extra=small, master="local[1]", purpose="inspect", helper=False))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tidemark.config import TidemarkConfig
-from tidemark.spark.artifacts import coordinates
-from tidemark.spark.environment import jar_features
+from tidemark.spark.artifacts import JarFeature, coordinates
 from tidemark.spark.jars import cached, closure, is_bundled
 from tidemark.spark.lines import installed_version
 
@@ -33,10 +32,11 @@ class JarInventory:
     locked: bool  # every closure is in tidemark's own lock
 
 
-def jar_inventory(config: TidemarkConfig, spark_version: str | None = None) -> JarInventory:
-    """The features, coordinates and per-jar status of a config on a Spark version (default: installed)."""
+def jar_inventory(features_: Iterable[JarFeature], spark_version: str | None = None) -> JarInventory:
+    """The coordinates and per-jar status of some jar groups (a config's: needs.jar_features) on a Spark version
+    (default: installed)."""
     version = spark_version or installed_version()
-    features = sorted(jar_features(config))
+    features = sorted(set(features_))
     packages: list[str] = []
     entries: list[JarEntry] = []
     own = True

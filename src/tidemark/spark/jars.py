@@ -31,7 +31,7 @@ from xml.etree import ElementTree
 from tidemark.cache import cache_root
 from tidemark.errors import EnvironmentProblem
 from tidemark.spark.artifacts import JarFeature, coordinates
-from tidemark.spark.lines import hadoop_of, installed_version
+from tidemark.spark.lines import hadoop_of, installed_version, line_key
 
 log = logging.getLogger(__name__)
 REPOSITORY_ENV = "TIDEMARK_MAVEN_REPOSITORY"
@@ -78,9 +78,12 @@ class LockedJar:
 
 
 def lock_key(feature: JarFeature, spark_version: str) -> str:
-    """How the lock names a closure: the Kafka connector per Spark version, Hadoop's per bundled Hadoop version."""
+    """How the lock names a closure: the Kafka connector per Spark version, Delta per Spark line, Hadoop's per
+    bundled Hadoop version."""
     if feature is JarFeature.KAFKA:
         return f"{feature.value}@spark-{spark_version}"
+    if feature is JarFeature.DELTA:
+        return f"{feature.value}@spark-{line_key(spark_version)}"
     return f"{feature.value}@hadoop-{hadoop_of(spark_version)}"
 
 
@@ -260,6 +263,10 @@ def fetch(
     own = True
     for feature in wanted:
         found = closure(feature, version)
+        if found is None and feature in EXACT_PINS:
+            coordinates(feature, version)  # a line Delta has no release for: that one line
+            msg = f"tidemark's jar lock has no {feature.value} jars for Spark {version}: not trusted on first use"
+            raise EnvironmentProblem(msg)
         if found is None:
             if offline:
                 msg = f"no pinned {feature.value} jars for Spark {version} here: run `{hint}`"
@@ -283,6 +290,26 @@ def fetch(
             if path not in paths:
                 paths.append(path)
     return FetchedJars(version, wanted, tuple(paths), downloaded, own)
+
+
+# Features pinned jar by jar (no Ivy closure): their POMs drag jars that clash with the pyspark wheel's.
+EXACT_PINS = frozenset({JarFeature.DELTA})
+
+
+def pin_exact(coordinates_: list[str]) -> list[LockedJar]:
+    """Lock entries for exactly these jars (no dependencies), downloaded from the repository (the lock tool)."""
+    work = Path(tempfile.mkdtemp(prefix="pin-"))
+    try:
+        found = []
+        for coordinate in coordinates_:
+            group, artifact, version = coordinate.split(":")
+            jar = LockedJar(group, artifact, version, "", 0)
+            target = work / jar.file_name
+            _download(repository() + jar.path, target, 0, None)
+            found.append((coordinate, target))
+        return locked(found)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # --- resolution with Spark's own Ivy (the lock tool, and Spark versions the lock does not know) ----------------

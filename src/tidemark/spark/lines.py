@@ -141,7 +141,8 @@ def releases() -> dict[str, Release]:
     return dict(sorted(found.items(), key=lambda item: _order(item[0])))
 
 
-def _line_key(version: str) -> str:
+def line_key(version: str) -> str:
+    """The line ("4.1") of a Spark version ("4.1.4")."""
     match = re.match(r"(\d+)\.(\d+)", version)
     if match is None:
         msg = f"cannot read a Spark version from {version!r}"
@@ -152,7 +153,7 @@ def _line_key(version: str) -> str:
 def _lines() -> dict[str, SparkLine]:
     by_line: dict[str, list[Release]] = {}
     for release in releases().values():
-        by_line.setdefault(_line_key(release.version), []).append(release)
+        by_line.setdefault(line_key(release.version), []).append(release)
     found = {}
     for line, known in by_line.items():
         newest = known[-1]
@@ -192,7 +193,7 @@ def release_of(version: str) -> Release:
 
 def line_of(version: str) -> SparkLine:
     """The line a Spark version belongs to; an EnvironmentProblem for a line older than tidemark supports."""
-    key = _line_key(version)
+    key = line_key(version)
     found = LINES.get(key)
     if found is not None:
         return found
@@ -244,7 +245,7 @@ def lacking(feature: Feature, spark_version: str | None = None) -> str | None:
         return None
     first = first_line_with(feature)
     last = last_line_with(feature)
-    if last is not None and _order(_line_key(version)) > _order(last):
+    if last is not None and _order(line_key(version)) > _order(last):
         return f"{feature} is not in Spark {version}: it was removed after Spark {last}"
     return f"{feature} needs Spark {first} or newer (installed: Spark {version})"
 
@@ -252,7 +253,7 @@ def lacking(feature: Feature, spark_version: str | None = None) -> str | None:
 def has_defect(defect: Defect, spark_version: str | None = None) -> bool:
     """True when the Spark (default: the installed one) has a known defect tidemark works around."""
     version = spark_version or installed_version()
-    return defect in _DEFECTS.get(_line_key(version), frozenset())
+    return defect in _DEFECTS.get(line_key(version), frozenset())
 
 
 def require(feature: Feature, spark_version: str | None = None) -> None:

@@ -1,0 +1,52 @@
+"""tidemark's record, in a checkpoint, of how its batches name their writes to an idempotent sink (Delta Lake).
+
+Batch b of the checkpoint writes with the sink's transaction (app id, `base + b`). The app id is the pipeline's
+and outlives any checkpoint; `base` is chosen when the checkpoint starts writing (one past the newest version the
+sink holds for that app id), so a re-run batch repeats its version (the sink skips it) and a new checkpoint never
+repeats an old one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from tidemark.errors import CheckpointError
+from tidemark.formats.layout import SINK_TRANSACTION
+from tidemark.storage import Storage
+
+
+@dataclass(frozen=True)
+class SinkTransaction:
+    """The sink transaction a checkpoint writes with: batch b is version base + b of app_id, at table."""
+
+    app_id: str
+    base: int
+    table: str
+
+    def version_of(self, batch: int) -> int:
+        """The transaction version batch `batch` writes with."""
+        return self.base + batch
+
+    def batch_of(self, version: int) -> int:
+        """The batch that wrote a transaction version."""
+        return version - self.base
+
+
+def read_sink_transaction(checkpoint: Storage) -> SinkTransaction | None:
+    """The checkpoint's sink transaction, None when it has none yet."""
+    data = checkpoint.read_bytes(SINK_TRANSACTION)
+    if data is None:
+        return None
+    try:
+        body = json.loads(data)
+        return SinkTransaction(str(body["app_id"]), int(body["base"]), str(body["table"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        msg = f"{checkpoint.uri(SINK_TRANSACTION)} is damaged ({exc}): restore it from a copy of the checkpoint"
+        raise CheckpointError(msg) from exc
+
+
+def write_sink_transaction(checkpoint: Storage, transaction: SinkTransaction) -> None:
+    """Keep the checkpoint's sink transaction (written once, before its first batch)."""
+    body = {"app_id": transaction.app_id, "base": transaction.base, "table": transaction.table}
+    checkpoint.write_atomic(SINK_TRANSACTION, json.dumps(body).encode("utf-8"))

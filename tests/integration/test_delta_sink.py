@@ -1,0 +1,123 @@
+"""The Delta Lake sink on a real local Spark with Delta's own jars (tidemark's lock), read back with delta-rs.
+
+Each run is `tidemark run` in its own process (a JVM with Delta's extension and catalog, as a user gets it). The
+output is compared with the pandas oracle; the table is read with the `deltalake` package, never with tidemark.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from deltalake import DeltaTable
+
+from tests.helpers import write_config
+from tests.integration.test_recovery import _expected
+from tidemark.config import load_config
+from tidemark.formats import read_sink_transaction, read_snapshot
+from tidemark.pipeline.generate import generate_events
+from tidemark.storage import open_storage
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+KEY = ["user", "windowStart"]
+
+
+# The driver kills itself (Python and its JVM: the process group) right after batch N's Delta commit returned and
+# before Spark writes that batch's commits/<N>: the moment only the sink's own idempotence covers.
+_KILLED_AFTER = """
+import os, signal, sys
+from pyspark.sql.streaming.readwriter import DataStreamWriter
+real = DataStreamWriter.foreachBatch
+def foreach_batch(self, func):
+    def wrapped(frame, batch):
+        func(frame, batch)
+        if batch == {batch}:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+    return real(self, wrapped)
+DataStreamWriter.foreachBatch = foreach_batch
+from tidemark.cli.main import main
+sys.exit(main({argv!r}))
+"""
+
+
+def _run(config: Path, *, kill_after_batch: int | None = None, debug: bool = False) -> subprocess.CompletedProcess[str]:
+    """`tidemark run --available-now` in a new process group (killed after a batch's Delta commit when asked)."""
+    argv = [*(["--debug"] if debug else []), "run", str(config), "--available-now"]
+    script = _KILLED_AFTER.format(batch=kill_after_batch, argv=argv)
+    command = (
+        [sys.executable, "-c", script]
+        if kill_after_batch is not None
+        else [sys.executable, "-m", "tidemark.cli.main", *argv]
+    )
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=300, check=False, start_new_session=True
+    )
+
+
+def _table(path: Path) -> pd.DataFrame:
+    frame = DeltaTable(str(path)).to_pandas()
+    frame["windowStart"] = pd.to_datetime(frame["windowStart"], utc=True)
+    return frame.sort_values(KEY).reset_index(drop=True)
+
+
+def _assert_exact(path: Path, expected: pd.DataFrame) -> None:
+    actual = _table(path)
+    assert not actual.duplicated(KEY).any(), actual[actual.duplicated(KEY, keep=False)]
+    merged = actual.merge(expected, on=KEY, how="outer", suffixes=("", "_oracle"), indicator=True)
+    assert (merged["_merge"] == "both").all(), merged[merged["_merge"] != "both"][KEY]
+    assert (merged["count"] == merged["count_oracle"]).all()
+    assert (merged["value_sum"] - merged["value_sum_oracle"]).abs().max() < 1e-6
+
+
+def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(tmp_path: Path) -> None:
+    data = generate_events(tmp_path / "all", events=400, keys=3, files=4, seed=7)
+    (tmp_path / "landing").mkdir()
+    files = list(data.files)
+    config = write_config(tmp_path, sink={"format": "delta", "path": "output"})
+    # Two files land; the run is killed the moment a batch's Delta commit is there and its Spark commit is not.
+    for file in files[:2]:
+        shutil.copy2(file, tmp_path / "landing" / file.name)
+    killed = _run(config, kill_after_batch=1)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    commits = {int(p.name) for p in (tmp_path / "checkpoint" / "commits").glob("[0-9]*")}
+    assert commits == {0}, commits  # batch 1 is in the table, not in Spark's commit log
+    snapshot = read_snapshot(open_storage(str(tmp_path / "output")))
+    transaction = read_sink_transaction(open_storage(str(tmp_path / "checkpoint")))
+    assert transaction is not None and transaction.app_id == "tidemark:t" and transaction.base == 0
+    # The rest lands; the rerun re-runs the killed batch (Delta skips it: same transaction version) and goes on.
+    for file in files[2:]:
+        shutil.copy2(file, tmp_path / "landing" / file.name)
+    done = _run(config, debug=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    _assert_exact(tmp_path / "output", _expected(files))
+
+    # tidemark's reader of the log agrees with delta-rs: version, active files, the pipeline's transaction.
+    table = DeltaTable(str(tmp_path / "output"))
+    after = read_snapshot(open_storage(str(tmp_path / "output")), every_commit=True)
+    assert after.version == table.version()
+    assert {f"{tmp_path / 'output'}/{p}" for p in after.files} == {u.removeprefix("file://") for u in table.file_uris()}
+    assert after.transactions["tidemark:t"] == table.transaction_version("tidemark:t")
+    committed = max(int(p.name) for p in (tmp_path / "checkpoint" / "commits").glob("[0-9]*"))
+    assert after.transactions["tidemark:t"] == transaction.version_of(committed)
+    # One commit per batch that wrote rows, never two for one transaction version.
+    versions = [c.txn_version for c in after.commits if c.app_id == "tidemark:t"]
+    assert len(versions) == len(set(versions)), versions
+    assert (
+        snapshot.transactions["tidemark:t"] == transaction.version_of(1)
+        and snapshot.transactions["tidemark:t"] in versions
+    )
+
+    # The checkpoint lost: a new query would write every window again; the run refuses in one line, table unchanged.
+    shutil.rmtree(tmp_path / "checkpoint")
+    refused = _run(config)
+    assert refused.returncode != 0
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert "already holds this pipeline's output" in lines[-1] and "Traceback" not in refused.stderr, lines
+    assert DeltaTable(str(tmp_path / "output")).version() == table.version()
+    assert load_config(config).sink.path is not None

@@ -1,0 +1,139 @@
+"""The Delta sink's parts that need no JVM: the log reader (checked against delta-rs, which wrote the table), the
+sink transaction a checkpoint keeps, what a Delta config asks of Spark, and the seams' grep."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+from tests.helpers import write_config
+from tidemark.config import load_config
+from tidemark.errors import EnvironmentProblem, InputError
+from tidemark.formats import SinkTransaction, read_sink_transaction, read_snapshot, write_sink_transaction
+from tidemark.needs import needs_of
+from tidemark.sinks import DeltaSink, sink_of
+from tidemark.spark import jars
+from tidemark.spark.artifacts import DELTA_JARS, JarFeature, coordinates
+from tidemark.storage import open_storage
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "tidemark"
+
+
+def _append(path: Path, rows: int, app: str | None, version: int | None, part: str = "a") -> None:
+    frame = pa.table({"k": [part] * rows, "v": list(range(rows))})
+    props = CommitProperties(app_transactions=[Transaction(app, version)]) if app is not None else None
+    write_deltalake(str(path), frame, mode="append", partition_by=["k"], commit_properties=props)
+
+
+def test_the_log_reader_agrees_with_delta_rs_across_a_checkpoint(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    _append(table, 3, "tidemark:p", 0)
+    _append(table, 2, "other", 7, part="b")  # another writer on the same table
+    _append(table, 4, "tidemark:p", 1)
+    DeltaTable(str(table)).create_checkpoint()  # what came before is now read from the checkpoint's Parquet
+    _append(table, 5, None, None, part="c")
+    _append(table, 1, "tidemark:p", 2)
+    DeltaTable(str(table)).delete("v = 0 AND k = 'a'")  # a remove and an add in one commit
+    delta = DeltaTable(str(table))
+    snapshot = read_snapshot(open_storage(str(table)), every_commit=True)
+    assert snapshot.version == delta.version() == 5
+    assert snapshot.checkpoint_version == 2
+    assert {f"{table}/{p}" for p in snapshot.files} == {u.removeprefix("file://") for u in delta.file_uris()}
+    for app in ("tidemark:p", "other"):
+        assert snapshot.transactions[app] == delta.transaction_version(app)
+    assert sum(f.rows or 0 for f in snapshot.files.values()) == len(delta.to_pyarrow_table())
+    ours = [c for c in snapshot.commits if c.app_id == "tidemark:p"]
+    assert [(c.txn_version, c.rows_added) for c in ours] == [(0, 3), (1, 4), (2, 1)]
+    # Without every_commit only the commits after the checkpoint are read; the snapshot is the same.
+    quick = read_snapshot(open_storage(str(table)))
+    assert quick.files == snapshot.files and quick.transactions == snapshot.transactions
+    assert [c.version for c in quick.commits] == [3, 4, 5]
+
+
+def test_a_folder_without_a_log_is_no_table_and_a_damaged_log_is_one_line(tmp_path: Path) -> None:
+    assert not read_snapshot(open_storage(str(tmp_path))).exists
+    _append(tmp_path / "t", 1, None, None)
+    log = tmp_path / "t" / "_delta_log" / "00000000000000000000.json"
+    log.write_text(log.read_text() + "{not json\n")
+    with pytest.raises(Exception, match="not JSON: the Delta log is damaged"):
+        read_snapshot(open_storage(str(tmp_path / "t")))
+
+
+def _delta_config(tmp_path: Path) -> Path:
+    return write_config(tmp_path, sink={"format": "delta", "path": "output"})
+
+
+def test_a_new_checkpoint_writes_above_every_version_the_table_holds(tmp_path: Path) -> None:
+    config = load_config(_delta_config(tmp_path))
+    sink = sink_of(config)
+    assert isinstance(sink, DeltaSink)
+    made = sink.transaction()  # no table yet: versions from 0
+    assert made == SinkTransaction("tidemark:t", 0, str(tmp_path / "output"))
+    assert read_sink_transaction(open_storage(config.checkpoint.location)) == made
+    assert sink.transaction() == made  # kept: a restart names its batches as before
+    # The table holds this pipeline's versions up to 41 and the checkpoint is gone: a new query would write its
+    # windows again, so it refuses; a checkpoint that already ran (offsets) chooses a base above them.
+    _append(tmp_path / "output", 2, "tidemark:t", 41)
+    checkpoint = Path(config.checkpoint.location)
+    (checkpoint / "_tidemark" / "sink-transaction.json").unlink()
+    with pytest.raises(InputError, match=r"already holds this pipeline's output .*version 41"):
+        sink.transaction()
+    (checkpoint / "offsets").mkdir()
+    (checkpoint / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0}\n{}\n')
+    assert sink.transaction().base == 42
+
+
+def test_a_damaged_sink_transaction_is_one_line(tmp_path: Path) -> None:
+    store = open_storage(str(tmp_path))
+    write_sink_transaction(store, SinkTransaction("a", 3, "x"))
+    (tmp_path / "_tidemark" / "sink-transaction.json").write_text("{")
+    with pytest.raises(Exception, match=r"sink-transaction\.json is damaged"):
+        read_sink_transaction(store)
+
+
+def test_a_delta_config_asks_for_delta_s_jars_and_settings(tmp_path: Path) -> None:
+    needs = needs_of(load_config(_delta_config(tmp_path)))
+    assert JarFeature.DELTA in needs.jar_groups
+    assert needs.settings["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert needs.settings["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
+    # The user's own extensions are kept, Delta's added after them.
+    own = write_config(
+        tmp_path, sink={"format": "delta", "path": "output"}, spark={"conf": {"spark.sql.extensions": "my.Ext"}}
+    )
+    assert needs_of(load_config(own)).settings["spark.sql.extensions"] == (
+        "my.Ext,io.delta.sql.DeltaSparkSessionExtension"
+    )
+    parquet = needs_of(load_config(write_config(tmp_path)))
+    assert JarFeature.DELTA not in parquet.jar_groups and "spark.sql.extensions" not in parquet.settings
+
+
+def test_delta_jars_are_locked_per_line_and_a_line_without_delta_is_one_line() -> None:
+    lock = jars.packaged_lock()
+    for line, wanted in DELTA_JARS.items():
+        locked = lock[f"delta@spark-{line}"]
+        assert sorted(j.coordinate for j in locked) == sorted(wanted)
+        assert all(re.fullmatch(r"[0-9a-f]{64}", j.sha256) and j.size > 0 for j in locked)
+    assert coordinates(JarFeature.DELTA, "4.1.4") == list(DELTA_JARS["4.1"])
+    with pytest.raises(EnvironmentProblem, match=r"no release for Spark 4\.3: the Delta sink runs on Spark 3\.5"):
+        coordinates(JarFeature.DELTA, "4.3.0")
+    with pytest.raises(EnvironmentProblem, match=r"no release for Spark 4\.3"):
+        jars.fetch([JarFeature.DELTA], "4.3.0", offline=True)
+
+
+# A branch on the sink's format: `SinkFormat.X` compared, or the format's value tested, outside sinks/ and config/.
+SINK_BRANCH = re.compile(r"SinkFormat\.\w+|sink\.format\b")
+
+
+def test_no_branch_on_the_sink_format_outside_its_package() -> None:
+    found = [
+        f"{path.relative_to(SRC)}:{number}: {line.strip()}"
+        for path in sorted(SRC.rglob("*.py"))
+        if path.relative_to(SRC).parts[0] not in ("sinks", "config")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if SINK_BRANCH.search(line)
+    ]
+    assert found == []
