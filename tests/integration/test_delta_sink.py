@@ -6,6 +6,7 @@ output is compared with the pandas oracle; the table is read with the `deltalake
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from deltalake import DeltaTable
 
 from tests.helpers import write_config
 from tests.integration.test_recovery import _expected
+from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.formats import read_sink_transaction, read_snapshot
 from tidemark.pipeline.generate import generate_events
@@ -75,7 +77,9 @@ def _assert_exact(path: Path, expected: pd.DataFrame) -> None:
     assert (merged["value_sum"] - merged["value_sum_oracle"]).abs().max() < 1e-6
 
 
-def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(tmp_path: Path) -> None:
+def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = generate_events(tmp_path / "all", events=400, keys=3, files=4, seed=7)
     (tmp_path / "landing").mkdir()
     files = list(data.files)
@@ -112,6 +116,20 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(tmp_p
         snapshot.transactions["tidemark:t"] == transaction.version_of(1)
         and snapshot.transactions["tidemark:t"] in versions
     )
+
+    # checkpoint inspect --sink reads the table: its version and files as delta-rs sees them, the batch this
+    # checkpoint last wrote, and (at a low threshold) the small files a streaming append leaves, with the fix.
+    argv = ["checkpoint", "inspect", str(tmp_path / "checkpoint"), "--sink", str(tmp_path / "output")]
+    assert main([*argv, "--json", "--max-delta-files", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    delta = report["delta_sink"]
+    assert (delta["version"], delta["files"]) == (table.version(), len(table.file_uris()))
+    assert (delta["app_id"], delta["last_batch"]) == ("tidemark:t", committed)
+    assert delta["rows"] == len(_table(tmp_path / "output"))
+    small = [f for f in report["findings"] if f["code"] == "DELTA_SMALL_FILES"]
+    assert len(small) == 1 and "OPTIMIZE delta.`" in small[0]["fix"], report["findings"]
+    assert main(argv) == 0
+    assert "DELTA_SMALL_FILES" not in capsys.readouterr().out  # the default threshold: 1,000 files
 
     # The checkpoint lost: a new query would write every window again; the run refuses in one line, table unchanged.
     shutil.rmtree(tmp_path / "checkpoint")

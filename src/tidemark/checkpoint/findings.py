@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tidemark.checkpoint.corruption import RestartPoint, damaged_file_findings, gap_findings, missing_state_findings
-from tidemark.checkpoint.report import FolderCount, OperatorReport, SinkReport
+from tidemark.checkpoint.report import DeltaSinkReport, FolderCount, OperatorReport, SinkReport
 from tidemark.findings import Finding, Severity
 from tidemark.formats import (
     CheckpointHealth,
@@ -31,6 +31,9 @@ class Thresholds:
     max_history: int = 200  # Spark keeps 100 batches by default (minBatchesToRetain)
     max_sink_compact_bytes: int = 100 * 1024**2
     max_sink_files: int = 1_000_000
+    # A Delta table with this many active files or more, averaging under delta_small_file_bytes: compact it.
+    max_delta_files: int = 1_000
+    delta_small_file_bytes: int = 32 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class FindingsInput:
     commits: Mapping[int, CommitEntry]
     metadata_partitions: Mapping[int, int]
     sink: SinkReport | None
+    delta_sink: DeltaSinkReport | None = None
     # What reading every log entry and the newest state files found (None: only the scan's listing is known).
     health: CheckpointHealth | None = None
     state_problems: list[FileProblem] = field(default_factory=list)
@@ -226,6 +230,26 @@ def check_sink(sink: SinkReport | None, thresholds: Thresholds) -> list[Finding]
     return [Finding("SINK_METADATA_GROWTH", Severity.WARNING, message, fix)]
 
 
+def check_delta_sink(sink: DeltaSinkReport | None, thresholds: Thresholds) -> list[Finding]:
+    """DELTA_SMALL_FILES when a Delta sink holds many small files (a streaming append writes one per task and
+    batch); the fix is Delta's own compaction."""
+    if sink is None or sink.files < thresholds.max_delta_files:
+        return []
+    if sink.mean_file_bytes >= thresholds.delta_small_file_bytes:
+        return []
+    message = (
+        f"the Delta table {sink.path} holds {sink.files:,} active files averaging {format_size(sink.mean_file_bytes)}: "
+        "a streaming append writes one file per task and batch, and every read opens them all"
+    )
+    fix = (
+        f'compact it with Delta\'s OPTIMIZE: spark.sql("OPTIMIZE delta.`{sink.path}`") or '
+        f'DeltaTable.forPath(spark, "{sink.path}").optimize().executeCompaction() (the pipeline may keep running: '
+        "its appends do not conflict with a compaction); fewer [sink] writers or a longer trigger interval write "
+        "fewer files"
+    )
+    return [Finding("DELTA_SMALL_FILES", Severity.WARNING, message, fix)]
+
+
 def find_problems(data: FindingsInput, thresholds: Thresholds) -> list[Finding]:
     """Every check, errors first."""
     found = [*check_batches(data.scan, data.restart_point() if data.health is not None else None)]
@@ -239,6 +263,7 @@ def find_problems(data: FindingsInput, thresholds: Thresholds) -> list[Finding]:
         *check_replay(data.operators, thresholds),
         *check_retention(data.scan, data.operators, thresholds),
         *check_sink(data.sink, thresholds),
+        *check_delta_sink(data.delta_sink, thresholds),
     ]
     order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(found, key=lambda f: order[f.severity])

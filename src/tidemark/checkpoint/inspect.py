@@ -17,7 +17,7 @@ from tidemark.checkpoint.report import (
     SinkReport,
     StoreReport,
 )
-from tidemark.checkpoint.sink_report import inspect_sink
+from tidemark.checkpoint.sink_report import inspect_delta_sink, inspect_sink, is_delta_sink
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
 from tidemark.errors import UsageError
@@ -142,7 +142,8 @@ def inspect_checkpoint(
     metas = {op_id: checkpoint.operator_metadata(op_id) for op_id in scan.operators}
     operators = [_operator_report(op, metas[op_id], load_version) for op_id, op in sorted(scan.operators.items())]
     folders = [FolderCount(name, files, size) for name, (files, size) in sorted(scan.folders.items())]
-    sink_report: SinkReport | None = inspect_sink(sink, backend, spark=spark) if sink else None
+    delta_sink = inspect_delta_sink(sink, checkpoint.store) if sink and is_delta_sink(sink) else None
+    sink_report: SinkReport | None = inspect_sink(sink, backend, spark=spark) if sink and not delta_sink else None
     point = RestartPoint.of(health)
     state_problems = []
     if point.state_version is not None:
@@ -158,6 +159,7 @@ def inspect_checkpoint(
             commits=commits,
             metadata_partitions={i: m.partitions for i, m in metas.items() if m is not None and m.partitions},
             sink=sink_report,
+            delta_sink=delta_sink,
             health=health,
             state_problems=state_problems,
             source_problems=read_source_logs(checkpoint),
@@ -187,4 +189,5 @@ def inspect_checkpoint(
         walker=checkpoint.store.walker,
         list_requests=checkpoint.store.list_requests,
         kafka=kafka,
+        delta_sink=delta_sink,
     )

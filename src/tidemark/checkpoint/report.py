@@ -75,6 +75,28 @@ class SinkReport:
 
 
 @dataclass(frozen=True)
+class DeltaSinkReport:
+    """A Delta table sink, as its `_delta_log` shows it, and the transaction this checkpoint writes it with."""
+
+    path: str
+    version: int
+    files: int  # active data files
+    bytes_total: int
+    rows: int | None  # from the files' stats; None when a file has none
+    checkpoint_version: int | None  # the log's newest Parquet checkpoint
+    oldest_commit: int | None  # the oldest commit still in the log (older ones: removed by log retention)
+    transactions: dict[str, int]  # every writer's app id -> its latest transaction version
+    app_id: str | None  # the checkpoint's own (its _tidemark sink transaction), None for a checkpoint tidemark
+    # did not start on this table
+    last_batch: int | None  # the newest batch of this checkpoint the table holds
+
+    @property
+    def mean_file_bytes(self) -> int:
+        """Average size of an active file."""
+        return self.bytes_total // self.files if self.files else 0
+
+
+@dataclass(frozen=True)
 class CheckpointReport:
     """Everything `tidemark checkpoint inspect` reports about one checkpoint."""
 
@@ -100,6 +122,7 @@ class CheckpointReport:
     walker: Walker
     list_requests: int = 0  # listing requests the walk made (pages, on object stores)
     kafka: KafkaSourceReport | None = None  # a Kafka source: each partition's committed offset (+ the broker's)
+    delta_sink: DeltaSinkReport | None = None  # --sink naming a Delta table
 
     @property
     def has_errors(self) -> bool:

@@ -13,7 +13,7 @@ from tidemark.cli.output import out, print_json
 if TYPE_CHECKING:
     from tidemark.checkpoint.kafka import KafkaSourceReport
     from tidemark.checkpoint.prune import PruneResult
-    from tidemark.checkpoint.report import CheckpointReport
+    from tidemark.checkpoint.report import CheckpointReport, DeltaSinkReport
 
 checkpoint_app = typer.Typer(
     name="checkpoint",
@@ -73,6 +73,8 @@ def _render_report(report: CheckpointReport) -> None:
             f"{_opt(sink.latest_batch)}, compact {_opt(sink.latest_compact_batch)} ({_size(sink.compact_bytes)}, "
             f"{sink.files_in_compact:,} files)"
         )
+    if report.delta_sink is not None:
+        _render_delta(report.delta_sink)
     if not report.findings:
         out.print("[green]no findings[/green]")
     for finding in report.findings:
@@ -81,6 +83,27 @@ def _render_report(report: CheckpointReport) -> None:
         if finding.impact:
             out.print(f"  impact: {escape(finding.impact)}")
         out.print(f"  fix: {escape(finding.fix)}")
+
+
+def _render_delta(sink: DeltaSinkReport) -> None:
+    rows = f", {sink.rows:,} rows" if sink.rows is not None else ""
+    out.print(
+        f"[bold]Delta sink[/bold] {escape(sink.path)}: version {sink.version}, {sink.files:,} active files "
+        f"({_size(sink.bytes_total)}{rows}), log checkpoint {_opt(sink.checkpoint_version)}, oldest commit "
+        f"{_opt(sink.oldest_commit)}"
+    )
+    if sink.app_id is None:
+        out.print("  this checkpoint keeps no Delta transaction (not started by tidemark on this table)")
+    else:
+        version = sink.transactions.get(sink.app_id)
+        out.print(
+            f"  this checkpoint writes as {escape(sink.app_id)}: latest version {_opt(version)} "
+            f"(batch {_opt(sink.last_batch)})"
+        )
+    others = {a: v for a, v in sink.transactions.items() if a != sink.app_id}
+    if others:
+        shown = ", ".join(f"{escape(a)} {v}" for a, v in sorted(others.items())[:5])
+        out.print(f"  other writers' transactions: {shown}{' ...' if len(others) > 5 else ''}")
 
 
 def _render_kafka(kafka: KafkaSourceReport) -> None:
@@ -140,13 +163,19 @@ def _render_prune(result: PruneResult) -> None:
 def inspect_command(
     path: Annotated[str, typer.Argument(help="Checkpoint folder or URI (hdfs://, abfss://, s3a://).")],
     sink: Annotated[
-        str | None, typer.Option("--sink", help="File sink output folder, to check its _spark_metadata.")
+        str | None,
+        typer.Option(
+            "--sink", help="The sink: a file sink's output folder (its _spark_metadata), or a Delta table's folder."
+        ),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     max_files: Annotated[int, typer.Option(help="TOO_MANY_FILES above this many files.")] = 100_000,
     max_replay: Annotated[int, typer.Option(help="LONG_REPLAY_CHAIN above this many deltas/changelogs.")] = 50,
     max_history: Annotated[int, typer.Option(help="RETENTION_TOO_HIGH above this many batches/versions.")] = 200,
     max_sink_compact: Annotated[str, typer.Option(help="SINK_METADATA_GROWTH above this compact size.")] = "100m",
+    max_delta_files: Annotated[
+        int, typer.Option(help="DELTA_SMALL_FILES from this many active files (averaging under 32 MB).")
+    ] = 1000,
     source: Annotated[
         str | None,
         typer.Option(
@@ -166,6 +195,7 @@ def inspect_command(
         max_replay=max_replay,
         max_history=max_history,
         max_sink_compact_bytes=parse_size(max_sink_compact),
+        max_delta_files=max_delta_files,
     )
     source_config = None
     if source is not None:

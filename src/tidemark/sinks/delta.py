@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from tidemark.config import SinkFormat
 from tidemark.errors import EnvironmentProblem, InputError
 from tidemark.sinks.base import Sink
+from tidemark.sinks.parquet import ParquetSink
 from tidemark.spark.artifacts import JarFeature
 
 if TYPE_CHECKING:
@@ -89,6 +90,9 @@ class DeltaSink(Sink):
         made = SinkTransaction(self.app_id, 0 if last is None else last + 1, table)
         write_sink_transaction(checkpoint, made)
         return made
+
+    # Files per output partition per batch: the same stage shape as the Parquet sink's (sinks/parquet.py).
+    writers = ParquetSink.writers
 
     def _written(self, transaction: SinkTransaction, batch: int) -> bool:
         """True when the table already holds the batch's commit (its transaction version or a later one)."""
