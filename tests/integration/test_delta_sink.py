@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from tests.helpers import write_config
 from tests.integration.test_recovery import _expected
@@ -23,6 +24,7 @@ from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.formats import read_sink_transaction, read_snapshot
 from tidemark.pipeline.generate import generate_events
+from tidemark.recovery.audit import audit_sink
 from tidemark.storage import open_storage
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -60,6 +62,17 @@ def _run(config: Path, *, kill_after_batch: int | None = None, debug: bool = Fal
     return subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=300, check=False, start_new_session=True
     )
+
+
+def _cli(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """A tidemark command in its own process (its own JVM: the test process's session has no Delta jars)."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    command = [sys.executable, "-m", "tidemark.cli.main", *argv]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _commits(root: Path) -> set[int]:
+    return {int(p.name) for p in (root / "checkpoint" / "commits").glob("[0-9]*")}
 
 
 def _table(path: Path) -> pd.DataFrame:
@@ -117,6 +130,14 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
         and snapshot.transactions["tidemark:t"] in versions
     )
 
+    # audit reads the table's log: each committed batch has exactly one commit carrying its transaction; another
+    # writer's commit on the same table is told apart; a commit written twice for one batch is a violation.
+    audit = audit_sink(load_config(config))
+    assert audit.ok, audit.violations
+    assert [r.batch for r in audit.batches] == sorted(_commits(tmp_path))
+    assert all(r.in_sink_log for r in audit.batches) and audit.data_files == len(table.file_uris())
+    assert sum(r.rows or 0 for r in audit.batches) == len(_table(tmp_path / "output"))
+
     # checkpoint inspect --sink reads the table: its version and files as delta-rs sees them, the batch this
     # checkpoint last wrote, and (at a low threshold) the small files a streaming append leaves, with the fix.
     argv = ["checkpoint", "inspect", str(tmp_path / "checkpoint"), "--sink", str(tmp_path / "output")]
@@ -138,4 +159,41 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
     assert "already holds this pipeline's output" in lines[-1] and "Traceback" not in refused.stderr, lines
     assert DeltaTable(str(tmp_path / "output")).version() == table.version()
-    assert load_config(config).sink.path is not None
+    # recover --apply replays only the windows the table lacks, into a new checkpoint whose transactions start
+    # above the lost one's; a restart afterwards keeps the replay's filter.
+    recovered = _cli(["recover", str(config), "--apply"])
+    assert recovered.returncode == 0, recovered.stderr[-2000:]
+    assert "verified" in recovered.stdout and "0 duplicate" in recovered.stdout, recovered.stdout
+    _assert_exact(tmp_path / "output", _expected(files))
+    renewed = read_sink_transaction(open_storage(str(tmp_path / "checkpoint")))
+    assert renewed is not None and renewed.base == after.transactions["tidemark:t"] + 1
+    assert _run(config).returncode == 0
+    _assert_exact(tmp_path / "output", _expected(files))
+    audit = audit_sink(load_config(config))
+    assert audit.ok and any("earlier checkpoints" in n for n in audit.notes), (audit.violations, audit.notes)
+
+    # Other writers on the table (rows of their own under another app id, then a compaction that rewrites every
+    # file) are told apart; a second commit carrying batch 0's transaction with rows the table already has is
+    # found twice over: the batch written twice, and its (key, window) rows repeated.
+    rows = DeltaTable(str(tmp_path / "output")).to_pyarrow_table()
+    theirs = rows.slice(0, 2).set_column(rows.schema.get_field_index("user"), "user", pa.array(["x", "y"]))
+    write_deltalake(
+        str(tmp_path / "output"),
+        theirs,
+        mode="append",
+        commit_properties=CommitProperties(app_transactions=[Transaction("someone-else", 5)]),
+    )
+    DeltaTable(str(tmp_path / "output")).optimize.compact()
+    other = audit_sink(load_config(config))
+    assert other.ok, other.violations
+    assert any("2 commit(s) by other writers (OPTIMIZE, someone-else)" in n for n in other.notes), other.notes
+    assert other.rows_on_storage == len(rows) + 2
+    write_deltalake(
+        str(tmp_path / "output"),
+        rows.slice(0, 3),
+        mode="append",
+        commit_properties=CommitProperties(app_transactions=[Transaction("tidemark:t", renewed.version_of(0))]),
+    )
+    kinds = {v.kind.value: v for v in audit_sink(load_config(config)).violations}
+    assert set(kinds) == {"batch-written-twice", "duplicate-key"}, kinds
+    assert kinds["batch-written-twice"].batches == (0,) and kinds["duplicate-key"].count == 3

@@ -30,7 +30,7 @@ def audit(
         summary.add_row("sink", escape(result.sink))
         summary.add_row("committed batches", str(len(result.batches)))
         summary.add_row("data files", f"{result.data_files:,}")
-        summary.add_row("rows (plain Parquet reader)", f"{result.rows_on_storage:,}")
+        summary.add_row("rows (as the sink's readers see it)", f"{result.rows_on_storage:,}")
         summary.add_row("identity", ", ".join(result.key_columns) or "-")
         out.print(summary)
         if batches:

@@ -56,7 +56,9 @@ def _render_recovery(result: RecoveryResult) -> None:
         return
     if result.replay is not None:
         out.print(f"replayed {result.replay.batches} batch(es), {result.replay.input_rows:,} input rows")
-    if result.injected_files is None:
+    if result.own_log:
+        out.print("the sink keeps its own log: what survived stays in it")
+    elif result.injected_files is None:
         out.print("the surviving files join the sink log after the next run's first batch")
     else:
         out.print(f"added {result.injected_files} surviving file(s) to the new sink log")
@@ -65,7 +67,12 @@ def _render_recovery(result: RecoveryResult) -> None:
         colour = "green" if check.ok else "red"
         out.print(
             f"[{colour}]verified[/{colour}]: {check.parquet_rows:,} rows, {check.parquet_duplicates} duplicate "
-            f"(key, window) with pyarrow; {check.spark_rows} rows, {check.spark_duplicates} duplicates with Spark"
+            "(key, window) with pyarrow"
+            + (
+                f"; {check.spark_rows} rows, {check.spark_duplicates} duplicates with Spark"
+                if check.spark_rows is not None
+                else ""
+            )
         )
 
 

@@ -33,6 +33,7 @@ from tidemark.formats import (
 )
 from tidemark.recovery.archive import pipeline_locations
 from tidemark.recovery.replay import EPOCH, describe_replay, replay_config
+from tidemark.sinks import Tool
 from tidemark.storage import Location, open_storage, parse_location
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def _refuse(message: str) -> None:
 
 
 def _check_new_locations(config: TidemarkConfig, old_checkpoint: Location, old_sink: Location | None) -> None:
-    paths = pipeline_locations(config)
+    paths = pipeline_locations(config, Tool.ADOPT)
     if paths.checkpoint.uri.rstrip("/") == old_checkpoint.uri.rstrip("/"):
         _refuse("[checkpoint] location is the old job's checkpoint: give tidemark a new folder")
     if old_sink is not None and paths.sink.uri.rstrip("/") == old_sink.uri.rstrip("/"):
@@ -218,7 +219,7 @@ def plan_adoption(
             f"the old job committed watermark {committed.isoformat()} but emitted only to {emitted.isoformat()} "
             "(no batch ran after its last one): the windows in between are replayed, not lost"
         )
-    paths = pipeline_locations(config)
+    paths = pipeline_locations(config, Tool.ADOPT)
     return AdoptionPlan(
         pipeline=config.pipeline.name,
         old_checkpoint=old.uri,
@@ -264,7 +265,7 @@ def adopt_job(
                 plan = plan_adoption(config, old_checkpoint, old_sink)
         if not apply:
             return AdoptionResult(plan, False, None)
-        paths = pipeline_locations(config)
+        paths = pipeline_locations(config, Tool.ADOPT)
         if Checkpoint.open(paths.checkpoint).offset_batches():
             msg = f"{paths.checkpoint.uri} gained batches while the plan was made: nothing was changed"
             raise CheckpointError(msg)

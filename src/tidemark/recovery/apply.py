@@ -20,6 +20,7 @@ from tidemark.recovery.archive import finish_interrupted, perform, pipeline_loca
 from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import PLAN_FILE, RecoveryPlan, checkpoint_state, ensure_not_running
 from tidemark.recovery.replay import replay_config
+from tidemark.sinks import sink_of
 from tidemark.storage import Location, open_storage, parse_location
 from tidemark.storage.journal import JournalResult
 
@@ -54,6 +55,7 @@ class RecoveryResult:
     replay: RunResult | None
     injected_files: int | None  # None: no batch committed yet; the next run adds them
     verification: Verification | None
+    own_log: bool = False  # a table sink (Delta): its own log keeps listing what survived, nothing to add
 
 
 def finish_interrupted_moves(config: TidemarkConfig) -> list[JournalResult]:
@@ -138,6 +140,12 @@ def _replay(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSession) -> 
             replay_from=plan.resume_from,
             on_progress=lambda _: advance(1),
         )
+    table = sink_of(config).table_output(open_storage(paths.checkpoint))
+    if table is not None:
+        from tidemark.recovery.audit import key_columns, table_duplicates
+
+        rows, duplicated, _ = table_duplicates(open_storage(table.uri), key_columns(config), list(table.live_files))
+        return RecoveryResult(plan, True, replay, 0, Verification(rows, duplicated, None, None), own_log=True)
     injected = finish_pending(paths.checkpoint, paths.sink)
     verification = verify_sink(config, spark) if read_sink_log(open_storage(paths.sink)).exists else None
     return RecoveryResult(plan, True, replay, injected, verification)

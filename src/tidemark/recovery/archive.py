@@ -13,7 +13,7 @@ from datetime import datetime
 from tidemark.compat import UTC, StrEnum
 from tidemark.config import TidemarkConfig
 from tidemark.errors import UsageError
-from tidemark.sinks import sink_of
+from tidemark.sinks import Tool, sink_of
 from tidemark.storage import Location, parse_location
 from tidemark.storage.journal import AfterSteps, JournalResult, Step, finish_pending, journaled
 
@@ -71,9 +71,9 @@ def _inside(path: Location, folder: Location) -> bool:
     return path.relative_to(folder) is not None
 
 
-def pipeline_locations(config: TidemarkConfig) -> PipelineLocations:
-    """Resolve the pipeline's checkpoint, sink and quarantine; refuse layouts recovery cannot handle."""
-    sink_of(config).refuse_exactly_once("tidemark's recovery tools (recover, audit, adopt, --to-batch)")
+def pipeline_locations(config: TidemarkConfig, tool: Tool = Tool.RECOVER) -> PipelineLocations:
+    """Resolve the pipeline's checkpoint, sink and quarantine; refuse a sink or a layout the tool cannot handle."""
+    sink_of(config).refuse(tool)
     sink = parse_location(config.sink.path or "")
     checkpoint = parse_location(config.checkpoint.location)
     quarantine = parse_location(config.quarantine.path)

@@ -30,6 +30,7 @@ from tidemark.formats import (
     sink_log_names,
 )
 from tidemark.recovery.archive import pipeline_locations
+from tidemark.sinks import TableOutput, Tool, sink_of
 from tidemark.steps import step
 from tidemark.storage import Storage, open_storage
 
@@ -39,7 +40,8 @@ MAX_LISTED = 20  # files or keys named per violation; the count says how many th
 class ViolationKind(StrEnum):
     """What breaks exactly-once."""
 
-    DUPLICATE_KEY = "duplicate-key"  # a (key, window) twice for a plain Parquet reader
+    DUPLICATE_KEY = "duplicate-key"  # a (key, window) twice for a plain Parquet reader (a table's: its readers)
+    BATCH_WRITTEN_TWICE = "batch-written-twice"  # a table sink: two commits carry one batch's transaction
     FILE_IN_TWO_BATCHES = "file-in-two-batches"
     BATCH_WITHOUT_SINK_ENTRY = "batch-without-sink-entry"
     FILE_OUTSIDE_EVERY_BATCH = "file-outside-every-batch"
@@ -99,12 +101,16 @@ def key_columns(config: TidemarkConfig) -> tuple[str, ...]:
     return ()
 
 
-def _duplicates(sink: Storage, columns: tuple[str, ...]) -> tuple[int, int, list[str]]:
-    """(rows, repeated rows, example keys) as a plain Parquet reader sees the sink (every data file, Hive paths)."""
+def _duplicates(sink: Storage, columns: tuple[str, ...], files: list[str] | None = None) -> tuple[int, int, list[str]]:
+    """(rows, repeated rows, example keys) as a plain Parquet reader sees the sink (every data file, Hive paths),
+    or, given files (a table's live ones, below the sink), as the table's readers see it."""
     import pyarrow.dataset as ds
 
     filesystem, base = sink.arrow()
-    dataset = ds.dataset(base, format="parquet", partitioning="hive", filesystem=filesystem)
+    if files is not None and not files:
+        return 0, 0, []
+    source: Any = [f"{base}/{f}" for f in files] if files is not None else base
+    dataset = ds.dataset(source, format="parquet", partitioning="hive", filesystem=filesystem, partition_base_dir=base)
     rows = dataset.count_rows()
     if not columns or rows == 0:
         return rows, 0, []
@@ -127,9 +133,12 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
     """Build the per-batch ledger and check exactly-once; raise only when the checkpoint cannot be read."""
     from tidemark.pipeline.sink_check import require_matching_sink
 
-    paths = pipeline_locations(config)
+    paths = pipeline_locations(config, Tool.AUDIT)
     checkpoint = Checkpoint.open(paths.checkpoint)
     checkpoint.require()
+    table = sink_of(config).table_output(checkpoint.store)
+    if table is not None:
+        return audit_table(config, checkpoint, table)
     require_matching_sink(config, "tidemark audit", "point the config at the sink its query writes")
     sink = open_storage(paths.sink)
     commits = checkpoint.commit_batches()
@@ -249,6 +258,129 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
         violations=tuple(violations),
         notes=tuple(notes),
     )
+
+
+def audit_table(config: TidemarkConfig, checkpoint: Checkpoint, table: TableOutput) -> AuditResult:
+    """The audit of a table sink (Delta): each committed batch's commit, read from the table's own log.
+
+    A batch is in the table when a commit carries its transaction version; two commits for one batch, a
+    committed batch with no commit (where the log still reaches back to it) and a (key, window) twice among the
+    files the table's readers read are violations. Other writers' commits (another app id, OPTIMIZE) are counted
+    apart, never as duplicates.
+    """
+    commits = checkpoint.commit_batches()
+    files_by_batch = checkpoint.source_files_of(commits) if config.source.is_file else {}
+    by_batch: dict[int, list[Any]] = defaultdict(list)
+    for commit in table.commits:
+        by_batch[commit.batch].append(commit)
+    violations: list[Violation] = []
+    notes = list(table.notes)
+    records = []
+    for batch in commits:
+        made = by_batch.get(batch, [])
+        files = tuple(sorted({f for c in made for f in c.files}))
+        rows = [c.rows for c in made]
+        records.append(
+            BatchRecord(
+                batch=batch,
+                source=_source(config, checkpoint, batch, files_by_batch),
+                sink_files=files,
+                rows=None if not made or any(r is None for r in rows) else sum(r for r in rows if r is not None),
+                in_sink_log=bool(made),
+                in_ledger=False,
+            )
+        )
+    twice = sorted(b for b, made in by_batch.items() if len(made) > 1)
+    if twice:
+        violations.append(
+            Violation(
+                ViolationKind.BATCH_WRITTEN_TWICE,
+                f"{len(twice)} batch(es) have more than one commit carrying their transaction in {table.uri}",
+                tuple(twice[:MAX_LISTED]),
+                count=len(twice),
+            )
+        )
+    held_from = table.first_batch_held if table.first_batch_held is not None else -1
+    # Every batch commits to the table, rows or none (a re-run of one whose commit landed keeps that commit).
+    missing = [r.batch for r in records if not r.in_sink_log and r.batch >= held_from]
+    if missing:
+        violations.append(
+            Violation(
+                ViolationKind.BATCH_WITHOUT_SINK_ENTRY,
+                f"{len(missing)} committed batch(es) have no commit in {table.uri}: their output is not in the table",
+                tuple(missing[:MAX_LISTED]),
+                count=len(missing),
+            )
+        )
+    sink = open_storage(table.uri)
+    columns = key_columns(config)
+    rows_read, duplicated, examples = table_duplicates(sink, columns, list(table.live_files))
+    if duplicated:
+        violations.append(
+            Violation(
+                ViolationKind.DUPLICATE_KEY,
+                f"{duplicated} row(s) repeat a ({', '.join(columns)}) the table's readers already see",
+                files=tuple(examples),
+                count=duplicated,
+            )
+        )
+    if table.other_commits:
+        notes.append(
+            f"{table.other_commits} commit(s) by other writers ({', '.join(table.other_writers[:5])}) are not this "
+            "pipeline's batches: not counted"
+        )
+    if not columns:
+        notes.append("custom per-key output has no (key, window) identity: the duplicate check is skipped")
+    return AuditResult(
+        checkpoint=checkpoint.store.uri(),
+        sink=table.uri,
+        batches=tuple(records),
+        data_files=len(table.live_files),
+        rows_on_storage=rows_read,
+        key_columns=columns,
+        violations=tuple(violations),
+        notes=tuple(notes),
+    )
+
+
+_TIME_COLUMNS = ("windowStart", "windowEnd", "sessionStart", "sessionEnd")
+
+
+def table_duplicates(sink: Storage, columns: tuple[str, ...], files: list[str]) -> tuple[int, int, list[str]]:
+    """(rows, repeated rows, example keys) among a table's live files, as its readers see them: a partition
+    column is taken from the file when the writer put it there, else from the file's `column=value` folder."""
+    from urllib.parse import unquote
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    filesystem, base = sink.arrow()
+    frames = []
+    rows = 0
+    for rel in files:
+        handle = pq.ParquetFile(f"{base}/{rel}", filesystem=filesystem)
+        rows += handle.metadata.num_rows
+        if not columns:
+            continue
+        inside = [c for c in columns if c in handle.schema_arrow.names]
+        frame: Any = handle.read(columns=inside).to_pandas() if inside else pd.DataFrame(index=range(0))
+        if not inside:
+            frame = pd.DataFrame(index=range(handle.metadata.num_rows))
+        folders = dict(part.split("=", 1) for part in rel.split("/")[:-1] if "=" in part)
+        for column in columns:
+            if column not in frame.columns:
+                frame[column] = unquote(folders.get(column, ""))
+        frames.append(frame[list(columns)])
+    if not frames:
+        return rows, 0, []
+    frame = pd.concat(frames, ignore_index=True)
+    for column in columns:
+        if column in _TIME_COLUMNS:
+            frame[column] = pd.to_datetime(frame[column], utc=True).map(lambda t: t.isoformat())
+    frame = frame.astype(str)
+    repeated = frame[frame.duplicated(keep=False)].drop_duplicates()
+    examples = [", ".join(row) for row in repeated.head(MAX_LISTED).itertuples(index=False)]
+    return rows, int(frame.duplicated().sum()), examples
 
 
 def _rows(sink: Storage, files: list[str]) -> int | None:

@@ -32,7 +32,7 @@ from tidemark.formats import (
 from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
 from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import checkpoint_state
-from tidemark.sinks import sink_of
+from tidemark.sinks import Tool, sink_of
 from tidemark.storage import Storage, open_storage
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def prepare_failover(config: TidemarkConfig, spark: SparkSession | None) -> date
     repaired if a crash left that pending). A checkpoint without offsets next to a sink that has a
     metadata log is the trap: a new query would skip its first batches as "already committed".
     """
-    if sink_of(config).exactly_once_gap is not None:  # a sink recovery cannot vouch for: a plain run
+    if not sink_of(config).vouches(Tool.FAILOVER):  # a sink recovery cannot vouch for: a plain run
         return None
     paths = pipeline_locations(config)
     marker = read_recovery_marker(paths.checkpoint)

@@ -22,7 +22,8 @@ from tidemark.recovery.auto import prepare_failover
 from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import checkpoint_state
 from tidemark.recovery.replay import replay_config
-from tidemark.sinks import sink_of
+from tidemark.sinks import Tool, sink_of
+from tidemark.storage import parse_location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,8 +60,10 @@ def run_with_failover(
         on_warning=on_warning,
         spark=spark,
     )
-    if sink_of(config).exactly_once_gap is not None:  # a sink recovery cannot vouch for: a plain run
-        return run(config, replay_from=replay_from)
+    if not sink_of(config).vouches(Tool.FAILOVER):
+        # A plain run; a recovered checkpoint keeps its replay filter, so a restart keeps the query it replayed with.
+        marker = read_recovery_marker(parse_location(config.checkpoint.location))
+        return run(config, replay_from=replay_from or (marker.resume_from if marker is not None else None))
     finish_interrupted_moves(config)
     paths = pipeline_locations(config)
     replay_from = replay_from or prepare_failover(config, spark)

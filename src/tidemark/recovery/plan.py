@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
+from tidemark.errors import UsageError
 from tidemark.formats import (
     Checkpoint,
     CheckpointStatus,
@@ -26,6 +27,7 @@ from tidemark.recovery.archive import (
     plan_move,
 )
 from tidemark.recovery.replay import EPOCH, check_replayable, describe_replay
+from tidemark.sinks import sink_of
 from tidemark.storage import Location, Storage, open_storage
 from tidemark.storage.journal import pending_journals
 
@@ -160,9 +162,18 @@ def plan_recovery(
     assert slide is not None
     archive = paths.archive_for(now)
     sink = open_storage(paths.sink)
-    log = read_sink_log(sink)
-    listed = {e.rel for e in sink.list_files()}
-    committed = [p for p in log.files if p in listed]
+    # A table sink (Delta) keeps its own log, which a lost checkpoint does not touch: its live files are what
+    # it holds, and nothing in it moves (windows from the resume point on are not in it).
+    table = sink_of(config).table_output(open_storage(paths.checkpoint))
+    if table is not None and per_key:
+        msg = (
+            "--per-key rewrites windows some keys already have, which a Delta sink cannot take back (its files do not "
+            "move aside): recover without --per-key"
+        )
+        raise UsageError(msg)
+    log = read_sink_log(sink) if table is None else None
+    listed = {e.rel for e in sink.list_files()} if table is None else set(table.live_files)
+    committed = [p for p in log.files if p in listed] if log is not None else list(table.live_files if table else [])
     newest_window, unclamped = _resume_point(committed, sink, config, per_key)
     reference = newest_event_time or now or datetime.now(tz=UTC)
     floor = ceil_to_grid(reference - config.checkpoint.max_lookback, slide)
@@ -185,19 +196,19 @@ def plan_recovery(
                 f"max_lookback ({config.checkpoint.max_lookback}) clamps the replay: {lost} window start(s) from "
                 f"{unclamped.isoformat()} to {(resume - slide).isoformat()} will NOT be rewritten"
             )
-    missing = len(log.files) - len(committed)
+    missing = len(log.files) - len(committed) if log is not None else 0
     if missing:
         notes.append(f"{missing} file(s) the sink log lists are gone from disk; Spark readers would fail on them")
     moves: list[Move] = []
     state = checkpoint_state(paths.checkpoint)
     if state is not CheckpointStatus.MISSING:
         moves.append(plan_move(MoveKind.CHECKPOINT, paths.checkpoint, "", archive, "checkpoint"))
-    log_folder = sink_log_folder(sink)
+    log_folder = sink_log_folder(sink) if table is None else None
     if log_folder is not None and any(rel.startswith(f"{log_folder}/") for rel in listed):
         moves.append(plan_move(MoveKind.SINK_METADATA, paths.sink, log_folder, archive, "sink-metadata"))
     live = set(committed)
-    surviving: list[str] = []
-    for file in sink_data_files(sink):
+    surviving: list[str] = list(committed) if table is not None else []
+    for file in sink_data_files(sink) if table is None else ():
         start = partition_start(file.rel)
         if file.rel not in live:
             kind = MoveKind.FAILED_BATCH_FILE

@@ -23,6 +23,7 @@ from tidemark.pipeline.quarantine import read_marker as read_quarantine_marker
 from tidemark.pipeline.quarantine import write_marker as write_quarantine_marker
 from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
 from tidemark.recovery.plan import ensure_not_running
+from tidemark.sinks import Tool
 from tidemark.storage import Location, open_storage
 
 
@@ -102,7 +103,7 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
     if to_batch < 0:
         msg = "--to-batch must be a batch id (0 or more)"
         raise UsageError(msg)
-    paths = pipeline_locations(config)
+    paths = pipeline_locations(config, Tool.ROLLBACK)
     checkpoint = Checkpoint.open(paths.checkpoint)
     if not checkpoint.exists():
         msg = f"checkpoint {paths.checkpoint} does not exist: run `tidemark recover` without --to-batch"
@@ -155,7 +156,7 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
     from tidemark.pipeline.sink_check import require_matching_sink
 
     # Every precondition before anything moves: no live run, a sink this config wrote.
-    ensure_not_running(pipeline_locations(config).checkpoint)
+    ensure_not_running(pipeline_locations(config, Tool.ROLLBACK).checkpoint)
     require_matching_sink(config, "tidemark recover --to-batch", "point the config at the sink its query writes")
     if apply:
         from tidemark.recovery.apply import finish_interrupted_moves
@@ -163,7 +164,7 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
         finish_interrupted_moves(config)
     plan = plan_rollback(config, to_batch)
     if apply:
-        paths = pipeline_locations(config)
+        paths = pipeline_locations(config, Tool.ROLLBACK)
         ensure_not_running(paths.checkpoint)
         # First: the re-run batches must get their malformed records written again (a crash after this
         # only makes the next start re-read batches whose records are already there, which is idempotent).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tidemark.config import SinkFormat, TidemarkConfig
-from tidemark.sinks.base import BatchHook, Sink
+from tidemark.sinks.base import BatchHook, Sink, TableCommit, TableOutput, Tool
 from tidemark.sinks.console import ConsoleSink
 from tidemark.sinks.delta import DeltaSink
 from tidemark.sinks.parquet import ParquetSink
@@ -16,4 +16,15 @@ def sink_of(config: TidemarkConfig) -> Sink:
     return SINKS[config.sink.format](config)
 
 
-__all__ = ["SINKS", "BatchHook", "ConsoleSink", "DeltaSink", "ParquetSink", "Sink", "sink_of"]
+__all__ = [
+    "SINKS",
+    "BatchHook",
+    "ConsoleSink",
+    "DeltaSink",
+    "ParquetSink",
+    "Sink",
+    "TableCommit",
+    "TableOutput",
+    "Tool",
+    "sink_of",
+]

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tidemark.compat import StrEnum
 from tidemark.config import SinkFormat, TidemarkConfig
 from tidemark.spark.artifacts import JarFeature
+from tidemark.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -21,12 +24,46 @@ if TYPE_CHECKING:
 BatchHook = Callable[[dict[str, Any]], None]
 
 
+class Tool(StrEnum):
+    """tidemark's exactly-once tools, each of which a sink vouches for or refuses in one line."""
+
+    RECOVER = "tidemark recover"
+    ROLLBACK = "tidemark recover --to-batch"
+    ADOPT = "tidemark adopt"
+    AUDIT = "tidemark audit"
+    FAILOVER = 'an automatic recovery (on_missing = "recover")'
+
+
+@dataclass(frozen=True)
+class TableCommit:
+    """One commit a pipeline's batch made to a table sink, as the table's own log tells it."""
+
+    batch: int
+    version: int  # the table's version of the commit
+    files: tuple[str, ...]  # data files it added, below the table
+    rows: int | None  # rows in them (their stats), None when unknown
+
+
+@dataclass(frozen=True)
+class TableOutput:
+    """What a table sink (one with its own transaction log) holds of a checkpoint's batches."""
+
+    uri: str
+    commits: tuple[TableCommit, ...]  # this checkpoint's, oldest first
+    live_files: tuple[str, ...]  # the data files the table's readers read now
+    other_commits: int  # commits by other writers (another app id, a compaction, a hand-made change)
+    other_writers: tuple[str, ...]  # their app ids or operations
+    first_batch_held: int | None  # the oldest batch whose commit the log still holds (older: log retention)
+    notes: tuple[str, ...] = ()
+
+
 class Sink(ABC):
     """A pipeline's sink, built from its config (sinks.sink_of)."""
 
     format: ClassVar[SinkFormat]
     jar_groups: ClassVar[frozenset[JarFeature]] = frozenset()  # jars Spark needs to write it
-    # What recover, audit, adopt and rollback can vouch for; None: they can. Else the one line they refuse with.
+    # The exactly-once tools that vouch for this sink; the others refuse with exactly_once_gap.
+    vouched_by: ClassVar[frozenset[Tool]] = frozenset(Tool)
     exactly_once_gap: ClassVar[str | None] = None
 
     def __init__(self, config: TidemarkConfig) -> None:
@@ -58,10 +95,20 @@ class Sink(ABC):
         """The folder of plain Parquet files whose layout must match the config before anything changes it."""
         return None
 
-    def refuse_exactly_once(self, action: str) -> None:
-        """Raise a one-line UsageError when `action` (recover, audit, adopt...) cannot vouch for this sink."""
+    def vouches(self, tool: Tool) -> bool:
+        """True when the tool can vouch for this sink."""
+        return tool in self.vouched_by
+
+    def refuse(self, tool: Tool) -> None:
+        """Raise a one-line UsageError when the tool cannot vouch for this sink."""
         from tidemark.errors import UsageError
 
-        if self.exactly_once_gap is not None:
-            msg = f"{action} refused: {self.exactly_once_gap}"
+        if not self.vouches(tool):
+            msg = f"{tool.value} refused: {self.exactly_once_gap or 'not for this sink'}"
             raise UsageError(msg)
+
+    def table_output(self, checkpoint: Storage) -> TableOutput | None:
+        """A table sink's own record of the checkpoint's batches; None for a sink audited through Spark's file
+        sink log and tidemark's ledger (Parquet)."""
+        del checkpoint
+        return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from tidemark.config import SinkFormat
-from tidemark.sinks.base import Sink
+from tidemark.sinks.base import Sink, Tool
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -16,6 +16,7 @@ class ConsoleSink(Sink):
     """Spark's console sink."""
 
     format: ClassVar[SinkFormat] = SinkFormat.CONSOLE
+    vouched_by: ClassVar[frozenset[Tool]] = frozenset()
     exactly_once_gap: ClassVar[str | None] = (
         'the console sink keeps no output to recover or audit ([sink] format = "parquet" or "delta" does)'
     )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from tidemark.config import SinkFormat
 from tidemark.errors import EnvironmentProblem, InputError
-from tidemark.sinks.base import Sink
+from tidemark.sinks.base import Sink, TableCommit, TableOutput, Tool
 from tidemark.sinks.parquet import ParquetSink
 from tidemark.spark.artifacts import JarFeature
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     from tidemark.formats import SinkTransaction
+    from tidemark.storage import Storage
 
 log = logging.getLogger(__name__)
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -45,8 +46,9 @@ class DeltaSink(Sink):
 
     format: ClassVar[SinkFormat] = SinkFormat.DELTA
     jar_groups: ClassVar[frozenset[JarFeature]] = frozenset({JarFeature.DELTA})
+    vouched_by: ClassVar[frozenset[Tool]] = frozenset({Tool.AUDIT, Tool.RECOVER})
     exactly_once_gap: ClassVar[str | None] = (
-        "tidemark's recovery tools do not read a Delta sink yet; the Delta sink itself is exactly once through "
+        "it does not handle a Delta sink yet (docs/delta.md); the Delta sink itself is exactly once through "
         "restarts and kills (its commits carry tidemark's transaction ids): keep its checkpoint"
     )
 
@@ -65,11 +67,12 @@ class DeltaSink(Sink):
             Checkpoint,
             CheckpointStatus,
             SinkTransaction,
+            read_recovery_marker,
             read_sink_transaction,
             read_snapshot,
             write_sink_transaction,
         )
-        from tidemark.storage import open_storage
+        from tidemark.storage import open_storage, parse_location
 
         checkpoint = open_storage(self.config.checkpoint.location)
         kept = read_sink_transaction(checkpoint)
@@ -77,14 +80,15 @@ class DeltaSink(Sink):
         if kept is not None and kept.table == table:
             return kept
         last = read_snapshot(open_storage(table)).transactions.get(self.app_id)
-        if (
-            last is not None
-            and Checkpoint.open(self.config.checkpoint.location).status() is not CheckpointStatus.PRESENT
-        ):
+        started = Checkpoint.open(self.config.checkpoint.location).status() is CheckpointStatus.PRESENT
+        # A recovery's replay (the checkpoint carries its marker) writes only windows the table does not hold.
+        replay = read_recovery_marker(parse_location(self.config.checkpoint.location)) is not None
+        if last is not None and not started and not replay:
             msg = (
                 f"the checkpoint {self.config.checkpoint.location} has no batch but the Delta table {table} already "
                 f"holds this pipeline's output (transaction {self.app_id} version {last}): a new query would write "
-                "its windows again. Restore the checkpoint, or point [sink] path at a new table"
+                "its windows again. Run `tidemark recover CONFIG` (then --apply) to replay only the windows it lacks, "
+                "restore the checkpoint, or point [sink] path at a new table"
             )
             raise InputError(msg)
         made = SinkTransaction(self.app_id, 0 if last is None else last + 1, table)
@@ -104,6 +108,52 @@ class DeltaSink(Sink):
         if written:
             log.info("batch %d: its Delta commit (version %d of %s) is in the table already", batch, last, self.app_id)
         return written
+
+    def table_output(self, checkpoint: Storage) -> TableOutput | None:
+        """The checkpoint's batches as the table's log holds them: commits carrying its transaction, by batch."""
+        from tidemark.formats import read_sink_transaction, read_snapshot
+        from tidemark.storage import open_storage
+
+        table = self.path or ""
+        snapshot = read_snapshot(open_storage(table), every_commit=True)
+        transaction = read_sink_transaction(checkpoint)
+        notes: list[str] = []
+        if transaction is None:
+            notes.append(
+                "the checkpoint keeps no Delta transaction (tidemark did not start it on this table): its batches "
+                "cannot be told apart from other writers' commits"
+            )
+        mine: list[TableCommit] = []
+        others: list[str] = []
+        earlier = 0
+        for commit in snapshot.commits:
+            if transaction is not None and commit.app_id == transaction.app_id and commit.txn_version is not None:
+                batch = transaction.batch_of(commit.txn_version)
+                if batch < 0:  # this pipeline's, from a checkpoint before this one (a recovery started a new one)
+                    earlier += 1
+                    continue
+                files = tuple(f.path for f in commit.added)
+                mine.append(TableCommit(batch, commit.version, files, commit.rows_added))
+            elif commit.added or commit.removed:
+                others.append(commit.app_id or commit.operation or "unknown")
+        if earlier:
+            notes.append(f"{earlier} commit(s) by this pipeline's earlier checkpoints (before a recovery)")
+        first = None
+        if snapshot.oldest_commit is not None and snapshot.oldest_commit > 0:
+            first = mine[0].batch if mine else None
+            notes.append(
+                f"Delta's log retention removed commits 0 to {snapshot.oldest_commit - 1}: batches written before "
+                "then cannot be checked one by one (their rows are still in the table)"
+            )
+        return TableOutput(
+            uri=snapshot.uri,
+            commits=tuple(mine),
+            live_files=tuple(sorted(snapshot.files)),
+            other_commits=len(others),
+            other_writers=tuple(sorted(set(others))),
+            first_batch_held=first,
+            notes=tuple(notes),
+        )
 
     def configure(self, writer: DataStreamWriter, output: DataFrame) -> DataStreamWriter:
         """A foreachBatch writer appending each batch with the transaction (app id, base + batch)."""
