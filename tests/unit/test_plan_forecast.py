@@ -110,3 +110,21 @@ def test_hdfs_without_row_sizes_asks_for_the_checkpoint() -> None:
     bare = MeasuredState("log", StateStoreKind.HDFS, (StatePoint(0, 10), StatePoint(1, 20)), None, 2)
     with pytest.raises(UsageError, match="--from-checkpoint"):
         forecast(MemoryConf(executor_memory_bytes=1 * GB), [bare])
+
+
+def test_an_executor_that_does_not_fit_now_gets_one_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's plan said "verdict ok", "does not fit its container memory" and "keys at the break 0" at once."""
+    argv = ["plan", "memory", "--from-log", str(FIXTURES / "rocksdb.jsonl"), "--rocksdb-max-memory", "1200m"]
+    assert main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    point = plan["forecast"]["break_point"]
+    assert not point["fits"] and point["peak_bytes_now"] > point["limit_bytes"]
+    assert plan["verdict"] == "over"
+    assert any(n.startswith("verdict over: one executor needs") for n in plan["notes"])
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "verdict: over" in text and "past it now: does not fit" in text and "verdict: ok" not in text
+    # A small cap fits the same container: the verdict stays execution memory's own.
+    assert main([*argv[:-1], "64m", "--json"]) == 0
+    fitting = json.loads(capsys.readouterr().out)
+    assert fitting["forecast"]["break_point"]["fits"] and fitting["verdict"] == "ok"

@@ -219,6 +219,12 @@ def _render_memory(plan: MemoryPlan) -> None:
         _render_forecast(plan.forecast)
 
 
+def _keys_at_break(fits: bool, keys: float | None) -> str:
+    if not fits:
+        return "past it now: does not fit"
+    return f"{keys:,.0f}" if keys is not None else "none"
+
+
 def _render_forecast(forecast: Forecast) -> None:
     from rich.table import Table
 
@@ -233,7 +239,7 @@ def _render_forecast(forecast: Forecast) -> None:
         ("row size: key + value", f"{point.shape.key_bytes:,.0f} + {point.shape.value_bytes:,.0f} B"),
         ("bytes per key at the peak of a batch", f"{point.per_key_bytes:,.0f} B"),
         ("needed now", f"{_mib(point.peak_bytes_now)} ({point.used_share_now:.0%})"),
-        ("keys at the break (per executor)", f"{keys_at_break:,.0f}" if keys_at_break is not None else "none"),
+        ("keys at the break (per executor)", _keys_at_break(point.fits, keys_at_break)),
         ("growth", f"{forecast.growth.keys_per_batch:,.0f} keys per batch"),
     ]
     if forecast.growth.seconds_per_batch is not None:

@@ -22,7 +22,7 @@ from tidemark.plan.load import (
     spark_memory,
 )
 from tidemark.plan.measured import MeasuredState, measured_from_checkpoint, measured_from_progress
-from tidemark.plan.memory import DEFAULT_TARGET_UTILIZATION, MemoryPlan, plan_memory
+from tidemark.plan.memory import DEFAULT_TARGET_UTILIZATION, MemoryPlan, Verdict, plan_memory
 from tidemark.plan.trend import DEFAULT_WINDOW
 
 
@@ -98,7 +98,17 @@ def plan_memory_request(request: MemoryRequest) -> MemoryPlan:
     if not measured:
         return plan
     container = spark_memory(request.container_memory) if request.container_memory is not None else None
-    return replace(plan, forecast=forecast(conf, measured, request.growth_window, container))
+    ahead = forecast(conf, measured, request.growth_window, container)
+    point = ahead.break_point
+    if not point.fits:
+        # One answer: an executor that does not fit its memory now is over, whatever its execution memory's share.
+        note = (
+            f"verdict over: one executor needs {point.peak_bytes_now / 2**20:,.0f} MB of its "
+            f"{point.limit_bytes / 2**20:,.0f} MB {point.limit.value} now (execution memory alone would be "
+            f"{plan.verdict.value}); the recommendation's heap and memoryOverhead fit it"
+        )
+        plan = replace(plan, verdict=Verdict.OVER, notes=(*plan.notes, note))
+    return replace(plan, forecast=ahead)
 
 
 def advise_checkpoint_log(
