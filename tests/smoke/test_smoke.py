@@ -198,3 +198,44 @@ def test_recover_after_a_lost_checkpoint(workspace: Workspace, spark: Any, capsy
     assert_matches_oracle(read_sink(workspace.root / "output"), expected)
     # Spark's own reader, through the sink's metadata log, sees the same rows, each once.
     assert spark.read.parquet(str(workspace.root / "output")).count() == len(expected)
+
+
+@pytest.mark.smoke("delta")
+def test_delta_sink_output_equals_the_oracle(tmp_path: Path, refused: Callable[[str], None]) -> None:
+    """The Delta sink with this line's pinned Delta jars, in its own JVM (this process's session has none); the
+    table read through its log's live files with pyarrow. A line Delta has no release for: one line naming those
+    that have one."""
+    import subprocess
+
+    import pyarrow.parquet as pq
+
+    from tidemark.formats import read_snapshot
+    from tidemark.spark.artifacts import delta_problem
+    from tidemark.spark.lines import installed_version
+    from tidemark.storage import open_storage
+
+    data = generate_events(tmp_path / "landing", events=150, keys=3, files=2, seed=5, span=timedelta(hours=1))
+    config = write_config(tmp_path, sink={"format": "delta", "path": "output"}, source={"max_files_per_trigger": 10})
+    command = [sys.executable, "-m", "tidemark.cli.main", "run", str(config), "--available-now"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=500, check=False)
+    problem = delta_problem(installed_version())
+    if problem is not None:
+        lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert done.returncode == 1 and len(lines) == 1 and problem in lines[0], done.stderr[-2000:]
+        refused(lines[0])
+        return
+    assert done.returncode == 0, done.stderr[-3000:]
+    snapshot = read_snapshot(open_storage(str(tmp_path / "output")))
+    frames = []
+    for rel in snapshot.files:
+        frame = pq.read_table(tmp_path / "output" / rel, partitioning=None).to_pandas()
+        if "windowStart" not in frame.columns:  # partition values live in the folder name when not in the file
+            folder = rel.split("/")[0].split("=", 1)[1]
+            frame["windowStart"] = folder.replace("%3A", ":")
+        frames.append(frame)
+    actual = pd.concat(frames, ignore_index=True)
+    actual["windowStart"] = pd.to_datetime(actual["windowStart"], utc=True)
+    for column in ("windowEnd", "firstEventTime", "lastEventTime"):
+        actual[column] = pd.to_datetime(actual[column], utc=True)
+    expected = window_oracle([list(data.files)], window=WINDOW, watermark=WATERMARK)
+    assert_matches_oracle(actual.sort_values(["user", "windowStart"]).reset_index(drop=True), expected)
