@@ -137,3 +137,26 @@ def test_no_branch_on_the_sink_format_outside_its_package() -> None:
         if SINK_BRANCH.search(line)
     ]
     assert found == []
+
+
+def test_commits_removed_by_log_retention_are_said_not_counted_missing(tmp_path: Path) -> None:
+    table = tmp_path / "output"
+    for version in range(4):
+        _append(table, 1, "tidemark:t", version)
+    DeltaTable(str(table)).create_checkpoint()  # at version 3: Delta's log cleanup may now remove 0..2
+    _append(table, 1, "tidemark:t", 4)
+    for version in range(3):
+        (table / "_delta_log" / f"{version:020d}.json").unlink()
+    config = load_config(_delta_config(tmp_path))
+    checkpoint = open_storage(config.checkpoint.location)
+    write_sink_transaction(checkpoint, SinkTransaction("tidemark:t", 0, str(table)))
+    output = sink_of(config).table_output(checkpoint)
+    assert output is not None and output.log_trimmed
+    assert [c.batch for c in output.commits] == [3, 4]
+    assert not output.checks_batch(1) and output.checks_batch(3)
+    assert any("retention removed commits 0 to 2" in note for note in output.notes), output.notes
+    snapshot = read_snapshot(open_storage(str(table)))  # the snapshot still has every file and the newest txn
+    assert len(snapshot.files) == 5 and snapshot.transactions["tidemark:t"] == 4
+    assert {f"{table}/{p}" for p in snapshot.files} == {
+        u.removeprefix("file://") for u in DeltaTable(str(table)).file_uris()
+    }

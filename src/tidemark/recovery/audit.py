@@ -300,9 +300,8 @@ def audit_table(config: TidemarkConfig, checkpoint: Checkpoint, table: TableOutp
                 count=len(twice),
             )
         )
-    held_from = table.first_batch_held if table.first_batch_held is not None else -1
     # Every batch commits to the table, rows or none (a re-run of one whose commit landed keeps that commit).
-    missing = [r.batch for r in records if not r.in_sink_log and r.batch >= held_from]
+    missing = [r.batch for r in records if not r.in_sink_log and table.checks_batch(r.batch)]
     if missing:
         violations.append(
             Violation(

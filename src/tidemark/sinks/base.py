@@ -55,6 +55,13 @@ class TableOutput:
     other_writers: tuple[str, ...]  # their app ids or operations
     first_batch_held: int | None  # the oldest batch whose commit the log still holds (older: log retention)
     notes: tuple[str, ...] = ()
+    log_trimmed: bool = False  # the table's log retention removed its oldest commits
+
+    def checks_batch(self, batch: int) -> bool:
+        """True when the log still reaches back to the batch's commit (its absence then means something)."""
+        if not self.log_trimmed:
+            return True
+        return self.first_batch_held is not None and batch >= self.first_batch_held
 
 
 class Sink(ABC):

@@ -153,6 +153,7 @@ class DeltaSink(Sink):
             other_writers=tuple(sorted(set(others))),
             first_batch_held=first,
             notes=tuple(notes),
+            log_trimmed=bool(snapshot.oldest_commit),
         )
 
     def configure(self, writer: DataStreamWriter, output: DataFrame) -> DataStreamWriter:
