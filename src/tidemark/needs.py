@@ -31,7 +31,8 @@ def locations(config: TidemarkConfig) -> list[str]:
 
 
 def jar_features(config: TidemarkConfig) -> set[JarFeature]:
-    """The jar groups a pipeline needs: the Kafka connector for a Kafka source, Hadoop's cloud connectors."""
+    """The jar groups a pipeline needs: the Kafka connector for a Kafka source, its sink's (Delta), Hadoop's cloud
+    connectors."""
     return needs_of(config).jar_groups
 
 
