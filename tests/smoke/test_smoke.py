@@ -24,6 +24,8 @@ import pandas as pd
 import pytest
 
 from tests.helpers import read_sink, write_config
+from tests.kafka_broker import KafkaBroker
+from tests.kafka_data import final_windows_oracle, make_events, produce
 from tests.oracles import assert_matches_oracle, read_valid_events, window_oracle, window_state_oracle
 from tidemark.cli.main import main
 from tidemark.pipeline.generate import generate_events
@@ -239,3 +241,34 @@ def test_delta_sink_output_equals_the_oracle(tmp_path: Path, refused: Callable[[
         actual[column] = pd.to_datetime(actual[column], utc=True)
     expected = window_oracle([list(data.files)], window=WINDOW, watermark=WATERMARK)
     assert_matches_oracle(actual.sort_values(["user", "windowStart"]).reset_index(drop=True), expected)
+
+
+@pytest.mark.smoke("kafka")
+def test_kafka_source_output_equals_the_oracle(
+    tmp_path: Path, kafka_broker: KafkaBroker, refused: Callable[[str], None]
+) -> None:
+    """A Kafka pipeline over the tests' broker, in its own JVM with the jars tidemark's lock gives this Spark (its
+    own connector, or the nearest locked patch of its line: docs/kafka.md, Jars), against the pandas oracle. A line
+    with none locked: the one line that says so, nothing written."""
+    import subprocess
+
+    from tidemark.spark.artifacts import JarFeature
+    from tidemark.spark.jars import served_version
+    from tidemark.spark.lines import installed_version
+
+    topic = f"smoke-{installed_version().replace('.', '-')}"
+    kafka_broker.create_topic(topic, partitions=2)
+    produced = produce(kafka_broker, topic, make_events(150, keys=3, seed=3))
+    source = {"format": "kafka", "path": None, "max_files_per_trigger": None}
+    source |= {"bootstrap_servers": kafka_broker.bootstrap, "topic": topic}
+    config = write_config(tmp_path, source=source)
+    command = [sys.executable, "-m", "tidemark.cli.main", "run", str(config), "--available-now"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=500, check=False)
+    if served_version(JarFeature.KAFKA, installed_version()) is None:
+        lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert done.returncode == 1 and len(lines) == 1 and "no kafka jars" in lines[0], done.stderr[-2000:]
+        assert not (tmp_path / "checkpoint").exists()
+        refused(lines[0])
+        return
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(produced))

@@ -16,7 +16,7 @@ from tidemark.spark import jars
 from tidemark.spark.artifacts import JarFeature, coordinates, features_for_uris
 from tidemark.spark.lines import LINES
 
-FAKE_SPARK = "4.1.99"  # a version tidemark's own lock does not know: its closure comes from the local lock
+FAKE_SPARK = "9.1.0"  # a line tidemark's own lock does not know: each test locks its closure itself
 
 
 @pytest.fixture
@@ -56,19 +56,26 @@ def _publish(root: Path, coordinate: str, data: bytes) -> jars.LockedJar:
     return jar
 
 
-def _pin(cache: Path, locked: list[jars.LockedJar]) -> None:
-    (cache / "jars").mkdir(parents=True, exist_ok=True)
-    key = jars.lock_key(JarFeature.KAFKA, FAKE_SPARK)
-    body = {"closures": {key: [j.to_json() for j in locked]}}
-    (cache / "jars" / "local-lock.json").write_text(json.dumps(body))
+@pytest.fixture
+def lock(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[jars.LockedJar]]:
+    """tidemark's lock as the fetch sees it, for the tests to add closures to."""
+    closures = dict(jars.packaged_lock())
+    monkeypatch.setattr(jars, "packaged_lock", lambda: closures)
+    return closures
 
 
-def test_a_locked_closure_is_downloaded_verified_and_reused(cache: Path, repo: Path) -> None:
+def _pin(lock: dict[str, list[jars.LockedJar]], locked: list[jars.LockedJar], version: str = FAKE_SPARK) -> None:
+    lock[jars.lock_key(JarFeature.KAFKA, version)] = locked
+
+
+def test_a_locked_closure_is_downloaded_verified_and_reused(
+    cache: Path, lock: dict[str, list[jars.LockedJar]], repo: Path
+) -> None:
     locked = [_publish(repo, "org.example:alpha:1.0", b"alpha" * 1000), _publish(repo, "org.example:beta:2", b"b")]
-    _pin(cache, locked)
+    _pin(lock, locked)
     first = jars.fetch([JarFeature.KAFKA], FAKE_SPARK)
     assert [p.name for p in first.paths] == ["alpha-1.0.jar", "beta-2.jar"]
-    assert first.downloaded == 5001 and not first.from_tidemark_lock
+    assert first.downloaded == 5001 and first.served_by == ()
     assert all(p.read_bytes() == (repo / j.path).read_bytes() for p, j in zip(first.paths, locked, strict=True))
     for jar in locked:
         (repo / jar.path).unlink()  # the second fetch must not need the repository
@@ -76,9 +83,11 @@ def test_a_locked_closure_is_downloaded_verified_and_reused(cache: Path, repo: P
     assert again.paths == first.paths and again.downloaded == 0
 
 
-def test_a_jar_that_does_not_match_the_lock_never_reaches_the_classpath(cache: Path, repo: Path) -> None:
+def test_a_jar_that_does_not_match_the_lock_never_reaches_the_classpath(
+    cache: Path, lock: dict[str, list[jars.LockedJar]], repo: Path
+) -> None:
     jar = _publish(repo, "org.example:alpha:1.0", b"the real bytes")
-    _pin(cache, [jar])
+    _pin(lock, [jar])
     (repo / jar.path).write_bytes(b"the real byteZ")  # same size, other content
     with pytest.raises(EnvironmentProblem, match="does not match tidemark's lock"):
         jars.fetch([JarFeature.KAFKA], FAKE_SPARK)
@@ -87,34 +96,36 @@ def test_a_jar_that_does_not_match_the_lock_never_reaches_the_classpath(cache: P
 
 
 def test_a_jar_in_the_local_maven_repository_is_copied_not_downloaded(
-    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cache: Path, lock: dict[str, list[jars.LockedJar]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(jars.REPOSITORY_ENV, "http://127.0.0.1:9/")  # nothing listens: a download would fail
     jar = _publish(tmp_path / "home" / ".m2" / "repository", "org.example:alpha:1.0", b"from maven")
-    _pin(cache, [jar])
+    _pin(lock, [jar])
     fetched = jars.fetch([JarFeature.KAFKA], FAKE_SPARK)
     assert fetched.downloaded == 0 and fetched.paths[0].read_bytes() == b"from maven"
 
 
 def test_unreachable_repository_is_one_line_naming_the_fetch_command(
-    cache: Path, monkeypatch: pytest.MonkeyPatch
+    cache: Path, lock: dict[str, list[jars.LockedJar]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(jars.REPOSITORY_ENV, "http://127.0.0.1:9/")
-    _pin(cache, [jars.LockedJar("org.example", "alpha", "1.0", "0" * 64, 10)])
+    _pin(lock, [jars.LockedJar("org.example", "alpha", "1.0", "0" * 64, 10)])
     with pytest.raises(EnvironmentProblem) as caught:
         jars.fetch([JarFeature.KAFKA], FAKE_SPARK)
     text = str(caught.value)
     assert "\n" not in text and "tidemark jars fetch" in text and "org.example:alpha:1.0" in text
 
 
-def test_jars_the_pyspark_wheel_ships_are_not_fetched(cache: Path, repo: Path) -> None:
+def test_jars_the_pyspark_wheel_ships_are_not_fetched(
+    cache: Path, lock: dict[str, list[jars.LockedJar]], repo: Path
+) -> None:
     import pyspark
 
     shipped = sorted((Path(pyspark.__file__).parent / "jars").glob("slf4j-api-*.jar"))[0]
     version = shipped.stem.removeprefix("slf4j-api-")
     ours = _publish(repo, "org.example:alpha:1.0", b"alpha")
     bundled = jars.LockedJar("org.slf4j", "slf4j-api", version, "0" * 64, 1)
-    _pin(cache, [ours, bundled])
+    _pin(lock, [ours, bundled])
     assert [p.name for p in jars.fetch([JarFeature.KAFKA], FAKE_SPARK).paths] == ["alpha-1.0.jar"]
 
 
@@ -150,6 +161,44 @@ def test_the_packaged_lock_accounts_for_the_newest_release_of_every_line() -> No
         # Each line's Hadoop connectors are locked: they are what Spark itself needs for cloud URIs.
         assert jars.lock_key(JarFeature.AZURE, line.newest) in lock
         assert jars.lock_key(JarFeature.AWS, line.newest) in lock
+
+
+def test_a_patch_without_its_own_connector_takes_the_nearest_locked_patch_of_its_line(
+    cache: Path, repo: Path, lock: dict[str, list[jars.LockedJar]]
+) -> None:
+    jar = _publish(repo, "org.example:connector:9.1.3", b"connector")
+    _pin(lock, [jar], "9.1.3")
+    _pin(lock, [_publish(repo, "org.example:connector:9.1.0", b"old")], "9.1.0")
+    assert jars.served_version(JarFeature.KAFKA, "9.1.5") == "9.1.3"
+    assert jars.served_version(JarFeature.KAFKA, "9.1.1") == "9.1.0"
+    assert jars.served_version(JarFeature.KAFKA, "9.1.2") == "9.1.3"  # a tie: the newer patch
+    fetched = jars.fetch([JarFeature.KAFKA], "9.1.5")
+    assert [p.name for p in fetched.paths] == ["connector-9.1.3.jar"]
+    assert fetched.served_by == ("kafka: the jars locked for Spark 9.1.3 (the nearest patch served)",)
+    # Never across lines; Hadoop's connectors follow the bundled Hadoop, not a patch.
+    assert jars.served_version(JarFeature.KAFKA, "9.2.0") is None
+    assert jars.served_version(JarFeature.DELTA, "9.1.5") is None
+
+
+def test_a_spark_with_nothing_locked_is_refused_in_one_line_and_nothing_is_fetched(cache: Path, repo: Path) -> None:
+    _publish(repo, "org.apache.spark:spark-sql-kafka-0-10_2.13:9.9.0", b"would be trusted on first use")
+    with pytest.raises(EnvironmentProblem) as caught:
+        jars.fetch([JarFeature.KAFKA], "9.9.0")
+    text = str(caught.value)
+    assert "\n" not in text and "no kafka jars for Spark 9.9.0" in text and "not trusted on first use" in text
+    assert "4.1" in text and "spark.jars.packages" in text  # where it works, and the way out
+    assert not (cache / "jars").exists() or not any((cache / "jars").rglob("*.jar"))
+
+
+def test_the_newest_patch_of_every_line_is_served_by_a_locked_connector_of_its_line_or_refused() -> None:
+    """What users on each line's newest release get (the smoke test `kafka` runs it on each)."""
+    for line in LINES.values():
+        served = jars.served_version(JarFeature.KAFKA, line.newest)
+        if served is None:
+            assert "no kafka jars" in jars.unlocked(JarFeature.KAFKA, line.newest)
+            continue
+        assert served.rsplit(".", 1)[0] == line.newest.rsplit(".", 1)[0], (line.newest, served)
+        assert jars.lock_key(JarFeature.KAFKA, served) in jars.packaged_lock()
 
 
 def test_features_follow_the_schemes() -> None:

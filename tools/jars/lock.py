@@ -50,7 +50,8 @@ def main() -> None:
                 wanted = coordinates(feature, version)
                 closures[key] = pin_exact(wanted) if feature in EXACT_PINS else locked(resolve(wanted))
             except EnvironmentProblem as exc:
-                # Not served by the repository this runs against: users' Ivy resolves and pins it on first use.
+                # Not served by the repository this runs against: a Kafka connector falls back to the nearest locked
+                # patch of its line (jars.served_version); anything else is refused in one line.
                 unresolved[key] = str(exc)
                 print(f"{key}: not resolved ({exc})")
                 continue

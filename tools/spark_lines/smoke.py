@@ -52,9 +52,9 @@ MARKER = ".complete"
 # Every other Spark line on Python 3.11, every other Python on the default Spark (not the cross product).
 TARGETS = ("3.5@3.11", "4.0@3.11", "4.2@3.11", "4.3@3.11", "default@3.10", "default@3.12", "default@3.13")
 # Features whose code is all on the JVM side, which another Python does not change (the Delta sink: Delta's jars
-# and a foreachBatch that only calls the writer): the other Pythons on the default Spark leave them out (the full
-# suite runs them on the default Python); README's table says "-" there.
-JVM_ONLY = ("check", "state repartition", "delta")
+# and a foreachBatch that only calls the writer; the Kafka source: the locked connector jars): the other Pythons on
+# the default Spark leave them out (the full suite runs them on the default Python); README's table says "-" there.
+JVM_ONLY = ("check", "state repartition", "delta", "kafka")
 # The packages that make up "the user's Spark": installed first, and tidemark's install must leave them alone.
 SPARK_STACK = ("pyspark", "py4j", "pandas", "pyarrow", "numpy", "protobuf")
 # tidemark's dependency ranges that the lowest/highest variants move (read off the wheel's metadata).

@@ -21,7 +21,8 @@ def _render(result: AdoptionResult) -> None:
     table.add_row("old checkpoint", f"{escape(plan.old_checkpoint)} (last committed batch {plan.old_batch})")
     emitted = plan.emitted_through.isoformat() if plan.emitted_through else "none (no window was emitted)"
     table.add_row("old job emitted", f"windows ending at or before {emitted}")
-    table.add_row("source position", escape(plan.position.describe()))
+    if plan.position is not None:
+        table.add_row("source position", escape(plan.position.describe()))
     if plan.old_sink is not None:
         newest = plan.old_sink.newest_start.isoformat() if plan.old_sink.newest_start else "none"
         table.add_row(

@@ -56,8 +56,10 @@ def list_jars(
         table.add_row(jar.feature, escape(jar.coordinate), f"{jar.size:,}", jar.sha256[:12], jar.status)
     out.print(table)
     out.print(f"--packages {','.join(inventory.packages)}", soft_wrap=True)
+    for note in inventory.served_by:
+        out.print(f"[yellow]note:[/yellow] {escape(note)}")
     if not inventory.locked:
-        out.print("[yellow]not in tidemark's lock: `tidemark jars fetch` resolves and pins them here[/yellow]")
+        out.print("[yellow]not in tidemark's lock: `tidemark jars fetch` refuses them (docs/kafka.md, Jars)[/yellow]")
 
 
 @jars_app.command("fetch")
@@ -72,6 +74,8 @@ def fetch_jars(config: ConfigArg, json_output: JsonOpt = False) -> None:
     if json_output:
         print_json(fetched)
         return
+    for note in fetched.served_by:
+        err.print(f"[yellow]note:[/yellow] {escape(note)}")
     err.print(
         f"{len(fetched.paths)} jar(s) for {', '.join(f.value for f in fetched.features) or 'nothing'} on Spark "
         f"{fetched.spark_version} verified in {escape(str(jars_dir()))} ({fetched.downloaded:,} bytes downloaded)"

@@ -24,6 +24,7 @@ from tidemark.cluster.model import (
 )
 from tidemark.errors import UsageError
 from tidemark.sizes import parse_size
+from tidemark.steps import step
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -131,16 +132,21 @@ def cluster_up(
 
 def _wait_alive(record: ClusterRecord, workers: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        dead = [p for p in record.processes if not processes.is_ours(p)]
-        if dead:
-            first = dead[0]
-            cluster_down(record.run_dir)
-            msg = f"the {first.name} exited while starting; see {first.log}: {_tail(first.log)}"
-            raise ClusterError(msg)
-        if _alive_count(master_json(record.webui_url)) >= workers:
-            return
-        time.sleep(0.5)
+    shown = 0
+    with step(f"waiting for {workers} worker(s) to register with {record.master_url}", total=workers) as advance:
+        while time.monotonic() < deadline:
+            dead = [p for p in record.processes if not processes.is_ours(p)]
+            if dead:
+                first = dead[0]
+                cluster_down(record.run_dir)
+                msg = f"the {first.name} exited while starting; see {first.log}: {_tail(first.log)}"
+                raise ClusterError(msg)
+            alive = _alive_count(master_json(record.webui_url))
+            advance(max(alive - shown, 0))
+            shown = max(shown, alive)
+            if alive >= workers:
+                return
+            time.sleep(0.5)
     alive = _alive_count(master_json(record.webui_url))
     cluster_down(record.run_dir)
     msg = (
@@ -206,8 +212,11 @@ def cluster_down(run_dir: str | Path, timeout: float = 20.0) -> StopResult:
     """Stop, by recorded pid, every daemon this run folder started (workers first, then the master)."""
     record = _load(run_dir)
     outcome: dict[str, list[str]] = {"stopped": [], "gone": [], "forced": []}
-    for proc in (*record.workers, record.master):
-        outcome[processes.stop(proc, timeout)].append(proc.name)
+    daemons = (*record.workers, record.master)
+    with step(f"stopping {len(daemons)} daemon(s) of {record.master_url}", total=len(daemons)) as advance:
+        for proc in daemons:
+            outcome[processes.stop(proc, timeout)].append(proc.name)
+            advance(1)
     return StopResult(record.run_dir, tuple(outcome["stopped"]), tuple(outcome["gone"]), tuple(outcome["forced"]))
 
 

@@ -20,6 +20,7 @@ import orjson
 from tidemark.compat import UTC, StrEnum
 from tidemark.errors import InputError
 from tidemark.formats.progress import BatchProgress, parse_spark_time
+from tidemark.steps import step
 from tidemark.storage import open_storage, parse_location
 
 log = logging.getLogger(__name__)
@@ -179,8 +180,11 @@ def _file_events(file: str) -> Iterator[LogEvent]:
 
 def iter_log(path: str | Path) -> Iterator[LogEvent]:
     """Every event of a progress log file or folder, in file then line order, one at a time (bounded memory)."""
-    for file in log_files(path):
-        yield from _file_events(file)
+    files = log_files(path)
+    with step(f"reading the progress log {path}: files", total=len(files)) as advance:
+        for file in files:
+            yield from _file_events(file)
+            advance(1)
 
 
 def iter_progress(path: str | Path) -> Iterator[BatchProgress]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tidemark.compat import UTC
 from tidemark.errors import UsageError
+from tidemark.steps import step
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 _MTIME_BASE = 1_767_225_600  # 2026-01-01: landing files get increasing modification times in arrival order
@@ -86,32 +87,34 @@ def generate_events(
     late = malformed = 0
     first_ms: int | None = None
     last_ms: int | None = None
-    for index in range(files):
-        lines: list[str] = []
-        for n in range(index * per_file, min(events, (index + 1) * per_file)):
-            arrival = start_ms + step_ms * n
-            if index > 0 and rng.random() < late_fraction:
-                event_ms = int(arrival - late_ms - rng.random() * delay_ms)
-                late += 1
-            else:
-                event_ms = int(arrival - rng.random() * delay_ms)
-            first_ms = event_ms if first_ms is None or event_ms < first_ms else first_ms
-            last_ms = event_ms if last_ms is None or event_ms > last_ms else last_ms
-            line = (
-                f'{{"event_id": {n}, "user": "u{rng.randrange(keys):06d}", '
-                f'"ts": "{_iso_ms(event_ms)}", "value": {round(rng.random() * 100, 3)}}}'
-            )
-            lines.append(line)
-            if rng.random() < malformed_fraction:
-                lines.append(_malformed(rng, line))
-                malformed += 1
-        path = out / f"events-{index:0{width}d}.json"
-        tmp = out / f".{path.name}.tmp"
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-        # The file source takes files oldest first: make modification order equal arrival order.
-        os.utime(path, (_MTIME_BASE + index, _MTIME_BASE + index))
-        written.append(path)
+    with step(f"writing {events:,} events to {out}: files", total=files) as advance:
+        for index in range(files):
+            lines: list[str] = []
+            for n in range(index * per_file, min(events, (index + 1) * per_file)):
+                arrival = start_ms + step_ms * n
+                if index > 0 and rng.random() < late_fraction:
+                    event_ms = int(arrival - late_ms - rng.random() * delay_ms)
+                    late += 1
+                else:
+                    event_ms = int(arrival - rng.random() * delay_ms)
+                first_ms = event_ms if first_ms is None or event_ms < first_ms else first_ms
+                last_ms = event_ms if last_ms is None or event_ms > last_ms else last_ms
+                line = (
+                    f'{{"event_id": {n}, "user": "u{rng.randrange(keys):06d}", '
+                    f'"ts": "{_iso_ms(event_ms)}", "value": {round(rng.random() * 100, 3)}}}'
+                )
+                lines.append(line)
+                if rng.random() < malformed_fraction:
+                    lines.append(_malformed(rng, line))
+                    malformed += 1
+            path = out / f"events-{index:0{width}d}.json"
+            tmp = out / f".{path.name}.tmp"
+            tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+            # The file source takes files oldest first: make modification order equal arrival order.
+            os.utime(path, (_MTIME_BASE + index, _MTIME_BASE + index))
+            written.append(path)
+            advance(1)
     assert first_ms is not None and last_ms is not None
     first = datetime.fromtimestamp(first_ms / 1000, tz=UTC)
     last = datetime.fromtimestamp(last_ms / 1000, tz=UTC)

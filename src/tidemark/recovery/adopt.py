@@ -8,15 +8,16 @@ replay point for every later run (the same filter recovery uses), so no window l
 
 Where the old job stood is its source position: for the file source, the files its log lists through the last
 committed batch (they must all still be there, or open windows would miss events). A Kafka source plugs in as
-another `SourcePosition` (its committed offsets, in offsets/N), with the replay started by timestamp as
-`recover` does (recovery/replay.py); it comes with tidemark's Kafka work and is refused here until then.
+another `SourcePosition` (recovery/kafka.py): its committed offsets (offsets/N), with the replay started where
+the old job's offsets log says the open windows' events begin (else by Kafka's offsets-for-times), as `recover`
+does; its partitions' records from there must still be in Kafka.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from tidemark.compat import UTC
 from tidemark.config import AggregationKind, TidemarkConfig
@@ -32,6 +33,7 @@ from tidemark.formats import (
     write_recovery_marker,
 )
 from tidemark.recovery.archive import pipeline_locations
+from tidemark.recovery.kafka import KafkaPosition, adoption_position, describe_kafka_replay
 from tidemark.recovery.replay import EPOCH, describe_replay, replay_config
 from tidemark.sinks import Tool
 from tidemark.storage import Location, open_storage, parse_location
@@ -63,6 +65,7 @@ class FilePosition:
     outside: tuple[str, ...]  # processed files not under the config's landing folder
     new_files: int  # landing files the old job never read
     kind: str = "file"
+    replay_offsets: str | None = None  # a landing folder is replayed whole
 
     def describe(self) -> str:
         """One line for the plan."""
@@ -80,7 +83,7 @@ class AdoptionPlan:
     committed_watermark: datetime | None
     resume_from: datetime
     replay: str
-    position: FilePosition
+    position: FilePosition | KafkaPosition | None  # None: a Kafka position, not read yet (it needs Spark)
     old_sink: SinkWindows | None
     checkpoint: str
     sink: str
@@ -128,20 +131,49 @@ def _file_position(config: TidemarkConfig, old: Checkpoint, batch: int) -> FileP
     return FilePosition(len(processed), missing, outside, len(landing - processed))
 
 
-def _position(config: TidemarkConfig, old: Checkpoint, batch: int) -> FilePosition:
+def _position(
+    config: TidemarkConfig, old: Checkpoint, batch: int, resume: datetime, spark: SparkSession | None
+) -> FilePosition | KafkaPosition | None:
     if config.source.is_kafka:
+        if spark is None:
+            return None
+        kafka = adoption_position(spark, config, old, batch, resume)
+        if kafka is None:
+            _refuse(f"the old job's offsets/{batch} holds no Kafka offsets of one source: it did not read Kafka alone")
+        return kafka
+    if not config.source.is_file:
         msg = (
-            "tidemark adopt takes over jobs that read a landing folder; a Kafka or Event Hubs job's position (the "
-            "committed offsets in the old checkpoint's offsets/ log) is not adopted yet: docs/adopt.md"
+            f"tidemark adopt replays from a landing folder or Kafka; the {config.source.format.value} source cannot be"
         )
         raise UsageError(msg)
-    if not config.source.is_file:
-        msg = f"tidemark adopt replays from a landing folder; the {config.source.format.value} source cannot be"
-        raise UsageError(msg)
-    return _file_position(config, old, batch)
+    position = _file_position(config, old, batch)
+    if position.outside:
+        _refuse(
+            f"the old job read {len(position.outside)} file(s) outside [source] path {config.source.path} "
+            f"(e.g. {position.outside[0]}): point [source] path at the folder it reads"
+        )
+    if position.missing:
+        _refuse(
+            f"{len(position.missing)} landing file(s) the old job read are gone (e.g. {position.missing[0]}): "
+            f"the windows open at the cut-over (from {resume.isoformat()}) would miss their events"
+        )
+    return position
 
 
-def _refuse(message: str) -> None:
+def _check_kafka(position: KafkaPosition, config: TidemarkConfig, resume: datetime) -> None:
+    if position.foreign_topics:
+        _refuse(
+            f"the old job read topic(s) {', '.join(position.foreign_topics)}, which [source] does not subscribe to "
+            f"({config.source.subscription}): describe the old job's topics"
+        )
+    if position.retention_gone:
+        _refuse(
+            f"Kafka's retention removed records the windows open at the cut-over (from {resume.isoformat()}) "
+            f"need: {'; '.join(position.retention_gone[:4])}"
+        )
+
+
+def _refuse(message: str) -> NoReturn:
     msg = f"tidemark adopt refused: {message}. Nothing was changed"
     raise InputError(msg)
 
@@ -163,12 +195,18 @@ def _check_new_locations(config: TidemarkConfig, old_checkpoint: Location, old_s
 
 
 def plan_adoption(
-    config: TidemarkConfig, old_checkpoint: str, old_sink: str | None = None, *, read_old_sink: bool = True
+    config: TidemarkConfig,
+    old_checkpoint: str,
+    old_sink: str | None = None,
+    *,
+    read_old_sink: bool = True,
+    spark: SparkSession | None = None,
 ) -> AdoptionPlan:
     """Read the old job's checkpoint (and sink), check every precondition, and work out the replay point.
 
     read_old_sink=False: the old sink's location is checked, its windows are not read yet (they are judged by the
-    config's window, which the caller checks against the old job first)."""
+    config's window, which the caller checks against the old job first). A Kafka job's position is read through
+    the broker, so only with a Spark session (without one it is left None)."""
     agg = config.aggregation
     if agg.kind is not AggregationKind.WINDOW or agg.window is None:
         msg = 'tidemark adopt moves window aggregations ([aggregation] kind = "window")'
@@ -182,17 +220,9 @@ def plan_adoption(
     emitted = _time(old.offset(batch).watermark_ms)
     committed = _time(old.commit(batch).next_watermark_ms)
     resume = first_open_window(emitted, agg.window, agg.slide or agg.window)
-    position = _position(config, old, batch)
-    if position.outside:
-        _refuse(
-            f"the old job read {len(position.outside)} file(s) outside [source] path {config.source.path} "
-            f"(e.g. {position.outside[0]}): point [source] path at the folder it reads"
-        )
-    if position.missing:
-        _refuse(
-            f"{len(position.missing)} landing file(s) the old job read are gone (e.g. {position.missing[0]}): "
-            f"the windows open at the cut-over (from {resume.isoformat()}) would miss their events"
-        )
+    position = _position(config, old, batch, resume, spark)
+    if isinstance(position, KafkaPosition):
+        _check_kafka(position, config, resume)
     windows = sink_windows(open_storage(old_sink_location)) if old_sink_location is not None and read_old_sink else None
     notes: list[str] = []
     if windows is not None:
@@ -227,7 +257,9 @@ def plan_adoption(
         emitted_through=emitted,
         committed_watermark=committed,
         resume_from=resume,
-        replay=describe_replay(config, resume),
+        replay=describe_replay(config, resume)
+        if not isinstance(position, KafkaPosition)
+        else describe_kafka_replay(config, resume, position.replay_start()),
         position=position,
         old_sink=windows,
         checkpoint=paths.checkpoint.uri,
@@ -254,15 +286,15 @@ def adopt_job(
     # window: a config that describes another job (its window, its keys) must be told as that, so the caller's
     # precheck comes before the sink's refusal.
     plan = plan_adoption(config, old_checkpoint, old_sink, read_old_sink=precheck is None)
-    if not apply and precheck is None:
+    if not apply and precheck is None and plan.position is not None:
         return AdoptionResult(plan, False, None)
     # The replay's state is opened with the RocksDB cap `run` would plan; a reused session gets its own settings back.
     with planned_session(config, spark) as (session, start):
         if precheck is not None:
             # The caller's own refusal (the config describes another job), before any write.
             precheck(session, start.config)
-            if old_sink is not None:
-                plan = plan_adoption(config, old_checkpoint, old_sink)
+        if old_sink is not None or plan.position is None:
+            plan = plan_adoption(config, old_checkpoint, old_sink, spark=session)
         if not apply:
             return AdoptionResult(plan, False, None)
         paths = pipeline_locations(config, Tool.ADOPT)
@@ -273,8 +305,9 @@ def adopt_job(
         write_recovery_marker(paths.checkpoint, marker)
         what = f"replaying the windows open at the cut-over (from {plan.resume_from.isoformat()}): batches"
         with step(what) as advance:
+            assert plan.position is not None
             replay = run_pipeline(
-                replay_config(config, plan.resume_from),
+                replay_config(config, plan.resume_from, plan.position.replay_offsets),
                 available_now=True,
                 spark=session,
                 replay_from=plan.resume_from,

@@ -66,6 +66,66 @@ def from_offsets_log(checkpoint: Checkpoint, resume_from: datetime, delay_ms: in
     return None
 
 
+@dataclass(frozen=True)
+class KafkaPosition:
+    """A Kafka job's committed position (`tidemark adopt`): the offsets its last committed batch read to, and where
+    the replay of the windows still open starts (earlier: their events were read before the cut-over)."""
+
+    committed: str  # Spark's offsets JSON of the old job's last committed batch
+    replay_offsets: str  # Spark's offsets JSON the replay starts at (every subscribed partition)
+    method: str  # how the replay's start was found
+    arrived_since: int  # records produced after the old job's committed offsets
+    foreign_topics: tuple[str, ...]  # topics the old job read that [source] does not subscribe to
+    retention_gone: tuple[str, ...]  # partitions whose records the replay needs are gone (Kafka's retention)
+    kind: str = "kafka"
+
+    def describe(self) -> str:
+        """One line for the plan."""
+        committed = describe_offsets(parse_offsets(self.committed) or {})
+        start = describe_offsets(parse_offsets(self.replay_offsets) or {})
+        return (
+            f"the old job committed {committed}; {self.arrived_since:,} record(s) arrived since; the replay reads "
+            f"from {start}, found from {self.method}"
+        )
+
+    def replay_start(self) -> KafkaReplayStart:
+        """Where the replay starts, as `recover` states it."""
+        return KafkaReplayStart(parse_offsets(self.replay_offsets) or {}, self.method)
+
+
+def adoption_position(
+    spark: SparkSession, config: TidemarkConfig, old: Checkpoint, batch: int, resume_from: datetime
+) -> KafkaPosition | None:
+    """Where an old plain-Spark Kafka job stood and where the replay of its open windows starts; None when the old
+    checkpoint's batch holds no Kafka offsets (the job did not read Kafka, or read several sources)."""
+    entry = old.find_offset(batch)
+    committed = parse_offsets(entry.source_offsets[0]) if entry and len(entry.source_offsets) == 1 else None
+    if committed is None:
+        return None
+    delay_ms = int(config.event_time.watermark.total_seconds() * 1000)
+    logged = from_offsets_log(old, resume_from, delay_ms)
+    with kafka_admin(spark, kafka_access(config), config.source.connect_timeout) as admin:
+        partitions = all_partitions(admin.subscribed())
+        foreign = tuple(sorted({tp.topic for tp in committed} - {tp.topic for tp in partitions}))
+        earliest = admin.earliest(partitions)
+        end = admin.latest(partitions)
+        if logged is not None:
+            start = {tp: logged[0].get(tp, earliest[tp]) for tp in partitions}
+            method = f"the old job's offsets log (where its batch {logged[1]} started)"
+        elif resume_from <= EPOCH:
+            start, method = dict(earliest), "the earliest offsets (the old job emitted no window)"
+        else:
+            at = resume_from - config.event_time.watermark
+            found = admin.offsets_for_time(partitions, int((at - EPOCH).total_seconds() * 1000))
+            start = {tp: end[tp] if (first := found[tp]) is None else first for tp in partitions}
+            method = f"Kafka offsets-for-times at {at.isoformat()} (the replay point minus the watermark)"
+    gone = tuple(
+        f"{tp} (needs {start[tp]}, earliest kept {earliest[tp]})" for tp in partitions if start[tp] < earliest[tp]
+    )
+    arrived = sum(max(end[tp] - committed.get(tp, earliest[tp]), 0) for tp in partitions)
+    return KafkaPosition(offsets_json(committed), offsets_json(start), method, arrived, foreign, gone)
+
+
 def replay_start(spark: SparkSession, config: TidemarkConfig, resume_from: datetime) -> KafkaReplayStart:
     """The per-partition offsets a replay from resume_from starts at (every subscribed partition named)."""
     delay_ms = int(config.event_time.watermark.total_seconds() * 1000)

@@ -29,7 +29,8 @@ class JarInventory:
     features: tuple[str, ...]
     packages: tuple[str, ...]  # top-level coordinates, for --packages
     jars: tuple[JarEntry, ...]
-    locked: bool  # every closure is in tidemark's own lock
+    locked: bool  # every feature has a closure in tidemark's lock
+    served_by: tuple[str, ...]  # features served by the jars another patch of the line locked: which
 
 
 def jar_inventory(features_: Iterable[JarFeature], spark_version: str | None = None) -> JarInventory:
@@ -40,15 +41,19 @@ def jar_inventory(features_: Iterable[JarFeature], spark_version: str | None = N
     packages: list[str] = []
     entries: list[JarEntry] = []
     own = True
+    served_by: list[str] = []
     for feature in features:
-        packages += coordinates(feature, version)
         found = closure(feature, version)
+        packages += coordinates(feature, found[1] if found is not None else version)
         if found is None:
             own = False
             continue
-        jars, packaged = found
-        own = own and packaged
+        jars, locked_for = found
+        if locked_for != version:
+            served_by.append(f"{feature.value}: the jars locked for Spark {locked_for} (the nearest patch served)")
         for jar in jars:
             status = "in the pyspark wheel" if is_bundled(jar) else "cached" if cached(jar) else "missing"
             entries.append(JarEntry(feature.value, jar.coordinate, jar.sha256, jar.size, status))
-    return JarInventory(version, tuple(f.value for f in features), tuple(packages), tuple(entries), own)
+    return JarInventory(
+        version, tuple(f.value for f in features), tuple(packages), tuple(entries), own, tuple(served_by)
+    )

@@ -4,16 +4,16 @@ For a Spark version in the lock (`jars.lock.json`, made by `tools/jars/lock.py` 
 of a feature's closure is taken from the cache, else from the local Maven repository (~/.m2), else downloaded
 from the Maven repository (TIDEMARK_MAVEN_REPOSITORY, else the mirror in ~/.m2/settings.xml, else Maven
 Central), and its sha256 checked against the lock before it may go on Spark's classpath. Jars the pyspark wheel
-already ships are not fetched again. For a Spark version the lock does not know, Spark's own Ivy resolves the
-closure (the `spark.jars.packages` resolution, pointed at the same repository) and the result is pinned in a
-local lock in the cache, so the next run verifies against it and needs no network.
+already ships are not fetched again. A Spark patch whose Kafka connector the repository did not serve when the
+lock was made takes the connector of the nearest locked patch of its line (the smoke test of each line's newest
+release proves it); a Spark version with nothing locked for a feature is refused in one line: a jar not in the
+lock is never trusted on first use (a user who sets `spark.jars.packages` manages the JVM dependencies instead).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import re
 import shutil
@@ -33,7 +33,6 @@ from tidemark.errors import EnvironmentProblem
 from tidemark.spark.artifacts import JarFeature, coordinates
 from tidemark.spark.lines import hadoop_of, installed_version, line_key
 
-log = logging.getLogger(__name__)
 REPOSITORY_ENV = "TIDEMARK_MAVEN_REPOSITORY"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 LOCK_NAME = "jars.lock.json"
@@ -98,36 +97,49 @@ def jars_dir() -> Path:
     return cache_root() / "jars"
 
 
-def _local_lock_path() -> Path:
-    return jars_dir() / "local-lock.json"
+def _patch(version: str) -> int:
+    match = re.match(r"\d+\.\d+\.(\d+)", version)
+    return int(match.group(1)) if match else 0
 
 
-def local_lock() -> dict[str, list[LockedJar]]:
-    """Closures resolved here for Spark versions the packaged lock does not know (pinned on first use)."""
-    path = _local_lock_path()
-    if not path.exists():
-        return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return {key: [LockedJar.from_json(j) for j in jars] for key, jars in data.get("closures", {}).items()}
+def served_version(feature: JarFeature, spark_version: str) -> str | None:
+    """The Spark version whose locked closure serves this one: itself, or for the Kafka connector the nearest
+    locked patch of its line (a connector keeps Spark's internal interfaces within a line; the smoke test on each
+    line's newest release proves it); None when the lock holds nothing for it."""
+    lock = packaged_lock()
+    if lock_key(feature, spark_version) in lock:
+        return spark_version
+    if feature is not JarFeature.KAFKA:
+        return None
+    prefix = f"{feature.value}@spark-"
+    line = line_key(spark_version)
+    same_line = [key.removeprefix(prefix) for key in lock if key.startswith(prefix)]
+    same_line = [v for v in same_line if line_key(v) == line]
+    if not same_line:
+        return None
+    wanted = _patch(spark_version)
+    return min(same_line, key=lambda v: (abs(_patch(v) - wanted), -_patch(v)))
 
 
-def _write_local_lock(closures: dict[str, list[LockedJar]]) -> None:
-    path = _local_lock_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"closures": {k: [j.to_json() for j in v] for k, v in sorted(closures.items())}}
-    staged = path.with_suffix(".tmp")
-    staged.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
-    os.replace(staged, path)
+def closure(feature: JarFeature, spark_version: str) -> tuple[list[LockedJar], str] | None:
+    """The locked closure of a feature for a Spark version and the Spark version it was locked for (another
+    patch of the line when this one's connector is not served); None when the lock has none."""
+    served = served_version(feature, spark_version)
+    return None if served is None else (packaged_lock()[lock_key(feature, served)], served)
 
 
-def closure(feature: JarFeature, spark_version: str) -> tuple[list[LockedJar], bool] | None:
-    """The locked closure of a feature for a Spark version and whether it is tidemark's own lock (not local)."""
-    key = lock_key(feature, spark_version)
-    packaged = packaged_lock()
-    if key in packaged:
-        return packaged[key], True
-    local = local_lock().get(key)
-    return (local, False) if local is not None else None
+def unlocked(feature: JarFeature, spark_version: str) -> str:
+    """The one line a Spark version with no locked closure for a feature gets."""
+    coordinates(feature, spark_version)  # a line Delta has no release for: that one line
+    prefix = f"{feature.value}@spark-"
+    lines = sorted({line_key(k.removeprefix(prefix)) for k in packaged_lock() if k.startswith(prefix)})
+    where = f"tidemark's {feature.value} jars are locked for Spark {', '.join(lines)}" if lines else ""
+    return (
+        f"tidemark's jar lock has no {feature.value} jars for Spark {spark_version} (the Maven repository served "
+        f"none of its line when the lock was made), and jars outside the lock are not trusted on first use: "
+        f"{where + '; ' if where else ''}or manage the JVM dependencies yourself with spark.jars.packages in "
+        "[spark.conf]"
+    )
 
 
 def repository() -> str:
@@ -208,7 +220,7 @@ class FetchedJars:
     features: tuple[JarFeature, ...]
     paths: tuple[Path, ...]  # verified jars in the cache (jars the wheel ships are not listed)
     downloaded: int  # bytes downloaded now
-    from_tidemark_lock: bool  # False when a closure was resolved and pinned on this machine
+    served_by: tuple[str, ...]  # per feature whose jars were locked for another patch of the line: which
 
 
 class _Unavailable(Exception):
@@ -260,27 +272,21 @@ def fetch(
     wanted = tuple(sorted(set(features)))
     paths: list[Path] = []
     downloaded = 0
-    own = True
+    served_by: list[str] = []
     for feature in wanted:
         found = closure(feature, version)
-        if found is None and feature in EXACT_PINS:
-            coordinates(feature, version)  # a line Delta has no release for: that one line
-            msg = f"tidemark's jar lock has no {feature.value} jars for Spark {version}: not trusted on first use"
-            raise EnvironmentProblem(msg)
         if found is None:
-            if offline:
-                msg = f"no pinned {feature.value} jars for Spark {version} here: run `{hint}`"
-                raise EnvironmentProblem(msg)
-            found = (resolve_and_pin(feature, version), False)
-        jars, packaged = found
-        own = own and packaged
+            raise EnvironmentProblem(unlocked(feature, version))
+        jars, locked_for = found
+        if locked_for != version:
+            served_by.append(f"{feature.value}: the jars locked for Spark {locked_for} (the nearest patch served)")
         for jar in jars:
             if is_bundled(jar):
                 continue
             try:
                 path, size = _place(jar, offline, progress)
             except _Unavailable as exc:
-                connector = ", ".join(coordinates(feature, version))
+                connector = ", ".join(coordinates(feature, locked_for))
                 msg = (
                     f"{connector} needs {exc}: run `{hint}` where that works, "
                     f"or set {REPOSITORY_ENV} to a Maven repository that serves it"
@@ -289,7 +295,7 @@ def fetch(
             downloaded += size
             if path not in paths:
                 paths.append(path)
-    return FetchedJars(version, wanted, tuple(paths), downloaded, own)
+    return FetchedJars(version, wanted, tuple(paths), downloaded, tuple(served_by))
 
 
 # Features pinned jar by jar (no Ivy closure): their POMs drag jars that clash with the pyspark wheel's.
@@ -312,7 +318,7 @@ def pin_exact(coordinates_: list[str]) -> list[LockedJar]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-# --- resolution with Spark's own Ivy (the lock tool, and Spark versions the lock does not know) ----------------
+# --- resolution with Spark's own Ivy (the lock tool) -------------------------------------------------------------
 
 _RESOLVE_SCRIPT = """
 import os, sys
@@ -390,23 +396,3 @@ def locked(resolved: list[tuple[str, Path]]) -> list[LockedJar]:
         group, artifact, version = coordinate.split(":")
         out.append(LockedJar(group, artifact, version, _sha256(path), path.stat().st_size))
     return sorted(out, key=lambda j: j.coordinate)
-
-
-def resolve_and_pin(feature: JarFeature, spark_version: str) -> list[LockedJar]:
-    """Resolve a feature's closure for a Spark version tidemark's lock lacks, and pin it in the local lock."""
-    log.warning(
-        "tidemark's jar lock has no %s jars for Spark %s: resolving them with Spark's Ivy and pinning the result "
-        "on this machine",
-        feature.value,
-        spark_version,
-    )
-    resolved = resolve(coordinates(feature, spark_version))
-    jars = locked(resolved)
-    for (_, path), jar in zip(sorted(resolved), jars, strict=True):
-        target = jars_dir() / jar.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(path, target)
-    closures = local_lock()
-    closures[lock_key(feature, spark_version)] = jars
-    _write_local_lock(closures)
-    return jars
