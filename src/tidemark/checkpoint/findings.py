@@ -18,6 +18,7 @@ from tidemark.formats import (
     StoreScan,
 )
 from tidemark.sizes import format_size
+from tidemark.spark.lines import Defect, has_defect, installed_version
 
 PRUNE_HINT = "stop the query and run `tidemark checkpoint prune PATH --keep 100 --apply`"
 
@@ -52,6 +53,8 @@ class FindingsInput:
     state_problems: list[FileProblem] = field(default_factory=list)
     source_problems: list[SourceEntryProblem] = field(default_factory=list)
     conf_partitions: int | None = None  # spark.sql.shuffle.partitions recorded in the offsets: every store's count
+    # Operators whose state lives in partition 0 alone, whatever was recorded (formats.keyless_operator).
+    single_partition: frozenset[int] = frozenset()
     store_names: Mapping[int, list[str]] = field(default_factory=dict)  # from the operator metadata (Spark 4.0+)
 
     def restart_point(self) -> RestartPoint:
@@ -206,7 +209,10 @@ def check_state(data: FindingsInput) -> list[Finding]:
 
 def _missing_state(data: FindingsInput) -> tuple[list[Finding], bool]:
     point = data.restart_point()
-    partitions = {op: data.metadata_partitions.get(op) or data.conf_partitions for op in data.scan.operators}
+    partitions = {
+        op: 1 if op in data.single_partition else data.metadata_partitions.get(op) or data.conf_partitions
+        for op in data.scan.operators
+    }
     expected = {op: n for op, n in partitions.items() if n}
     return missing_state_findings(data.scan, point.state_version, point.latest_committed, expected, data.store_names)
 
@@ -250,10 +256,33 @@ def check_delta_sink(sink: DeltaSinkReport | None, thresholds: Thresholds) -> li
     return [Finding("DELTA_SMALL_FILES", Severity.WARNING, message, fix)]
 
 
+def check_metadata(health: CheckpointHealth, spark_version: str | None = None) -> list[Finding]:
+    """METADATA_MISSING: no `metadata` file while offsets/ or commits/ hold entries. Spark 4.2+ refuses the restart
+    (an error where the installed Spark is one of those); earlier lines write a new file with a new query id."""
+    if health.metadata_present or not (health.offsets.batches or health.commits.batches):
+        return []
+    refused = has_defect(Defect.MISSING_METADATA_REFUSED, spark_version)
+    version = spark_version or installed_version()
+    message = "the `metadata` file (the query id) is missing, while offsets/ and commits/ hold batches"
+    impact = (
+        f"the query cannot restart on Spark {version}: Spark 4.2+ fails with STREAMING_CHECKPOINT_MISSING_METADATA_FILE"
+        if refused
+        else f"Spark {version} restarts and writes a new `metadata` with a new query id (listeners and sinks keyed "
+        "by the id see a new query); Spark 4.2+ refuses to restart it"
+    )
+    fix = (
+        "restore `metadata` from the copy this checkpoint came from; without one, write a new one as Spark before "
+        '4.2 does: a file `metadata` holding {"id":"<a new UUID>"}'
+    )
+    severity = Severity.ERROR if refused else Severity.WARNING
+    return [Finding("METADATA_MISSING", severity, message, fix, "metadata", impact)]
+
+
 def find_problems(data: FindingsInput, thresholds: Thresholds) -> list[Finding]:
     """Every check, errors first."""
     found = [*check_batches(data.scan, data.restart_point() if data.health is not None else None)]
     if data.health is not None:
+        found += check_metadata(data.health)
         whole_folders = _missing_state(data)[1]
         found += damaged_file_findings(data.health, data.scan, data.state_problems, data.source_problems, whole_folders)
         found += gap_findings(data.health)

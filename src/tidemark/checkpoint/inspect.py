@@ -30,6 +30,7 @@ from tidemark.formats import (
     OperatorMetadata,
     OperatorScan,
     check_newest_state,
+    keyless_operator,
     read_health,
     read_source_logs,
 )
@@ -165,6 +166,9 @@ def inspect_checkpoint(
             source_problems=read_source_logs(checkpoint),
             conf_partitions=int(partitions) if partitions and partitions.isdigit() else None,
             store_names={i: m.store_names for i, m in metas.items() if m is not None},
+            single_partition=frozenset(
+                i for i, m in metas.items() if keyless_operator(checkpoint, i, m.name if m is not None else None)
+            ),
         ),
         thresholds,
     ) + kafka_findings(kafka)

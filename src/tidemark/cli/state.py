@@ -75,6 +75,8 @@ def _render_stats(result: StateStats) -> None:
                 "",
             )
     out.print(table)
+    if result.note:
+        out.print(f"[yellow]note:[/yellow] {escape(result.note)}")
     for op in result.operators:
         if op.note:
             out.print(f"[yellow]operator {op.id}:[/yellow] {escape(op.note)}")

@@ -116,6 +116,7 @@ from tidemark.formats.state_rewrite import MoveResult, StoreMove, helper_spec, r
 from tidemark.formats.state_schema import (
     ColumnFamilySchema,
     Field,
+    keyless_operator,
     parse_schema_file,
     store_schemas,
     struct_fields,
@@ -203,6 +204,7 @@ __all__ = [
     "is_store_data",
     "iter_log",
     "iter_progress",
+    "keyless_operator",
     "last_progress",
     "ledger_files",
     "lock_is_live",

@@ -98,6 +98,16 @@ class Checkpoint:
         """Committed batches (commits/<batch>), ascending."""
         return self.batches(COMMITS)
 
+    def before_commit_log(self) -> bool:
+        """True for a checkpoint Spark 2.0/2.1 wrote: no commits/ and its newest offsets entry without the SQL conf
+        Spark 2.2 began recording (with the commit log). A restart then re-runs the newest planned batch L, which
+        loads state version L (MicroBatchExecution.populateStartOffsets, its branch without a commit log)."""
+        if self.store.list_dir(COMMITS) is not None:
+            return False
+        planned = self.offset_batches()
+        entry = self.find_offset(planned[-1]) if planned else None
+        return entry is not None and not entry.conf
+
     def latest_committed_batch(self) -> int:
         """The newest committed batch, or a CheckpointError when the query never committed one."""
         batches = self.commit_batches()

@@ -155,3 +155,20 @@ def store_schemas(checkpoint: Checkpoint, operator_id: int, store: str = "defaul
     except (ValueError, KeyError, TypeError, struct.error) as exc:
         msg = f"{checkpoint.store.uri(rel)} is not a readable state schema file ({exc})"
         raise ValueError(msg) from exc
+
+
+def keyless_operator(checkpoint: Checkpoint, operator_id: int, operator_name: str | None = None) -> bool:
+    """True when an operator's state key cannot tell rows apart: no columns (an aggregation without grouping
+    keys) or only null-typed ones (a global `limit`: StreamingGlobalLimitExec keys its one count by a NullType).
+
+    Spark plans such an operator with an AllTuples distribution: one partition, so its state lives in
+    `state/<op>/0` alone whatever the recorded partition count (operator metadata and spark.sql.shuffle.partitions
+    both still say N). Without a readable schema file, Spark's operator name for a global limit decides.
+    """
+    try:
+        schemas = store_schemas(checkpoint, operator_id)
+    except ValueError:
+        schemas = []
+    if schemas:
+        return all(f.type in ("void", "null") for f in schemas[0].key)
+    return operator_name == "globalLimit"

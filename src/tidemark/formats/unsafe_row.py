@@ -148,19 +148,95 @@ def _array(kind: Any, data: bytes, start: int, limit: int) -> list[Any]:
     return out
 
 
+def _variable(kind: Any) -> bool:
+    """True when a value lives in the variable-length region (its slot holds offset << 32 | size)."""
+    if not isinstance(kind, str):
+        return True
+    if kind in _FIXED or kind in ("null", "void"):
+        return False
+    match = _DECIMAL.fullmatch(kind)
+    return not (match and int(match.group(1)) <= 18)
+
+
+def _check_slot(kind: Any, data: bytes, slot: int, fixed: int, null: bool) -> tuple[int, int] | None:
+    """What Spark's UnsafeRowWriter leaves in a slot, checked: a null field's slot is zero; a fixed-width value
+    narrower than 8 bytes is zero-padded (a boolean is 0 or 1); a variable-length value starts 8-byte aligned in
+    the variable region (after the null bits and slots) and ends inside the row. Its (start, size) span, if any."""
+    word = data[slot : slot + 8]
+    if null:
+        if word != bytes(8):
+            msg = "null by its null bit, yet its slot holds a value"
+            raise RowDecodeError(msg)
+        return None
+    if not _variable(kind):
+        width = _FIXED[kind][1] if isinstance(kind, str) and kind in _FIXED else 8
+        if word[width:] != bytes(8 - width):
+            msg = f"a {kind} fills {width} of its slot's 8 bytes, but the rest are not zero"
+            raise RowDecodeError(msg)
+        if kind == "boolean" and word[0] > 1:
+            msg = f"a boolean holds {word[0]}"
+            raise RowDecodeError(msg)
+        return None
+    (packed,) = struct.unpack_from("<q", data, slot)
+    offset, size = (packed >> 32) & 0xFFFFFFFF, packed & 0xFFFFFFFF
+    if offset < fixed or offset % 8 or offset + size > len(data):
+        msg = f"its slot is no offset and size inside the row's variable-length region (offset {offset}, size {size})"
+        raise RowDecodeError(msg)
+    return offset, size
+
+
 def decode_row(data: bytes, fields: tuple[Field, ...]) -> dict[str, Any]:
-    """One UnsafeRow as {field: value}; RowDecodeError when the bytes cannot be this schema's row."""
+    """One UnsafeRow as {field: value}; RowDecodeError when the bytes cannot be this schema's row.
+
+    Fit is decided from what the bytes allow, as Spark's writer lays them out: the row is whole 8-byte words; no
+    null bit beyond the schema's fields; each field's slot as _check_slot says; strings valid UTF-8; the
+    variable-length values end to end (each rounded up to 8 bytes) exactly fill the row after its slots. The error
+    names the columns that do not fit (a schema with the right columns in another order fails here, not as
+    garbage)."""
     count = len(fields)
-    fixed = _bitset_bytes(count) + 8 * count
+    bits = _bitset_bytes(count)
+    fixed = bits + 8 * count
     if len(data) < fixed:
         msg = f"the row has {len(data)} bytes, fewer than the {fixed} a {count}-field row needs"
         raise RowDecodeError(msg)
+    if len(data) % 8:
+        msg = f"the row has {len(data)} bytes, not whole 8-byte words: not an UnsafeRow"
+        raise RowDecodeError(msg)
+    if any(data[i // 8] >> (i % 8) & 1 for i in range(count, bits * 8)):
+        msg = f"the row's null bits mark fields beyond the schema's {count}: the row has more columns"
+        raise RowDecodeError(msg)
     out: dict[str, Any] = {}
+    wrong: dict[str, str] = {}
+    spans: list[tuple[int, int]] = []
     for i, field in enumerate(fields):
-        null = data[i // 8] >> (i % 8) & 1
-        slot = _bitset_bytes(count) + 8 * i
+        null = bool(data[i // 8] >> (i % 8) & 1)
+        slot = bits + 8 * i
         kind = field.raw if field.raw is not None else field.type
-        out[field.name] = None if null else _value(kind, data, 0, slot, len(data))
+        try:
+            span = _check_slot(kind, data, slot, fixed, null)
+            out[field.name] = None if null else _value(kind, data, 0, slot, len(data))
+        except RowDecodeError as exc:
+            wrong[field.name] = str(exc)
+            continue
+        if span is not None:
+            spans.append(span)
+    if wrong:
+        shown = "; ".join(f"{name}: {why}" for name, why in wrong.items())
+        msg = f"column(s) {', '.join(wrong)} do not fit the row's bytes ({shown})"
+        raise RowDecodeError(msg)
+    cursor = fixed
+    for start, size in sorted(spans):
+        if start != cursor:
+            break
+        cursor = start + (size + 7) // 8 * 8
+    if cursor != len(data):
+        variable = [f.name for f in fields if _variable(f.raw if f.raw is not None else f.type)] or ["none"]
+        msg = (
+            f"the row's {len(data) - fixed} bytes after its slots are not the values of the schema's "
+            f"variable-length column(s) ({', '.join(variable)}) end to end: the columns' order or types differ "
+            "from the row's"
+        )
+        raise RowDecodeError(msg)
     return out
 
 

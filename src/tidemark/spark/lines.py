@@ -42,11 +42,15 @@ class Feature(StrEnum):
 
 
 class Defect(StrEnum):
-    """A known Spark bug tidemark works around on the lines that have it."""
+    """A known Spark bug tidemark works around, or a refusal it warns of, on the lines that have it."""
 
     KAFKA_METRICS_AFTER_RESTART = (
         "Spark 4.1's Kafka source fails the progress report of the batch a restart re-runs "
         "(NullPointerException in KafkaMicroBatchStream.metrics)"
+    )
+    MISSING_METADATA_REFUSED = (
+        "Spark 4.2+ refuses to restart a checkpoint whose metadata file is missing while offsets/ or commits/ hold "
+        "entries (STREAMING_CHECKPOINT_MISSING_METADATA_FILE); earlier lines write a new one with a new query id"
     )
     OBSERVED_AGGREGATOR_NOT_SERIALIZABLE = (
         "Spark 3.5 fails a task whose observation holds a Scala Aggregator (NotSerializableException: its "
@@ -98,6 +102,9 @@ _JAVA = {"3.5": "8/11/17", "4.0": "17+", "4.1": "17+", "4.2": "17+", "4.3": "17+
 _DEFECTS: dict[str, frozenset[Defect]] = {
     "3.5": frozenset({Defect.OBSERVED_AGGREGATOR_NOT_SERIALIZABLE}),
     "4.1": frozenset({Defect.KAFKA_METRICS_AFTER_RESTART}),
+    # Tried: a restart after deleting `metadata` fails on 4.2.1 and 4.3.0, runs on 4.1.1.
+    "4.2": frozenset({Defect.MISSING_METADATA_REFUSED}),
+    "4.3": frozenset({Defect.MISSING_METADATA_REFUSED}),
 }
 # What hadoop-azure of a Hadoop version has (read off the jars of the lock): workload identity from 3.4, the
 # Blob-endpoint route for ABFS (FnsOverBlob) from 3.4.2.

@@ -21,6 +21,7 @@ from tidemark.formats import (
     StateReadMethod,
     decode_row,
     fields_from_ddl,
+    keyless_operator,
     read_store,
     store_schemas,
 )
@@ -49,10 +50,32 @@ class ReadContext:
     row_checksum: bool
     unique_ids: dict[int, list[list[str]]]  # checkpoint format v2: operator -> partition -> ids, one per store
     partitions: int | None  # spark.sql.shuffle.partitions recorded in the offsets
+    note: str | None = None  # what the state read means, where it is not a committed batch's output
+
+
+def _before_commit_log(checkpoint: Checkpoint, batch: int | None) -> ReadContext:
+    """Spark 2.0/2.1 kept no commit log: batch b finished when batch b + 1 was planned, and a restart re-runs the
+    newest planned batch L from state version L (the output of batch L - 1)."""
+    planned = checkpoint.offset_batches()[-1]
+    at = planned - 1 if batch is None else batch
+    if not -1 <= at < planned:
+        msg = (
+            f"{checkpoint.uri} was written before Spark 2.2 (no commit log): batches up to {planned - 1} finished "
+            f"(batch {planned} was planned last): pass --batch in that range"
+        )
+        raise CheckpointError(msg)
+    note = (
+        f"written before Spark 2.2 (no commits/): a restart re-runs batch {planned}, loading state version "
+        f"{planned}; the rows read are {'that batch' if at == planned - 1 else f'batch {at + 1}'}'s input state "
+        f"(the output of batch {at})"
+    )
+    return ReadContext(batch=at, row_checksum=False, unique_ids={}, partitions=None, note=note)
 
 
 def read_context(checkpoint: Checkpoint, batch: int | None) -> ReadContext:
     """The batch (latest committed when None), its recorded conf and its commit's unique ids."""
+    if checkpoint.before_commit_log():
+        return _before_commit_log(checkpoint, batch)
     at = batch if batch is not None else checkpoint.latest_committed_batch()
     offsets = checkpoint.find_offset(at)
     commit = checkpoint.find_commit(at)
@@ -72,7 +95,9 @@ def read_context(checkpoint: Checkpoint, batch: int | None) -> ReadContext:
     )
 
 
-def _partitions(store: StoreInfo, context: ReadContext) -> range:
+def _partitions(checkpoint: Checkpoint, store: StoreInfo, context: ReadContext) -> range:
+    if keyless_operator(checkpoint, store.operator_id, store.operator_name):
+        return range(1)  # one partition whatever was recorded (a global limit or aggregate)
     return range(max(store.num_partitions, context.partitions or 0))
 
 
@@ -89,7 +114,7 @@ def count_from_files(checkpoint: Checkpoint, store: StoreInfo, context: ReadCont
     size: int | None = 0
     families: dict[str, int] = {}
     methods = set()
-    for partition in _partitions(store, context):
+    for partition in _partitions(checkpoint, store, context):
         rows = read_store(
             checkpoint,
             store.operator_id,
@@ -166,7 +191,7 @@ def rows_from_files(
     key_fields, value_fields = _schema(checkpoint, store, *schemas)
     columns: tuple[str, ...] | None = None
     rows: list[tuple[Any, ...]] = []
-    for partition in _partitions(store, context):
+    for partition in _partitions(checkpoint, store, context):
         replayed = read_store(
             checkpoint,
             store.operator_id,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError
-from tidemark.formats import Checkpoint
+from tidemark.formats import Checkpoint, keyless_operator
 from tidemark.spark.lines import Feature, first_line_with
 from tidemark.state.logs import OperatorFolder, operator_folders
 
@@ -137,7 +137,7 @@ def list_stores(spark: SparkSession, source: StateSource) -> list[StoreInfo]:
     rows = _read_metadata_files(source.checkpoint, folders)
     if rows is None:
         rows = spark.read.format("state-metadata").load(str(source.root)).collect() if folders else []
-    return _stores(rows, folders)
+    return _stores(source.checkpoint, rows, folders)
 
 
 def stores_from_files(checkpoint: Checkpoint, folders_only: bool = False) -> list[StoreInfo] | None:
@@ -146,11 +146,11 @@ def stores_from_files(checkpoint: Checkpoint, folders_only: bool = False) -> lis
     folders = {f.operator_id: f for f in operator_folders(checkpoint)}
     rows = _read_metadata_files(checkpoint, folders)
     if rows is None:
-        return _stores([], folders) if folders_only else None
-    return _stores(rows, folders)
+        return _stores(checkpoint, [], folders) if folders_only else None
+    return _stores(checkpoint, rows, folders)
 
 
-def _stores(rows: list[Any], folders: dict[int, OperatorFolder]) -> list[StoreInfo]:
+def _stores(checkpoint: Checkpoint, rows: list[Any], folders: dict[int, OperatorFolder]) -> list[StoreInfo]:
     stores: list[StoreInfo] = []
     described: set[int] = set()
     for row in sorted(rows, key=lambda r: (int(r["operatorId"]), str(r["stateStoreName"]))):
@@ -158,12 +158,15 @@ def _stores(rows: list[Any], folders: dict[int, OperatorFolder]) -> list[StoreIn
         folder = folders.get(op)
         time_mode, variables, has_timers = parse_operator_properties(row["operatorProperties"])
         described.add(op)
+        name = str(row["operatorName"])
+        # A global limit or aggregate keeps its state in partition 0 alone, whatever the metadata records.
+        keyless = folder is not None and keyless_operator(checkpoint, op, name)
         stores.append(
             StoreInfo(
                 operator_id=op,
-                operator_name=str(row["operatorName"]),
+                operator_name=name,
                 store=str(row["stateStoreName"]),
-                num_partitions=int(row["numPartitions"]),
+                num_partitions=1 if keyless else int(row["numPartitions"]),
                 min_batch=int(row["minBatchId"]) if row["minBatchId"] is not None else None,
                 max_batch=int(row["maxBatchId"]) if row["maxBatchId"] is not None else None,
                 time_mode=time_mode,

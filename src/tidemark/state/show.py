@@ -144,7 +144,8 @@ def _show_from_files(
         msg = f"operator {target.operator_id} has no store {target.store!r} in its files (stores: {names})"
         raise UsageError(msg)
     single = len({s.store for s in stores if s.operator_id == chosen.operator_id}) == 1
-    columns, rows = rows_from_files(checkpoint, chosen, context, single, schemas, limit)
+    with step(f"reading operator {chosen.operator_id} store {chosen.store} from its files"):
+        columns, rows = rows_from_files(checkpoint, chosen, context, single, schemas, limit)
     exported = _export(columns, rows, export, output) if export is not None and output is not None else None
     return StateRows(
         checkpoint=checkpoint.uri,
@@ -155,6 +156,7 @@ def _show_from_files(
         rows=() if exported else tuple(tuple(plain(v) for v in row) for row in rows),
         exported_to=exported,
         reader="files",
+        note=context.note,
     )
 
 
@@ -188,6 +190,8 @@ def show_state(
         raise UsageError(msg)
     schemas = (key_schema, value_schema)
     use_files = reader == "files" or key_schema is not None or value_schema is not None
+    # Spark's reader reads committed batches: a checkpoint written before Spark 2.2 has no commit log.
+    use_files = use_files or (reader == "auto" and Checkpoint.open(str(path)).before_commit_log())
     missing = lacking(Feature.STATE_READER)
     if reader == "spark" and missing is not None:
         msg = f"--reader spark: {missing}"

@@ -80,6 +80,7 @@ class StateStats:
     metadata: MetadataSource
     operators: tuple[OperatorStats, ...]
     fetched: FetchReport | None = None  # what was copied from remote storage to read it
+    note: str | None = None  # what the batch's state means where it is no committed batch's output (Spark 2.1)
 
     @property
     def unreadable(self) -> list[OperatorStats]:
@@ -263,11 +264,20 @@ def state_stats(
     if reader is Reader.SPARK and missing_reader is not None:
         msg = f"--reader spark: {missing_reader}"
         raise CheckpointError(msg)
+    if checkpoint.before_commit_log():  # Spark's reader reads committed batches, and 2.x wrote no schema files
+        if reader is Reader.SPARK:
+            msg = f"--reader spark: {context.note}; Spark's state reader needs a commit log: use --reader files"
+            raise CheckpointError(msg)
+        reader = Reader.FILES
     use_spark = reader is Reader.SPARK or (reader is Reader.AUTO and missing_reader is None)
     if not use_spark:
         stores = _only(stores_from_files(checkpoint, folders_only=True) or [], operator, checkpoint.uri)
-        by_files = _by_files(checkpoint, stores, context, None)
-        return StateStats(checkpoint.uri, context.batch, _origin(stores), tuple(by_files))
+        with step("reading state stores from their files", total=len(stores)) as advance:
+            by_files = []
+            for store in stores:
+                by_files += _by_files(checkpoint, [store], context, None, stores)
+                advance(1)
+        return StateStats(checkpoint.uri, context.batch, _origin(stores), tuple(by_files), note=context.note)
     with state_session(path, (batch,)) as (spark, source):
         stores = _only(list_stores(spark, source), operator, source.uri)
         operators: list[OperatorStats] = []
@@ -275,7 +285,7 @@ def state_stats(
             for store in stores:
                 operators += _store_or_files(spark, source, store, batch, reader, (checkpoint, context, stores))
                 advance(1)
-        return StateStats(source.uri, context.batch, _origin(stores), tuple(operators), source.fetched)
+        return StateStats(source.uri, context.batch, _origin(stores), tuple(operators), source.fetched, context.note)
 
 
 def _store_or_files(
