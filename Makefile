@@ -47,11 +47,14 @@ azurite: $(AZURITE)
 # Apache Kafka's broker for the Kafka tests: its jars from Maven Central (pinned by tools/kafka/pom.xml) stay in
 # ~/.m2 (64 MB); only the classpath is written here: 5-9 s from an empty ~/.m2, 1.7 s when the jars are there.
 KAFKA_CLASSPATH := tools/kafka/classpath.txt
-$(KAFKA_CLASSPATH): tools/kafka/pom.xml
+# Each jar is then checked against tools/kafka/broker.lock.json (sha256 and size, as tidemark's own jar lock does):
+# a jar Maven hands over is not trusted on first use; tests/kafka_broker.py checks again before each broker starts.
+$(KAFKA_CLASSPATH): tools/kafka/pom.xml tools/kafka/broker.lock.json
 	@command -v mvn >/dev/null 2>&1 \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends maven >/dev/null)
-	mvn -q -B -f tools/kafka/pom.xml dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@
-	touch $@
+	mvn -q -B -f tools/kafka/pom.xml dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@.new
+	$(PYTHON) tools/kafka/lock.py verify $@.new
+	mv $@.new $@
 
 kafka: $(KAFKA_CLASSPATH)
 

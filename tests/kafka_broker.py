@@ -19,6 +19,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import importlib.util
+import json
 import os
 import secrets
 import shutil
@@ -95,6 +97,14 @@ def _classpath() -> str:
     missing = [jar for jar in classpath.split(os.pathsep) if not Path(jar).exists()]
     if missing:
         raise RuntimeError(f"{len(missing)} Kafka jars are gone from ~/.m2 (first: {missing[0]}): run `make kafka`")
+    # Pinned like tidemark's own jars: each one's sha256 and size against tools/kafka/broker.lock.json.
+    spec = importlib.util.spec_from_file_location("kafka_broker_lock", CLASSPATH_FILE.with_name("lock.py"))
+    assert spec is not None and spec.loader is not None
+    lock = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lock)
+    problems = lock.problems([Path(j) for j in classpath.split(os.pathsep)], json.loads(lock.LOCK.read_text()))
+    if problems:
+        raise RuntimeError(f"the Kafka broker's jars do not match tools/kafka/broker.lock.json: {problems[0]}")
     return classpath
 
 
