@@ -17,6 +17,7 @@ from tidemark.errors import CheckpointError
 from tidemark.formats.checkpoint import Checkpoint
 from tidemark.formats.entries import hadoop_uri, relocate_schema_paths, rewrite_offset_conf, rewrite_operator_metadata
 from tidemark.formats.layout import LOCK_FILE, OFFSETS, STATE, crc_companions, schema_folder
+from tidemark.formats.state_schema import with_schema_ids
 from tidemark.storage import Storage, open_storage
 
 _METADATA = "_metadata"
@@ -142,7 +143,22 @@ def own_schema_paths(root: Path) -> list[str]:
         except (ValueError, UnicodeDecodeError, AttributeError, TypeError):
             return data
 
-    return _rewrite_metadata_files(open_storage(str(root)), rewrite)
+    store = open_storage(str(root))
+    changed = _rewrite_metadata_files(store, rewrite)
+    # Schema files of Spark's pre-release 4.0.0 layout, in the layout the installed Spark's reader reads.
+    for entry in list(store.list_files(STATE)):
+        if "/_stateSchema/" not in entry.rel or entry.rel.rsplit("/", 1)[-1].startswith("."):
+            continue
+        data = store.read_bytes(entry.rel)
+        converted = with_schema_ids(data) if data is not None else None
+        if converted is not None:
+            store.write_atomic(entry.rel, converted)
+            folder, name = entry.rel.rsplit("/", 1)
+            for companion in crc_companions(name):
+                if store.exists(f"{folder}/{companion}"):
+                    store.delete(f"{folder}/{companion}")
+            changed.append(entry.rel)
+    return changed
 
 
 def _rewrite_metadata_files(store: Storage, rewrite: Callable[[str, bytes], bytes]) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 PROVIDER_CLASS = "spark.sql.streaming.stateStore.providerClass"
 SCHEMA_PATHS = "stateSchemaFilePaths"
+SCHEMA_PATH = "stateSchemaFilePath"  # one path, as Spark's pre-release 4.0.0 builds wrote it
 
 
 def _dump(value: Any) -> str:
@@ -101,7 +102,8 @@ class OperatorFile:
                 name=str(entry.get("storeName", "default")),
                 partitions=int(entry["numPartitions"]) if "numPartitions" in entry else None,
                 prefix_columns=int(entry.get("numColsPrefixKey", 0)),
-                schema_paths=tuple(str(p) for p in entry.get(SCHEMA_PATHS) or ()),
+                schema_paths=tuple(str(p) for p in entry.get(SCHEMA_PATHS) or ())
+                or ((str(entry[SCHEMA_PATH]),) if entry.get(SCHEMA_PATH) else ()),
             )
             for entry in body.get("stateStoreInfo") or []
         )
@@ -141,6 +143,9 @@ def relocate_schema_paths(text: str, checkpoint_root: str) -> str:
     lines, index, body = _json_entry(text, "operator metadata file")
     changed = False
     for entry in body.get("stateStoreInfo") or []:
+        if entry.get(SCHEMA_PATH) and not entry.get(SCHEMA_PATHS):  # the pre-release 4.0.0 spelling
+            entry[SCHEMA_PATHS] = [entry.pop(SCHEMA_PATH)]
+            changed = True
         paths = entry.get(SCHEMA_PATHS)
         if not paths:
             continue

@@ -121,16 +121,66 @@ def parse_schema_file(data: bytes) -> list[ColumnFamilySchema]:
     if version != "v3":
         msg = f"unknown state schema version {version!r}"
         raise ValueError(msg)
+    after_version = reader.at
+    try:
+        return _v3_families(reader, schema_ids=True)
+    except (ValueError, struct.error) as with_ids:
+        # Spark's pre-release 4.0.0 builds (Spark's own checkpoint-version-4.0.0-tws fixtures) wrote v3 without
+        # the short schema id before each key and value schema (SPARK-50714 added it before the 4.0.0 release).
+        reader.at = after_version
+        try:
+            return _v3_families(reader, schema_ids=False)
+        except (ValueError, struct.error):
+            raise with_ids from None
+
+
+def with_schema_ids(data: bytes) -> bytes | None:
+    """A v3 schema file of Spark's pre-release 4.0.0 layout (no schema ids) in the layout every release reads
+    (a short id 0 before each key and value schema), chunks kept byte for byte; None when it is not that layout."""
+    reader = _Reader(data)
+    try:
+        if reader.utf() != "v3":
+            return None
+        start = reader.at
+        _v3_families(reader, schema_ids=True)
+    except (ValueError, struct.error):
+        pass
+    else:
+        return None  # already the release layout
+    reader.at = start
+    out = [data[:start]]
+    try:
+        count = reader.int()
+        out.append(struct.pack(">i", count))
+        for _ in range(count):
+            begin = reader.at
+            reader.utf()
+            out.append(data[begin : reader.at])
+            for index in range(4):  # key, value, key encoder, user key
+                begin = reader.at
+                reader.chunks()
+                out.append((struct.pack(">h", 0) if index < 2 else b"") + data[begin : reader.at])
+    except (ValueError, struct.error):
+        return None
+    return b"".join(out) if reader.at == len(data) else None
+
+
+def _v3_families(reader: _Reader, *, schema_ids: bool) -> list[ColumnFamilySchema]:
     families = []
     for _ in range(reader.int()):
         name = reader.utf()
-        reader.short()
+        if schema_ids:
+            reader.short()
         key = _json(reader.chunks())
-        reader.short()
+        if schema_ids:
+            reader.short()
         value = _json(reader.chunks())
         encoder = _json(reader.chunks())
         reader.chunks()  # the user key schema of map state; in the key schema too
         families.append(ColumnFamilySchema(name, struct_fields(key), struct_fields(value), encoder))
+    if reader.at != len(reader.data):
+        msg = f"{len(reader.data) - reader.at} bytes after the last column family"
+        raise ValueError(msg)
     return families
 
 
