@@ -27,9 +27,10 @@ from tests.streaming_queries import dedup_then_window, join, run_query, write_in
 from tidemark.cli.main import main
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
+from tidemark.config.model import PROVIDER_KEY
 from tidemark.evolve.repartition import RepartitionReport, repartition_checkpoint
 from tidemark.evolve.verify import compare_state
-from tidemark.formats import PROVIDER_CLASS, Checkpoint, read_progress_log
+from tidemark.formats import Checkpoint, read_progress_log
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.run import run_pipeline, start_query
 from tidemark.plan.store_start import plan_start
@@ -124,7 +125,7 @@ def test_a_window_that_outgrew_the_hdfs_store_moves_to_rocksdb(spark: SparkSessi
     assert command in advice.fix
     assert main(command.split()[1:]) == 0  # the advice, as the user runs it
     moved = Checkpoint.open(config.checkpoint.location)
-    assert moved.offset(moved.latest_committed_batch()).conf[PROVIDER_CLASS] == ROCKSDB_PROVIDER
+    assert moved.offset(moved.latest_committed_batch()).conf[PROVIDER_KEY] == ROCKSDB_PROVIDER
 
     arrive(list(data.files[2:]), tmp_path / "landing", 1_700_000_100)
     result = run_pipeline(grown, available_now=True, spark=spark)

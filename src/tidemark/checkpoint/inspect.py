@@ -20,6 +20,7 @@ from tidemark.checkpoint.report import (
 from tidemark.checkpoint.sink_report import inspect_delta_sink, inspect_sink, is_delta_sink
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
+from tidemark.config.provider import PROVIDER_KEY
 from tidemark.errors import UsageError
 from tidemark.formats import (
     SHUFFLE_PARTITIONS,
@@ -37,7 +38,6 @@ from tidemark.formats import (
 from tidemark.storage import Backend
 
 log = logging.getLogger(__name__)
-PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 
 
 def read_commits(checkpoint: Checkpoint, scan: CheckpointScan) -> dict[int, CommitEntry]:

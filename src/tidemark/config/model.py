@@ -12,12 +12,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 
 from tidemark.compat import StrEnum
 from tidemark.config.kafka import TYPED_OPTIONS, StartingPosition, check_kafka_options, parse_starting_position
+from tidemark.config.provider import HDFS_PROVIDER as HDFS_PROVIDER
+from tidemark.config.provider import PROVIDER_KEY as PROVIDER_KEY
+from tidemark.config.provider import ROCKSDB_PROVIDER as ROCKSDB_PROVIDER
 from tidemark.config.rocksdb import DEFAULT_BOUNDED_MEMORY_MB, rocksdb_conf
 from tidemark.durations import human, parse_duration
 from tidemark.errors import UsageError
-
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
 def _to_duration(value: Any) -> Any:
@@ -361,6 +361,11 @@ class StateStoreKind(StrEnum):
     ROCKSDB = "rocksdb"
     HDFS = "hdfs"
 
+    @classmethod
+    def of_provider(cls, provider_class: str | None) -> StateStoreKind:
+        """The kind a recorded or configured provider class is (Spark's default, HDFS-backed, when none)."""
+        return cls.ROCKSDB if provider_class == ROCKSDB_PROVIDER else cls.HDFS
+
 
 PROVIDER_CLASSES = {StateStoreKind.ROCKSDB: ROCKSDB_PROVIDER, StateStoreKind.HDFS: HDFS_PROVIDER}
 
@@ -387,7 +392,7 @@ class CheckpointConfig(_Table):
         """The Spark settings this table stands for (track_state_rows when the table leaves it open)."""
         conf = {
             "spark.sql.streaming.minBatchesToRetain": str(self.min_batches_to_retain),
-            "spark.sql.streaming.stateStore.providerClass": PROVIDER_CLASSES[self.state_store],
+            PROVIDER_KEY: PROVIDER_CLASSES[self.state_store],
         }
         if self.state_store is StateStoreKind.ROCKSDB:
             track = self.track_state_rows if self.track_state_rows is not None else track_state_rows

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tidemark.config.provider import PROVIDER_KEY
+
 PREFIX = "spark.sql.streaming.stateStore.rocksdb."
 # `bounded_memory_mb = "auto"` (the default): `tidemark run` sizes one cap per executor at every start, from what
 # the executor has and what the state needs (tidemark.plan.rocksdb_cap). Where nothing sized it (a config turned
@@ -64,7 +66,7 @@ def rocksdb_conf(changelog: bool, bounded_memory_mb: int | None, track_state_row
 
 def rows_tracked(conf: Mapping[str, str]) -> bool:
     """Does a query with these settings count its state rows (numRowsTotal)? Not RocksDB with tracking off."""
-    provider = conf.get("spark.sql.streaming.stateStore.providerClass", "")
+    provider = conf.get(PROVIDER_KEY, "")
     return "RocksDB" not in provider or conf.get(f"{PREFIX}trackTotalNumberOfRows", "true").lower() != "false"
 
 

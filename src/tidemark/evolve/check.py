@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidemark.config import AggregationKind, TidemarkConfig
-from tidemark.config.model import HDFS_PROVIDER
+from tidemark.config.model import HDFS_PROVIDER, PROVIDER_KEY
 from tidemark.evolve.continuation import continuation
 from tidemark.evolve.expect import ExpectedState, expected_state
 from tidemark.evolve.rehearse import Rehearsal, rehearse
 from tidemark.formats import (
-    PROVIDER_CLASS,
     SHUFFLE_PARTITIONS,
     Checkpoint,
     ColumnFamilySchema,
@@ -97,10 +96,10 @@ def _check_settings(checkpoint: Checkpoint, batch: int, config: TidemarkConfig, 
         )
     else:
         found.same(f"shuffle partitions {new_n}")
-    old_provider = pinned.get(PROVIDER_CLASS, HDFS_PROVIDER)
+    old_provider = pinned.get(PROVIDER_KEY, HDFS_PROVIDER)
     # Unset, [checkpoint] state_store follows the checkpoint (tidemark.plan.store_start): only a set one can differ.
     explicit = "state_store" in config.checkpoint.model_fields_set
-    new_provider = wanted.get(PROVIDER_CLASS, HDFS_PROVIDER) if explicit else old_provider
+    new_provider = wanted.get(PROVIDER_KEY, HDFS_PROVIDER) if explicit else old_provider
     if old_provider != new_provider:
         old_name, new_name = _provider_name(old_provider), _provider_name(new_provider)
         found.problem(
@@ -125,7 +124,7 @@ def _check_settings(checkpoint: Checkpoint, batch: int, config: TidemarkConfig, 
         found.same(f"checkpoint format v{new_format}")
     user_conf = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in config.spark.conf.items()}
     for key, value in sorted(user_conf.items()):
-        if key in pinned and key not in (SHUFFLE_PARTITIONS, PROVIDER_CLASS) and pinned[key] != value:
+        if key in pinned and key not in (SHUFFLE_PARTITIONS, PROVIDER_KEY) and pinned[key] != value:
             found.problem(
                 "SETTING_IGNORED",
                 f"[spark.conf] sets {key} = {value}, the checkpoint pins {pinned[key]}: Spark keeps {pinned[key]}",

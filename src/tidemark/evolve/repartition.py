@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidemark.compat import UTC, StrEnum
-from tidemark.config.model import HDFS_PROVIDER, PROVIDER_CLASSES, StateStoreKind
+from tidemark.config.model import HDFS_PROVIDER, PROVIDER_CLASSES, PROVIDER_KEY, StateStoreKind
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.evolve.partitioning import store_moves
 from tidemark.evolve.verify import StateComparison, compare_state
 from tidemark.formats import (
-    PROVIDER_CLASS,
     SHUFFLE_PARTITIONS,
     Checkpoint,
     MoveResult,
@@ -236,7 +235,7 @@ def repartition_checkpoint(
     if old_partitions is None:
         msg = f"{checkpoint.uri} records no shuffle partition count in offsets/{batch}: it is not a Spark 3+ checkpoint"
         raise CheckpointError(msg)
-    provider = conf.get(PROVIDER_CLASS, HDFS_PROVIDER)
+    provider = conf.get(PROVIDER_KEY, HDFS_PROVIDER)
     kinds = [kind.value for kind in StateStoreKind]
     if state_store is not None and state_store not in kinds:
         msg = f"--state-store must be one of {', '.join(kinds)}"
@@ -261,7 +260,7 @@ def repartition_checkpoint(
             raise UsageError(msg)
     chosen = choose_engine(engine, apply=apply, to=to, provider=provider, new_provider=new_provider, conf=conf)
     read_conf = {**conf, FORMAT_VERSION_KEY: "1"}
-    write_conf = {**read_conf, PROVIDER_CLASS: new_provider, CHANGELOG_KEY: "false"}
+    write_conf = {**read_conf, PROVIDER_KEY: new_provider, CHANGELOG_KEY: "false"}
     notes: list[str] = []
     if not moves:
         notes.append("the query keeps no state: only the recorded partition count changes")
@@ -293,7 +292,7 @@ def repartition_checkpoint(
                 notes.append(f"written by Spark's own offline repartition as batch {batch + 1}, verified by tidemark")
             elif apply:
                 target.mkdir(parents=True, exist_ok=True)
-                updates = {SHUFFLE_PARTITIONS: str(partitions), PROVIDER_CLASS: new_provider}
+                updates = {SHUFFLE_PARTITIONS: str(partitions), PROVIDER_KEY: new_provider}
                 clone_without_state(checkpoint, open_storage(str(target)), updates, partitions)
                 if moves:
                     verification = compare_state(spark, source, open_state_source(target), batch)

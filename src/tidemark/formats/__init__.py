@@ -29,7 +29,6 @@ from tidemark.formats.delta_log import (
     read_snapshot,
 )
 from tidemark.formats.entries import (
-    PROVIDER_CLASS,
     SHUFFLE_PARTITIONS,
     CommitEntry,
     OffsetEntry,
@@ -128,7 +127,6 @@ from tidemark.formats.unsafe_row import RowDecodeError, decode_row, fields_from_
 
 __all__ = [
     "LOCK_FILE",
-    "PROVIDER_CLASS",
     "ROCKSDB_CAP_FIELD",
     "SHUFFLE_PARTITIONS",
     "AddedFile",

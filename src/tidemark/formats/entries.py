@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-PROVIDER_CLASS = "spark.sql.streaming.stateStore.providerClass"
 SCHEMA_PATHS = "stateSchemaFilePaths"
 SCHEMA_PATH = "stateSchemaFilePath"  # one path, as Spark's pre-release 4.0.0 builds wrote it
 

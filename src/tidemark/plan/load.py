@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tidemark.config.model import ROCKSDB_PROVIDER, StateStoreKind, TidemarkConfig
+from tidemark.config.model import PROVIDER_KEY, StateStoreKind, TidemarkConfig
 from tidemark.config.rocksdb import BOUNDED_MEMORY_USAGE, MAX_MEMORY_USAGE
 from tidemark.errors import InputError, UsageError
 from tidemark.formats import BatchProgress, read_progress
@@ -82,8 +82,7 @@ def conf_from_spark(conf: Mapping[str, str], master: str = "") -> MemoryConf:
     if conf.get("spark.memory.offHeap.enabled", "false").lower() == "true":
         off_heap = spark_memory(conf.get("spark.memory.offHeap.size", "0"), plain_unit=1)
     pyspark = conf.get("spark.executor.pyspark.memory")
-    provider = conf.get("spark.sql.streaming.stateStore.providerClass", "")
-    store = StateStoreKind.ROCKSDB if provider == ROCKSDB_PROVIDER else StateStoreKind.HDFS
+    store = StateStoreKind.of_provider(conf.get(PROVIDER_KEY))
     bounded = None
     if store is StateStoreKind.ROCKSDB and conf.get(BOUNDED_MEMORY_USAGE, "false").lower() == "true":
         bounded = spark_memory(conf.get(MAX_MEMORY_USAGE, "500"))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import UTC
-from tidemark.config.model import ROCKSDB_PROVIDER, StateStoreKind
+from tidemark.config.model import PROVIDER_KEY, StateStoreKind
 from tidemark.errors import UsageError
 from tidemark.formats import BatchProgress, read_progress
 from tidemark.plan.load import detect_state_store
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
     from tidemark.formats import Checkpoint
 
-_PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 _PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 _RETAINED_KEY = "spark.sql.streaming.maxBatchesToRetainInMemory"
 
@@ -199,7 +198,7 @@ def measured_from_checkpoint(path: str | Path, lookback: int = 10, batch: int | 
             raise UsageError(msg)
         offsets = source.checkpoint.offset(latest)
         conf = offsets.conf
-        store_kind = StateStoreKind.ROCKSDB if conf.get(_PROVIDER_KEY) == ROCKSDB_PROVIDER else StateStoreKind.HDFS
+        store_kind = StateStoreKind.of_provider(conf.get(PROVIDER_KEY))
         now = _sizes_at(spark, source, stores, latest)
         points = [StatePoint(latest, now.rows, _timestamp(offsets.timestamp_ms))]
         if earlier < latest:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tidemark.config.model import (
     HDFS_PROVIDER,
+    PROVIDER_KEY,
     ROCKSDB_PROVIDER,
     AggregationKind,
     StateStoreKind,
@@ -27,7 +28,6 @@ from tidemark.config.rocksdb import AUTO, write_buffer_conf
 from tidemark.errors import TidemarkError
 from tidemark.findings import Finding, Severity
 from tidemark.formats import (
-    PROVIDER_CLASS,
     SHUFFLE_PARTITIONS,
     Checkpoint,
     CheckpointStatus,
@@ -163,7 +163,7 @@ def _existing_store(check: Checkpoint) -> tuple[StateStoreKind, str] | None:
         return None
     offsets = check.find_offset(batches[-1])
     conf = offsets.conf if offsets is not None else {}
-    provider = conf.get(PROVIDER_CLASS, HDFS_PROVIDER)
+    provider = conf.get(PROVIDER_KEY, HDFS_PROVIDER)
     store = StateStoreKind.ROCKSDB if provider == ROCKSDB_PROVIDER else StateStoreKind.HDFS
     return store, conf.get(SHUFFLE_PARTITIONS, "N")
 

@@ -13,7 +13,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import StructType
 
-from tidemark.config.model import ROCKSDB_PROVIDER
+from tidemark.config.model import PROVIDER_KEY, ROCKSDB_PROVIDER
 from tidemark.errors import EnvironmentProblem, UsageError
 from tidemark.spark.lines import protobuf_problem
 from tidemark.stateful.api import STATE_VARIABLE, KeyContext, KeyedProcessor, TimeMode
@@ -21,8 +21,6 @@ from tidemark.stateful.api import STATE_VARIABLE, KeyContext, KeyedProcessor, Ti
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame
-
-_PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 
 
 def events_to_epoch_ms(column: pd.Series) -> pd.Series:
@@ -174,7 +172,7 @@ def check_requirements(events: DataFrame, processor: KeyedProcessor) -> None:
     problem = protobuf_problem()
     if problem is not None:
         raise EnvironmentProblem(problem)
-    provider = events.sparkSession.conf.get(_PROVIDER_KEY, None)
+    provider = events.sparkSession.conf.get(PROVIDER_KEY, None)
     if provider != ROCKSDB_PROVIDER:
         msg = (
             "custom stateful logic and the lifecycle layer need the RocksDB state store: "
