@@ -137,36 +137,36 @@ def own_schema_paths(root: Path) -> list[str]:
     """
     copy_root = hadoop_uri(str(root))
 
-    def rewrite(_rel: str, data: bytes) -> bytes:
+    def rewrite(rel: str, data: bytes) -> bytes:
+        if _is_schema_file(rel):
+            # Spark's pre-release 4.0.0 layout, in the layout the installed Spark's reader reads.
+            return with_schema_ids(data) or data
         try:
             return relocate_schema_paths(data.decode("utf-8"), copy_root).encode("utf-8")
         except (ValueError, UnicodeDecodeError, AttributeError, TypeError):
             return data
 
-    store = open_storage(str(root))
-    changed = _rewrite_metadata_files(store, rewrite)
-    # Schema files of Spark's pre-release 4.0.0 layout, in the layout the installed Spark's reader reads.
-    for entry in list(store.list_files(STATE)):
-        if "/_stateSchema/" not in entry.rel or entry.rel.rsplit("/", 1)[-1].startswith("."):
-            continue
-        data = store.read_bytes(entry.rel)
-        converted = with_schema_ids(data) if data is not None else None
-        if converted is not None:
-            store.write_atomic(entry.rel, converted)
-            folder, name = entry.rel.rsplit("/", 1)
-            for companion in crc_companions(name):
-                if store.exists(f"{folder}/{companion}"):
-                    store.delete(f"{folder}/{companion}")
-            changed.append(entry.rel)
-    return changed
+    wanted = lambda rel: _is_operator_metadata(rel) or _is_schema_file(rel)  # noqa: E731
+    return _rewrite_state_files(open_storage(str(root)), wanted, rewrite)
+
+
+def _is_schema_file(rel: str) -> bool:
+    return "/_stateSchema/" in rel and not rel.rsplit("/", 1)[-1].startswith(".")
 
 
 def _rewrite_metadata_files(store: Storage, rewrite: Callable[[str, bytes], bytes]) -> list[str]:
-    """Rewrite every operator metadata file of store (write_atomic: a new file, never through a link); a changed
-    file loses its checksum companions, which Hadoop's local reader would check the new bytes against."""
+    """Rewrite every operator metadata file of store (_rewrite_state_files)."""
+    return _rewrite_state_files(store, _is_operator_metadata, rewrite)
+
+
+def _rewrite_state_files(
+    store: Storage, wanted: Callable[[str], bool], rewrite: Callable[[str, bytes], bytes]
+) -> list[str]:
+    """Rewrite the wanted files under state/ (write_atomic: a new file, never through a link); a changed file loses
+    its checksum companions, which Hadoop's local reader would check the new bytes against."""
     changed = []
     for entry in list(store.list_files(STATE)):
-        if not _is_operator_metadata(entry.rel):
+        if not wanted(entry.rel):
             continue
         data = store.read_bytes(entry.rel)
         if data is None:
