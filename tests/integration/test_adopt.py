@@ -46,6 +46,27 @@ def _land(files: list[Path], landing: Path) -> None:
         os.utime(target, (stamp, stamp))
 
 
+def window_counts(events: Any) -> Any:
+    """The old job's query as a user wrote it by hand: grouped by window then user, the window's bounds as columns."""
+    from pyspark.sql import functions as F
+
+    counts = events.groupBy(F.window("ts", "15 minutes"), "user").agg(
+        F.min("ts").alias("firstEventTime"),
+        F.max("ts").alias("lastEventTime"),
+        F.count(F.lit(1)).alias("count"),
+        F.sum("value").alias("value_sum"),
+    )
+    return counts.select(
+        "user",
+        F.col("window.start").alias("windowStart"),
+        F.col("window.end").alias("windowEnd"),
+        "firstEventTime",
+        "lastEventTime",
+        "count",
+        "value_sum",
+    )
+
+
 def _old_job(spark: Any, landing: Path, checkpoint: Path, sink: Path) -> None:
     """What a user wrote by hand: grouped by window first, the window's bounds as columns, no partitions."""
     from pyspark.sql import functions as F
@@ -57,21 +78,7 @@ def _old_job(spark: Any, landing: Path, checkpoint: Path, sink: Path) -> None:
         .withColumn("ts", F.to_timestamp("ts"))
         .withWatermark("ts", "10 minutes")
     )
-    counts = events.groupBy(F.window("ts", "15 minutes"), "user").agg(
-        F.min("ts").alias("firstEventTime"),
-        F.max("ts").alias("lastEventTime"),
-        F.count(F.lit(1)).alias("count"),
-        F.sum("value").alias("value_sum"),
-    )
-    out = counts.select(
-        "user",
-        F.col("window.start").alias("windowStart"),
-        F.col("window.end").alias("windowEnd"),
-        "firstEventTime",
-        "lastEventTime",
-        "count",
-        "value_sum",
-    )
+    out = window_counts(events)
     query = (
         out.writeStream.format("parquet")
         .option("path", str(sink))

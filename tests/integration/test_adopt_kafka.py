@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers import read_sink, write_config
-from tests.integration.test_adopt import _read_old_sink, listing
+from tests.integration.test_adopt import _read_old_sink, listing, window_counts
 from tests.kafka_broker import KafkaBroker
 from tests.kafka_data import Produced, final_windows_oracle, make_events, produce
 from tests.oracles import assert_matches_oracle
@@ -64,21 +64,7 @@ def _old_job(spark: Any, broker: KafkaBroker, topic: str, checkpoint: Path, sink
         .withColumn("ts", F.to_timestamp("ts"))
         .withWatermark("ts", "10 minutes")
     )
-    counts = events.groupBy(F.window("ts", "15 minutes"), "user").agg(
-        F.min("ts").alias("firstEventTime"),
-        F.max("ts").alias("lastEventTime"),
-        F.count(F.lit(1)).alias("count"),
-        F.sum("value").alias("value_sum"),
-    )
-    out = counts.select(
-        "user",
-        F.col("window.start").alias("windowStart"),
-        F.col("window.end").alias("windowEnd"),
-        "firstEventTime",
-        "lastEventTime",
-        "count",
-        "value_sum",
-    )
+    out = window_counts(events)
     query = (
         out.writeStream.format("parquet")
         .option("path", str(sink))
