@@ -20,6 +20,7 @@ import pytest
 
 from tests.helpers import read_sink, write_config
 from tests.integration.test_adopt import _read_old_sink, listing, window_counts
+from tests.integration.test_kafka_recovery import kafka_source
 from tests.kafka_broker import KafkaBroker
 from tests.kafka_data import Produced, final_windows_oracle, make_events, produce
 from tests.oracles import assert_matches_oracle
@@ -31,14 +32,7 @@ SCHEMA = "event_id BIGINT, user STRING, ts STRING, value DOUBLE"
 
 
 def _source(broker: KafkaBroker, topic: str) -> dict[str, Any]:
-    return {
-        "format": "kafka",
-        "path": None,
-        "max_files_per_trigger": None,
-        "bootstrap_servers": broker.bootstrap,
-        "topic": topic,
-        "max_offsets_per_trigger": 80,
-    }
+    return kafka_source(broker, topic, max_offsets_per_trigger=80)
 
 
 def _after(produced: list[Produced]) -> datetime:
