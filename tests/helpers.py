@@ -79,6 +79,18 @@ def write_config(directory: Path, **overrides: dict[str, Any]) -> Path:
     return path
 
 
+def kafka_source(bootstrap: str, topic: str, **extra: Any) -> dict[str, Any]:
+    """A `[source]` table that reads `topic` from the broker at `bootstrap` (the file source's keys cleared)."""
+    return {
+        "format": "kafka",
+        "path": None,
+        "max_files_per_trigger": None,
+        "bootstrap_servers": bootstrap,
+        "topic": topic,
+        **extra,
+    }
+
+
 def read_sink(path: Path) -> pd.DataFrame:
     """Read the sink with pyarrow (not Spark), as any Parquet reader would; sorted by key and window."""
     frame = pd.read_parquet(path)

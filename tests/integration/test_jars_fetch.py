@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import write_config
+from tests.helpers import kafka_source, write_config
 from tidemark.spark import jars
 from tidemark.spark.artifacts import JarFeature
 from tidemark.spark.lines import installed_version
@@ -37,13 +37,7 @@ def test_jars_fetch_from_an_empty_cache_downloads_and_verifies_the_locked_closur
     assert wanted, "the Kafka closure is more than the pyspark wheel's jars"
     config = write_config(
         tmp_path,
-        source={
-            "format": "kafka",
-            "path": None,
-            "max_files_per_trigger": None,
-            "bootstrap_servers": "127.0.0.1:9",
-            "topic": "t",
-        },
+        source=kafka_source("127.0.0.1:9", "t"),
     )
     cache = tmp_path / "cache"
     home = tmp_path / "home"  # no ~/.m2 to copy from: everything comes over the network

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests import helpers
 from tests.helpers import progress_lines, read_sink, stop_before_the_no_data_batch, write_config
 from tests.kafka_broker import KafkaBroker
 from tests.kafka_data import (
@@ -32,14 +33,7 @@ pytestmark = pytest.mark.integration
 
 
 def kafka_source(broker: KafkaBroker, topic: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "format": "kafka",
-        "path": None,
-        "max_files_per_trigger": None,
-        "bootstrap_servers": broker.bootstrap,
-        "topic": topic,
-        **extra,
-    }
+    return helpers.kafka_source(broker.bootstrap, topic, **extra)
 
 
 def _config(tmp_path: Path, broker: KafkaBroker, topic: str, **source: Any) -> Path:

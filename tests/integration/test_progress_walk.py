@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import write_config
+from tests.helpers import kafka_source, write_config
 from tests.unit.test_cli_exit_codes import LEAVES
 from tidemark.spark import jars
 
@@ -80,13 +80,7 @@ def test_every_command_that_can_take_two_seconds_shows_progress_on_a_terminal(tm
     kafka.mkdir()
     kafka_config = write_config(
         kafka,
-        source={
-            "format": "kafka",
-            "path": None,
-            "max_files_per_trigger": None,
-            "bootstrap_servers": "127.0.0.1:9",
-            "topic": "t",
-        },
+        source=kafka_source("127.0.0.1:9", "t"),
     )
     home = tmp_path / "home"  # no ~/.m2: `jars fetch` downloads into an empty cache, as on a new machine
     home.mkdir()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import read_sink, write_config
+from tests.helpers import kafka_source, read_sink, write_config
 from tests.oracles import window_oracle
 from tidemark.cli.main import main
 from tidemark.config import load_config
@@ -97,13 +97,7 @@ def test_kafka_offline_with_an_empty_jar_cache_names_the_fetch_command(tmp_path:
     # before any JVM starts.
     config = write_config(
         tmp_path,
-        source={
-            "format": "kafka",
-            "path": None,
-            "max_files_per_trigger": None,
-            "bootstrap_servers": "127.0.0.1:9",
-            "topic": "events",
-        },
+        source=kafka_source("127.0.0.1:9", "events"),
     )
     env = {
         **os.environ,
