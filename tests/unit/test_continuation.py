@@ -46,3 +46,20 @@ def test_a_spark_4_window_checkpoint_is_not_refused_on_3_5() -> None:
     verdict = continuation(_open("4.1.4", "hdfs_window"), "3.5.9")
     assert verdict.ok
     assert verdict.written_by == "Spark 4.0 or newer (state/0/_metadata)"
+
+
+def test_the_offset_log_v2_is_refused_before_spark_4_2_in_one_line() -> None:
+    # Recorded by Spark 4.2.1 and 4.3.0 with spark.sql.streaming.offsetLog.formatVersion=2; Spark 4.1's reader
+    # fails on it with INVALID_LOG_VERSION.MAX_SUPPORTED_VERSION (tests/integration/test_state_corpus_spark.py).
+    for version in ("4.2.1", "4.3.0"):
+        case = _open(version, "rocksdb_offsets_v2_window")
+        verdict = continuation(case, "4.1.1")
+        assert verdict.missing == (
+            "the checkpoint uses the offset log v2 (sources named; spark.sql.streaming.offsetLog.formatVersion = 2) "
+            "(offsets/3 is a v2 offsets entry): the offset log v2 (sources named; "
+            "spark.sql.streaming.offsetLog.formatVersion = 2) needs Spark 4.2 or newer (installed: Spark 4.1.1)",
+        ), version
+        assert not continuation(case, "3.5.9").ok
+        assert continuation(case, "4.2.0").ok and continuation(case, "4.3.0").ok
+    # The same query with the v1 log continues on 4.1.
+    assert continuation(_open("4.2.1", "rocksdb_changelog_window"), "4.1.1").ok

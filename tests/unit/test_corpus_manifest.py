@@ -75,7 +75,8 @@ def test_expected_json_matches_the_checkpoint(case: Path) -> None:
     first_line = (checkpoint / "commits" / str(commits[-1])).read_text().splitlines()[0]
     format_version = expected["settings"].get("spark.sql.streaming.stateStore.checkpointFormatVersion", "1")
     assert first_line == ("v2" if format_version == "2" else "v1")
-    assert (checkpoint / "offsets" / str(offsets[-1])).read_text().splitlines()[0] == "v1"
+    offsets_version = expected["settings"].get("spark.sql.streaming.offsetLog.formatVersion", "1")
+    assert (checkpoint / "offsets" / str(offsets[-1])).read_text().splitlines()[0] == f"v{offsets_version}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")

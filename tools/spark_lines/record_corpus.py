@@ -128,6 +128,15 @@ CASES = [
         format_version=2,
     ),
     Case(
+        "rocksdb_offsets_v2_window",
+        "window",
+        ROCKSDB,
+        "the window aggregation on RocksDB with changelog checkpointing and the offset log v2 (sources named)",
+        since=(4, 2),
+        changelog=True,
+        conf={"spark.sql.streaming.offsetLog.formatVersion": "2"},
+    ),
+    Case(
         "rocksdb_changelog_long_run",
         "window",
         ROCKSDB,

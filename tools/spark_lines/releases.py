@@ -67,6 +67,7 @@ FEATURE_PROBES: dict[str, list[tuple[str, str, str]]] = {
     "CHECKPOINT_FORMAT_V2": [
         ("conf", "spark-catalyst", "spark.sql.streaming.stateStore.checkpointFormatVersion"),
     ],
+    "OFFSET_LOG_V2": [("conf", "spark-catalyst", "spark.sql.streaming.offsetLog.formatVersion")],
     "OFFLINE_REPARTITION": [
         ("class", "spark-sql", "org/apache/spark/sql/classic/StreamingCheckpointManager.class"),
         ("python", "pyspark/sql/session.py", "def _streamingCheckpointManager("),
