@@ -38,7 +38,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,9 +50,14 @@ from env import find_python, find_uv  # noqa: E402
 
 REPO = HERE.parent.parent
 RESULTS = REPO / "build" / "smoke"
+LOGS = REPO / "build" / "smoke-logs"  # each smoke run's output, printed whole when the run ends
 MARKER = ".complete"
 # Every other Spark line on Python 3.11, every other Python on the default Spark (not the cross product).
-TARGETS = ("3.5@3.11", "4.0@3.11", "4.2@3.11", "4.3@3.11", "default@3.10", "default@3.12", "default@3.13")
+# In order of their run's length (longest first), so that JOBS side by side end close together.
+TARGETS = ("4.2@3.11", "4.0@3.11", "3.5@3.11", "4.3@3.11", "default@3.12", "default@3.10", "default@3.13")
+# Smoke runs side by side: a run waits on JVM starts and its broker as much as it computes, so two on two cores
+# take less than one after the other (measured in docs/compatibility.md, "What CI runs").
+JOBS = 2
 # Features whose code is all on the JVM side, which another Python does not change (the Delta sink: Delta's jars
 # and a foreachBatch that only calls the writer; the Kafka source: the locked connector jars): the other Pythons on
 # the default Spark leave them out (the full suite runs them on the default Python); README's table says "-" there.
@@ -276,8 +283,11 @@ def reinstall(python: Path, wheel: Path, uv: str) -> None:
     run([uv, "pip", "install", "--quiet", "--python", str(python), "--no-deps", "--reinstall", str(wheel)])
 
 
-def smoke(target: Target, python: Path, wheel: Path, uv: str) -> int:
-    """Reinstall the clone's wheel, run the smoke tests, write build/smoke/<target>.json; pytest's exit code."""
+def smoke(target: Target, python: Path, wheel: Path, uv: str, output: Path) -> int:
+    """Reinstall the clone's wheel, run the smoke tests, write build/smoke/<target>.json; pytest's exit code.
+
+    Everything the run prints goes to `output` (runs go side by side; main prints each whole when it ends).
+    """
     reinstall(python, wheel, uv)
     # The range-end variants prove the ranges, not the README's table: their results go elsewhere.
     folder = RESULTS if target.variant == "pinned" else RESULTS.with_name("smoke-ranges")
@@ -288,26 +298,34 @@ def smoke(target: Target, python: Path, wheel: Path, uv: str) -> int:
     if target.line == "default":
         env["TIDEMARK_SMOKE_LEAVE_OUT"] = ",".join(JVM_ONLY)
     env.pop("VIRTUAL_ENV", None)
-    # tidemark's JVM helper, compiled against this line's jars (cached per pyspark version and source): every part
-    # the line claims (tidemark.spark.lines) must compile, or the run fails here.
-    helper = subprocess.run([str(python), "-m", "tidemark.spark.jvm"], cwd=REPO, env=env, check=False)
-    if helper.returncode != 0:
-        return helper.returncode
-    command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=600", "-m", "smoke"]
-    command += ["tests/smoke"]
-    return subprocess.run(command, cwd=REPO, env=env, check=False).returncode
+    with output.open("w", encoding="utf-8") as out:
+        # tidemark's JVM helper, compiled against this line's jars (cached per pyspark version and source): every
+        # part the line claims (tidemark.spark.lines) must compile, or the run fails here.
+        helper = [str(python), "-m", "tidemark.spark.jvm"]
+        done = subprocess.run(helper, cwd=REPO, env=env, check=False, stdout=out, stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            return done.returncode
+        # Its own pytest base folder: two runs side by side never share (or clean up) each other's temp folders.
+        basetemp = REPO / "build" / "smoke-tmp" / target.name
+        basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes (and empties) the last part only
+        command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=600", "-m", "smoke"]
+        command += [f"--basetemp={basetemp}", "tests/smoke"]
+        done = subprocess.run(command, cwd=REPO, env=env, check=False, stdout=out, stderr=subprocess.STDOUT)
+        return done.returncode
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["run", "env"])
     parser.add_argument("targets", nargs="*", help=f"LINE@PYTHON[:lowest|highest] (default: {' '.join(TARGETS)})")
-    args = parser.parse_args()
+    parser.add_argument("--jobs", type=int, default=JOBS, help=f"smoke runs side by side (default {JOBS})")
+    args = parser.parse_intermixed_args()
     targets = [Target.parse(t) for t in (args.targets or TARGETS)]
     uv = find_uv()
     wheels = {python: build_wheel(uv, python) for python in sorted({t.python for t in targets})}
     failed = []
-    timings = []
+    built: list[tuple[Target, Path, float]] = []
+    # The environments one by one (a build downloads and may fail loudly), then the smoke runs side by side.
     for target in targets:
         started = time.monotonic()
         wheel = wheels[target.python]
@@ -319,17 +337,33 @@ def main() -> None:
             log(f"{target.name}: ENVIRONMENT NOT BUILT: `{command}` exited {exc.returncode}")
             failed.append(f"{target.name} (environment not built)")
             continue
-        built = time.monotonic() - started
         if args.command == "env":
             reinstall(python, wheel, uv)
             print(python)
             continue
-        code = smoke(target, python, wheel, uv)
-        timings.append(f"{target.name}: env {built:.0f} s, smoke {time.monotonic() - started - built:.0f} s")
+        built.append((target, python, time.monotonic() - started))
+    LOGS.mkdir(parents=True, exist_ok=True)
+    printing = threading.Lock()
+    timings: dict[str, str] = {}
+
+    def one(target: Target, python: Path, env_seconds: float) -> None:
+        started = time.monotonic()
+        output = LOGS / f"{target.name}.log"
+        code = smoke(target, python, wheels[target.python], uv, output)
+        seconds = time.monotonic() - started
+        timings[target.name] = f"{target.name}: env {env_seconds:.0f} s, smoke {seconds:.0f} s"
+        with printing:
+            log(f"== {target.name} (exit {code}, {seconds:.0f} s; {output})")
+            sys.stderr.write(output.read_text(encoding="utf-8", errors="replace"))
+            sys.stderr.flush()
         if code != 0:
             failed.append(target.name)
-    for line in timings:
-        log(line)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for future in [pool.submit(one, *item) for item in built]:
+            future.result()
+    for target, _, _ in built:
+        log(timings[target.name])
     if failed:
         sys.exit(f"smoke runs failed: {', '.join(failed)}")
 
