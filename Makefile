@@ -79,9 +79,10 @@ lint: install
 
 # The whole suite on the default Spark (its smoke tests write what they proved to build/smoke/), then the smoke
 # subset on every other Spark line and Python, then the README's compatibility table against build/smoke/.
+# --durations: the 40 slowest tests in CI's log, where the time budget (README) goes.
 test: install chromium azurite prometheus kafka lint
 	rm -rf build/smoke
-	TIDEMARK_SMOKE_RESULTS=build/smoke/default-py3.11.json $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600
+	TIDEMARK_SMOKE_RESULTS=build/smoke/default-py3.11.json $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600 --durations=40
 	$(MAKE) --no-print-directory test-lines
 
 # Each other Spark line on Python 3.11 and each other Python on the default Spark: environments built the way users
