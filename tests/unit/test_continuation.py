@@ -63,3 +63,14 @@ def test_the_offset_log_v2_is_refused_before_spark_4_2_in_one_line() -> None:
         assert continuation(case, "4.2.0").ok and continuation(case, "4.3.0").ok
     # The same query with the v1 log continues on 4.1.
     assert continuation(_open("4.2.1", "rocksdb_changelog_window"), "4.1.1").ok
+
+
+def test_join_state_format_4_is_refused_before_spark_4_2_and_format_3_is_not() -> None:
+    for version in ("4.2.1", "4.3.0"):
+        verdict = continuation(_open(version, "rocksdb_join_v4"), "4.1.1")
+        assert len(verdict.missing) == 1, verdict.missing
+        assert "offsets/3 records spark.sql.streaming.join.stateFormatVersion = 4" in verdict.missing[0]
+        assert "needs Spark 4.2 or newer (installed: Spark 4.1.1)" in verdict.missing[0]
+        assert continuation(_open(version, "rocksdb_join_v4"), "4.2.0").ok
+        # Format 3 (column families) is Spark 4.1's too: the 4.1 recording and 4.1's reader read it.
+        assert continuation(_open(version, "rocksdb_join_v3"), "4.1.1").ok

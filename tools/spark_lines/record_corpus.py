@@ -69,6 +69,18 @@ class Case:
         return settings
 
 
+# A stream-stream join's four stores (folders, or column families of one store from join state format 3 on).
+JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
+
+JOIN_V4_STORES = ("left-keyWithTsToValues", "left-tsWithKey", "right-keyWithTsToValues", "right-tsWithKey")
+
+
+def join_stores(checkpoint: Path) -> tuple[str, ...]:
+    """A column-family join's four stores: format 4's, or 3's, as the join state format recorded in offsets/0."""
+    conf = json.loads((checkpoint / "offsets" / "0").read_text().splitlines()[1]).get("conf", {})
+    return JOIN_V4_STORES if conf.get("spark.sql.streaming.join.stateFormatVersion") == "4" else JOIN_STORES
+
+
 CASES = [
     Case("hdfs_window", "window", HDFS, "1-minute tumbling window count+sum per key, 1-minute watermark"),
     Case("rocksdb_window", "window", ROCKSDB, "the window aggregation on RocksDB, no changelog", since=(3, 2)),
@@ -135,6 +147,27 @@ CASES = [
         since=(4, 2),
         changelog=True,
         conf={"spark.sql.streaming.offsetLog.formatVersion": "2"},
+    ),
+    Case(
+        "rocksdb_join_v3",
+        "join",
+        ROCKSDB,
+        "the stream-stream join with join state format 3: its four stores as virtual column families of one",
+        since=(4, 1),
+        changelog=True,
+        conf={"spark.sql.streaming.join.stateFormatVersion": "3"},
+    ),
+    Case(
+        "rocksdb_join_v4",
+        "join",
+        ROCKSDB,
+        "the stream-stream join with join state format 4 (on 4.2 behind spark.sql.streaming.join.stateFormatV4.enabled)",
+        since=(4, 2),
+        changelog=True,
+        conf={
+            "spark.sql.streaming.join.stateFormatVersion": "4",
+            "spark.sql.streaming.join.stateFormatV4.enabled": "true",
+        },
     ),
     Case(
         "rocksdb_changelog_long_run",
@@ -354,10 +387,13 @@ def read_state(spark: SparkSession, checkpoint: Path, batch_id: int) -> dict[str
     counts = []
     for entry in metadata:
         variables = []
+        stores = [entry["stateStoreName"]]
         if entry.get("operatorProperties"):
             properties = json.loads(entry["operatorProperties"])
             variables = [v["stateName"] for v in properties.get("stateVariables", [])]
-        targets = [("stateVarName", v) for v in variables] or [("storeName", entry["stateStoreName"])]
+            if properties.get("useVirtualColumnFamilies") is True:  # join state format 3+: one family per store
+                stores = list(join_stores(checkpoint))
+        targets = [("stateVarName", v) for v in variables] or [("storeName", store) for store in stores]
         for option, name in targets:
             reader = spark.read.format("statestore").option("batchId", batch_id)
             reader = reader.option("operatorId", entry["operatorId"]).option(option, name)
@@ -390,7 +426,12 @@ def batch_ids(folder: Path) -> list[int]:
 
 
 def stores_on_disk(operator_dir: Path) -> list[str]:
-    """Store names as the folders show them: a partition holds either the files of `default` or one folder per store."""
+    """Store names as the folders show them: a partition holds either the files of `default` or one folder per store;
+    a join whose operator metadata says useVirtualColumnFamilies (join state format 3+) keeps its four stores as
+    column families of `default`: those four."""
+    metadata = operator_dir / "_metadata" / "v2" / "0"
+    if metadata.is_file() and '\\"useVirtualColumnFamilies\\":true' in metadata.read_text():
+        return sorted(join_stores(operator_dir.parent.parent))
     names: set[str] = set()
     for partition in operator_dir.iterdir():
         if not partition.name.isdigit():

@@ -67,6 +67,13 @@ FEATURE_PROBES: dict[str, list[tuple[str, str, str]]] = {
     "CHECKPOINT_FORMAT_V2": [
         ("conf", "spark-catalyst", "spark.sql.streaming.stateStore.checkpointFormatVersion"),
     ],
+    "JOIN_STATE_V4": [
+        (
+            "class",
+            "spark-sql",
+            "org/apache/spark/sql/execution/streaming/operators/stateful/join/SymmetricHashJoinStateManagerV4.class",
+        )
+    ],
     "OFFSET_LOG_V2": [("conf", "spark-catalyst", "spark.sql.streaming.offsetLog.formatVersion")],
     "OFFLINE_REPARTITION": [
         ("class", "spark-sql", "org/apache/spark/sql/classic/StreamingCheckpointManager.class"),

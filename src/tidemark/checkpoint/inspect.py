@@ -31,6 +31,7 @@ from tidemark.formats import (
     OperatorMetadata,
     OperatorScan,
     check_newest_state,
+    join_families,
     keyless_operator,
     read_health,
     read_source_logs,
@@ -56,7 +57,9 @@ def _watermark(ms: int | None) -> datetime | None:
     return datetime.fromtimestamp(ms / 1000, tz=UTC) if ms else None
 
 
-def _operator_report(op: OperatorScan, meta: OperatorMetadata | None, load_version: int | None) -> OperatorReport:
+def _operator_report(
+    op: OperatorScan, meta: OperatorMetadata | None, load_version: int | None, families: tuple[str, ...] = ()
+) -> OperatorReport:
     stores = []
     all_versions: set[int] = set()
     for (partition, name), store in sorted(op.stores.items()):
@@ -86,6 +89,7 @@ def _operator_report(op: OperatorScan, meta: OperatorMetadata | None, load_versi
         name=meta.name if meta else None,
         partitions=max(partitions, meta.partitions or 0) if meta else partitions,
         store_names=store_names,
+        column_families=list(families),
         files=op.files,
         bytes=op.bytes,
         files_by_kind={kind.value: KindCount(*op.kinds[kind]) for kind in FileKind},
@@ -141,7 +145,11 @@ def inspect_checkpoint(
     latest_commit = commits.get(scan.commit_batches[-1]) if scan.commit_batches else None
     load_version = latest_commit.batch + 1 if latest_commit else None
     metas = {op_id: checkpoint.operator_metadata(op_id) for op_id in scan.operators}
-    operators = [_operator_report(op, metas[op_id], load_version) for op_id, op in sorted(scan.operators.items())]
+    operators = []
+    for op_id, op in sorted(scan.operators.items()):
+        meta = metas[op_id]
+        families = join_families(checkpoint, op_id, meta.properties) if meta else ()
+        operators.append(_operator_report(op, meta, load_version, families))
     folders = [FolderCount(name, files, size) for name, (files, size) in sorted(scan.folders.items())]
     delta_sink = inspect_delta_sink(sink, checkpoint.store) if sink and is_delta_sink(sink) else None
     sink_report: SinkReport | None = inspect_sink(sink, backend, spark=spark) if sink and not delta_sink else None

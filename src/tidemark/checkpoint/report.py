@@ -50,7 +50,7 @@ class OperatorReport:
     id: int
     name: str | None
     partitions: int
-    store_names: list[str]
+    store_names: list[str]  # the stores as folders (or `default`)
     files: int
     bytes: int
     files_by_kind: dict[str, KindCount]
@@ -59,6 +59,8 @@ class OperatorReport:
     latest_version: int | None
     max_replay_on_load: int
     stores: list[StoreReport] = field(default_factory=list)
+    # Join state format 3+: the join's stores as column families of its one store (Spark's reader's store names).
+    column_families: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

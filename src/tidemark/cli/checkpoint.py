@@ -58,6 +58,7 @@ def _render_report(report: CheckpointReport) -> None:
             out.print(
                 f"  {op.id} {op.name or '(no operator metadata)'}: {op.partitions} partitions, "
                 f"stores {', '.join(op.store_names)}"
+                + (f" (column families {', '.join(op.column_families)})" if op.column_families else "")
             )
             out.print(
                 f"      versions {op.versions_held} ({_opt(op.oldest_version)}..{_opt(op.latest_version)}), "

@@ -3,10 +3,10 @@
 Spark continues a checkpoint an older Spark wrote: a 3.5 checkpoint runs on 4.x (it has no operator metadata,
 which 4.x writes from its first batch on). A checkpoint that uses something the installed Spark lacks cannot be
 continued: checkpoint format v2 (commits that name each state file's unique id) and transformWithState's state
-need Spark 4.0; the offset log v2 (sources named) needs Spark 4.2 (4.1 fails the restart with
-INVALID_LOG_VERSION.MAX_SUPPORTED_VERSION). A checkpoint a newer Spark wrote, without any of them, is not something
-Spark promises to read; tidemark's tests continued window aggregations (HDFS-backed and RocksDB with changelog) from
-Spark 4.1 on 3.5 with the right output, so it is reported, not refused.
+need Spark 4.0; the offset log v2 (sources named) and join state format 4 need Spark 4.2 (4.1 fails the restart
+with INVALID_LOG_VERSION.MAX_SUPPORTED_VERSION on the first). A checkpoint a newer Spark wrote, without any of them,
+is not something Spark promises to read; tidemark's tests continued window aggregations (HDFS-backed and RocksDB
+with changelog) from Spark 4.1 on 3.5 with the right output, so it is reported, not refused.
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from tidemark.spark.lines import Feature, first_line_with, installed_version, la
 
 FORMAT_VERSION = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 # What a checkpoint uses that only the Spark lines offering the feature can read.
-_BLOCKING = (Feature.CHECKPOINT_FORMAT_V2, Feature.TRANSFORM_WITH_STATE_PANDAS, Feature.OFFSET_LOG_V2)
+_BLOCKING = (
+    Feature.CHECKPOINT_FORMAT_V2,
+    Feature.TRANSFORM_WITH_STATE_PANDAS,
+    Feature.OFFSET_LOG_V2,
+    Feature.JOIN_STATE_V4,
+)
+JOIN_FORMAT = "spark.sql.streaming.join.stateFormatVersion"
 
 
 @dataclass(frozen=True)
@@ -48,11 +54,13 @@ def checkpoint_uses(checkpoint: Checkpoint) -> list[tuple[Feature, str]]:
     # A restart reads the newest offsets entry (it may be a batch planned but not committed).
     planned = max(checkpoint.offset_batches(), default=batch)
     try:
-        offsets_version = checkpoint.offset(planned).version
+        offsets = checkpoint.offset(planned)
     except ValueError:  # an unreadable entry: inspect's findings say what is wrong with it
-        offsets_version = 1
-    if offsets_version >= 2:
-        found.append((Feature.OFFSET_LOG_V2, f"offsets/{planned} is a v{offsets_version} offsets entry"))
+        offsets = None
+    if offsets is not None and offsets.version >= 2:
+        found.append((Feature.OFFSET_LOG_V2, f"offsets/{planned} is a v{offsets.version} offsets entry"))
+    if offsets is not None and offsets.conf.get(JOIN_FORMAT) == "4" and checkpoint.operator_ids():
+        found.append((Feature.JOIN_STATE_V4, f"offsets/{planned} records {JOIN_FORMAT} = 4"))
     for op in checkpoint.operator_ids():
         metadata = checkpoint.operator_metadata(op)
         if metadata is None:

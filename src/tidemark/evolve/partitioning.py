@@ -45,6 +45,8 @@ def store_moves(checkpoint: Checkpoint, entries: list[OperatorEntry]) -> list[St
     for entry in entries:
         meta = entry.metadata
         tws = TRANSFORM_WITH_STATE in meta.name.lower()
+        # transformWithState's variables, or a join's stores from join state format 3 on: RocksDB column families.
+        families = tws or meta.properties.get("useVirtualColumnFamilies") is True
         for store in meta.stores:
             schema_files = operator_schema_files(checkpoint, entry.operator_id, store.name, store.schema_paths)
             moves.append(
@@ -56,7 +58,7 @@ def store_moves(checkpoint: Checkpoint, entries: list[OperatorEntry]) -> list[St
                     partitions=store.partitions,
                     schema_files=schema_files,
                     list_families=_list_variables(meta) if tws else (),
-                    column_families=tws,
+                    column_families=families,
                     partition_key=partition_key(meta.name, store.name),
                 )
             )

@@ -128,8 +128,8 @@ def _refuse_unsupported(checkpoint: Checkpoint, batch: int, conf: dict[str, str]
     for move in moves:
         if move.column_families and move.operator_name.lower().startswith("symmetrichashjoin"):
             msg = (
-                f"{move.label} keeps join state in column families (join state format 3): "
-                "repartition supports join state format 2 (four stores) only"
+                f"{move.label} keeps join state in column families (join state format 3 or 4): "
+                "repartition supports join state formats 1 and 2 (four store folders) only"
             )
             raise UsageError(msg)
 

@@ -51,6 +51,16 @@ from tidemark.formats.integrity import (
     read_health,
     read_source_logs,
 )
+from tidemark.formats.join_state import (
+    EVENT_TIME,
+    JOIN_STORES,
+    MULTI_VALUED,
+    TIME_POSTFIX,
+    TIME_PREFIX,
+    join_families,
+    split_key,
+)
+from tidemark.formats.join_state import values as multi_values
 from tidemark.formats.layout import LOCK_FILE, FileKind
 from tidemark.formats.ledger import LedgerEntry, compact_ledger, ledger_files, read_ledger, record_batch
 from tidemark.formats.ledger import batch_files as sink_batch_files
@@ -126,9 +136,14 @@ from tidemark.formats.state_size import StateSize, StoreSize, state_size
 from tidemark.formats.unsafe_row import RowDecodeError, decode_row, fields_from_ddl
 
 __all__ = [
+    "EVENT_TIME",
+    "JOIN_STORES",
     "LOCK_FILE",
+    "MULTI_VALUED",
     "ROCKSDB_CAP_FIELD",
     "SHUFFLE_PARTITIONS",
+    "TIME_POSTFIX",
+    "TIME_PREFIX",
     "AddedFile",
     "BatchProgress",
     "Checkpoint",
@@ -202,6 +217,7 @@ __all__ = [
     "is_store_data",
     "iter_log",
     "iter_progress",
+    "join_families",
     "keyless_operator",
     "last_progress",
     "ledger_files",
@@ -209,6 +225,7 @@ __all__ = [
     "locked_message",
     "log_path_for",
     "marker_paths",
+    "multi_values",
     "no_records",
     "operator_entries",
     "operator_schema_files",
@@ -253,6 +270,7 @@ __all__ = [
     "sink_log_uri",
     "sink_windows",
     "snapshot_metadata",
+    "split_key",
     "state_root",
     "state_size",
     "store_schemas",

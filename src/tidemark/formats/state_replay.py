@@ -74,6 +74,12 @@ class StoreRows:
     value_prefix: int = 0  # bytes before each value's UnsafeRow
     families: dict[str, int] = field(default_factory=dict)  # rows per column family (RocksDB with families)
     entries: dict[bytes, bytes] | None = None  # key -> value, when asked for and replayed
+    family_names: dict[int, str] = field(default_factory=dict)  # column family id (a key's first 2 bytes) -> name
+
+    def family_of(self, key: bytes) -> str:
+        """The column family an entry's key belongs to (RocksDB with families; "#<id>" when unnamed)."""
+        cf = int.from_bytes(key[:2], "little")
+        return self.family_names.get(cf, f"#{cf}")
 
 
 def store_folder(op: int, partition: int, store: str) -> str:
@@ -359,5 +365,5 @@ def _read_rocksdb(
         op, partition, store, version, Provider.ROCKSDB, Method.REPLAYED, counted,
         sum(len(k) + v for k, v in replay.sizes.items()), files, frozenset(replay.codecs),
         key_prefix=3 if with_families else 1, value_prefix=1, families=per_family,
-        entries=replay.entries if replay.keep else None,
+        entries=replay.entries if replay.keep else None, family_names=dict(families.names) if families else {},
     )  # fmt: skip

@@ -33,6 +33,7 @@ class Feature(StrEnum):
     TRANSFORM_WITH_STATE_ROWS = "row-based transformWithState in Python"
     CHANGELOG_CHECKPOINTING = "RocksDB changelog checkpointing"
     CHECKPOINT_FORMAT_V2 = "checkpoint format v2 (spark.sql.streaming.stateStore.checkpointFormatVersion)"
+    JOIN_STATE_V4 = "join state format 4 (stream-stream join state keyed by join key and event time)"
     OFFSET_LOG_V2 = "the offset log v2 (sources named; spark.sql.streaming.offsetLog.formatVersion = 2)"
     OFFLINE_REPARTITION = "Spark's own offline state repartition (StreamingCheckpointManager.repartition)"
     WASB = "the WASB driver for wasb:// and wasbs:// (hadoop-azure)"

@@ -14,15 +14,20 @@ from typing import Any
 
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import (
+    EVENT_TIME,
+    MULTI_VALUED,
+    TIME_POSTFIX,
+    TIME_PREFIX,
     Checkpoint,
     Field,
-    RowDecodeError,
     StateNotReadable,
     StateReadMethod,
     decode_row,
     fields_from_ddl,
     keyless_operator,
+    multi_values,
     read_store,
+    split_key,
     store_schemas,
 )
 from tidemark.state.metadata import StoreInfo
@@ -114,19 +119,43 @@ def count_from_files(checkpoint: Checkpoint, store: StoreInfo, context: ReadCont
     size: int | None = 0
     families: dict[str, int] = {}
     methods = set()
+    # A format-4 join family keeps several values per key: counted one by one (as Spark's reader gives them).
+    multi_valued = store.family_of is not None and store.store in MULTI_VALUED
     for partition in _partitions(checkpoint, store, context):
         rows = read_store(
             checkpoint,
             store.operator_id,
             partition,
-            store.store,
+            store.folder_store,
             context.batch + 1,
             unique_id=_unique_id(store, partition, context, single_store),
+            keep_entries=multi_valued,
             row_checksum=context.row_checksum,
         )
+        methods.add(rows.method)
+        if store.family_of is not None:
+            # One join store of several in the physical store's column families: its keys alone, no bytes apart.
+            if rows.method is StateReadMethod.SNAPSHOT_COUNT:
+                msg = (
+                    f"operator {store.operator_id} partition {partition}: {store.family_of} was counted from its "
+                    f"snapshot's metadata, which gives no count per column family ({store.store})"
+                )
+                raise StateNotReadable(msg)
+            per_partition[partition] = rows.families.get(store.store, 0)
+            if multi_valued:
+                try:
+                    per_partition[partition] = sum(
+                        len(multi_values(v))
+                        for k, v in (rows.entries or {}).items()
+                        if rows.family_of(k) == store.store
+                    )
+                except ValueError as exc:
+                    msg = f"operator {store.operator_id} partition {partition} store {store.store}: {exc}"
+                    raise StateNotReadable(msg) from exc
+            size = None
+            continue
         per_partition[partition] = rows.rows
         size = None if size is None or rows.size is None else size + rows.size
-        methods.add(rows.method)
         for name, count in rows.families.items():
             families[name] = families.get(name, 0) + count
     return FileCounts(per_partition, size, families, frozenset(methods))
@@ -134,15 +163,20 @@ def count_from_files(checkpoint: Checkpoint, store: StoreInfo, context: ReadCont
 
 def _schema(
     checkpoint: Checkpoint, store: StoreInfo, key_ddl: str | None, value_ddl: str | None
-) -> tuple[tuple[Field, ...], tuple[Field, ...]]:
+) -> tuple[tuple[Field, ...], tuple[Field, ...], str | None]:
+    """Key and value schema (the recorded ones, or the user's DDL) and the key encoder Spark recorded."""
     recorded: tuple[tuple[Field, ...], tuple[Field, ...]] | None = None
+    encoder: str | None = None
     if key_ddl is None or value_ddl is None:
         try:
-            families = store_schemas(checkpoint, store.operator_id, store.store)
+            families = store_schemas(checkpoint, store.operator_id, store.folder_store)
         except ValueError as exc:
             raise CheckpointError(str(exc)) from exc
+        if store.family_of is not None:
+            families = [f for f in families if f.name == store.store]
         if len(families) == 1:
             recorded = (families[0].key, families[0].value)
+            encoder = str(families[0].encoder.get("keyStateEncoderType") or "") or None
         elif len(families) > 1:
             msg = (
                 f"operator {store.operator_id} keeps its state in column families (transformWithState): read it per "
@@ -164,7 +198,7 @@ def _schema(
             "TIMESTAMP, end: TIMESTAMP>, user STRING' --value-schema 'count BIGINT'"
         )
         raise UsageError(msg)
-    return key, value
+    return key, value, encoder
 
 
 def _flat(prefix: str, value: Any, fields: tuple[Field, ...] | None, out: dict[str, Any]) -> None:
@@ -188,7 +222,10 @@ def rows_from_files(
     limit: int | None,
 ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
     """Up to `limit` rows of one store, keys and values flattened into columns (as Spark's reader shows them)."""
-    key_fields, value_fields = _schema(checkpoint, store, *schemas)
+    key_fields, value_fields, encoder = _schema(checkpoint, store, *schemas)
+    row_fields = key_fields
+    if encoder in (TIME_POSTFIX, TIME_PREFIX) and key_fields and key_fields[-1].name == EVENT_TIME:
+        row_fields = key_fields[:-1]  # the event time sits beside the row, not in it
     columns: tuple[str, ...] | None = None
     rows: list[tuple[Any, ...]] = []
     for partition in _partitions(checkpoint, store, context):
@@ -196,35 +233,50 @@ def rows_from_files(
             checkpoint,
             store.operator_id,
             partition,
-            store.store,
+            store.folder_store,
             context.batch + 1,
             unique_id=_unique_id(store, partition, context, single_store),
             keep_entries=True,
             row_checksum=context.row_checksum,
         )
-        if replayed.families:
+        entries = replayed.entries or {}
+        if store.family_of is not None:  # one join store among the column families: its keys alone
+            entries = {k: v for k, v in entries.items() if replayed.family_of(k) == store.store}
+        elif replayed.families:
             msg = (
                 f"operator {store.operator_id} keeps its state in column families (transformWithState): read it per "
                 "state variable with Spark's reader (--reader spark, Spark 4.0+)"
             )
             raise StateNotReadable(msg)
-        for key, value in sorted((replayed.entries or {}).items()):
-            flat: dict[str, Any] = {}
-            raw_value = value[replayed.value_prefix :]
+        for key, value in sorted(entries.items()):
             try:
-                _flat("key", decode_row(key[replayed.key_prefix :], key_fields), key_fields, flat)
-                if raw_value == NULL_PLACEHOLDER and len(value_fields) != 1:
-                    _flat("value", None, value_fields, flat)
+                if store.family_of is not None:
+                    row_bytes, event_time = split_key(key[2:], encoder)  # after the 2-byte family id
                 else:
-                    _flat("value", decode_row(raw_value, value_fields), value_fields, flat)
-            except RowDecodeError as exc:
+                    row_bytes, event_time = key[replayed.key_prefix :], None
+                decoded_key = decode_row(row_bytes, row_fields)
+                if event_time is not None and row_fields is not key_fields:
+                    decoded_key[EVENT_TIME] = event_time
+                # A format-4 join family keeps several values per key: one row each, as Spark's reader gives.
+                if store.store in MULTI_VALUED:
+                    raw_values = [one[1:] for one in multi_values(value)]  # each: version byte and row
+                else:
+                    raw_values = [value[replayed.value_prefix :]]
+                for raw_value in raw_values:
+                    flat: dict[str, Any] = {}
+                    _flat("key", decoded_key, key_fields, flat)
+                    if raw_value == NULL_PLACEHOLDER and len(value_fields) != 1:
+                        _flat("value", None, value_fields, flat)
+                    else:
+                        _flat("value", decode_row(raw_value, value_fields), value_fields, flat)
+                    flat["partition_id"] = partition
+                    columns = columns or tuple(flat)
+                    rows.append(tuple(flat.values()))
+            except ValueError as exc:  # RowDecodeError, or a key or multi-value framing that does not parse
                 msg = f"the state rows of operator {store.operator_id} do not fit the schema: {exc}"
                 raise UsageError(msg) from exc
-            flat["partition_id"] = partition
-            columns = columns or tuple(flat)
-            rows.append(tuple(flat.values()))
             if limit is not None and len(rows) >= limit:
-                return columns, rows
+                return columns or (), rows[:limit]
     if columns is None:
         empty: dict[str, Any] = {}
         _flat("key", None, key_fields, empty)

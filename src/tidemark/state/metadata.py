@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError
-from tidemark.formats import Checkpoint, keyless_operator
+from tidemark.formats import Checkpoint, join_families, keyless_operator
 from tidemark.spark.lines import Feature, first_line_with
 from tidemark.state.logs import OperatorFolder, operator_folders
 
@@ -53,6 +53,13 @@ class StoreInfo:
     has_changelog: bool
     disk_bytes: int
     from_metadata: bool
+    # Join state format 3: this join store is a column family of that store (its folder), not a folder of its own.
+    family_of: str | None = None
+
+    @property
+    def folder_store(self) -> str:
+        """The store whose files hold this one's rows: itself, or the store it is a column family of."""
+        return self.family_of or self.store
 
     @property
     def is_transform_with_state(self) -> bool:
@@ -161,22 +168,29 @@ def _stores(checkpoint: Checkpoint, rows: list[Any], folders: dict[int, Operator
         name = str(row["operatorName"])
         # A global limit or aggregate keeps its state in partition 0 alone, whatever the metadata records.
         keyless = folder is not None and keyless_operator(checkpoint, op, name)
-        stores.append(
-            StoreInfo(
-                operator_id=op,
-                operator_name=name,
-                store=str(row["stateStoreName"]),
-                num_partitions=1 if keyless else int(row["numPartitions"]),
-                min_batch=int(row["minBatchId"]) if row["minBatchId"] is not None else None,
-                max_batch=int(row["maxBatchId"]) if row["maxBatchId"] is not None else None,
-                time_mode=time_mode,
-                variables=variables,
-                has_timers=has_timers,
-                has_changelog=folder.has_changelog if folder else False,
-                disk_bytes=folder.store_bytes.get(str(row["stateStoreName"]), 0) if folder else 0,
-                from_metadata=True,
+        physical = str(row["stateStoreName"])
+        on_disk = folder.store_bytes.get(physical, 0) if folder else 0
+        # Join state format 3: the join's four stores are column families of this one; listed as the four, the
+        # files counted once (on the first).
+        listed = [(f, physical) for f in join_families(checkpoint, op, row["operatorProperties"])]
+        for index, (store, family_of) in enumerate(listed or [(physical, None)]):
+            stores.append(
+                StoreInfo(
+                    operator_id=op,
+                    operator_name=name,
+                    store=store,
+                    num_partitions=1 if keyless else int(row["numPartitions"]),
+                    min_batch=int(row["minBatchId"]) if row["minBatchId"] is not None else None,
+                    max_batch=int(row["maxBatchId"]) if row["maxBatchId"] is not None else None,
+                    time_mode=time_mode,
+                    variables=variables,
+                    has_timers=has_timers,
+                    has_changelog=folder.has_changelog if folder else False,
+                    disk_bytes=on_disk if index == 0 else 0,
+                    from_metadata=True,
+                    family_of=family_of,
+                )
             )
-        )
     for op, folder in sorted(folders.items()):
         if op not in described:
             stores.extend(_from_folder(folder))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import Checkpoint, FetchReport, fetch_state, private_copy
-from tidemark.spark.lines import Feature, first_line_with, require
+from tidemark.spark.lines import Feature, first_line_with, lacking, require
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -202,6 +202,9 @@ def explain_read_error(exc: Exception, source: StateSource, target: ReadTarget, 
         msg = (
             f"batch {batch} is not a committed batch of {root} (committed batches: {span}): pass --batch in that range"
         )
+        return CheckpointError(msg)
+    if "not allowed for join operator" in text:  # a join store name this Spark's reader does not know
+        msg = f"cannot read {where} of {root}: {lacking(Feature.JOIN_STATE_V4) or first}"
         return CheckpointError(msg)
     if "STDS_FAILED_TO_READ_STATE_SCHEMA" in text or "STDS_INVALID_OPTION_VALUE" in text:
         msg = (
