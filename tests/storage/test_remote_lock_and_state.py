@@ -19,7 +19,9 @@ from tidemark.state.stats import state_stats
 
 def test_the_run_lock_refuses_a_second_run_on_every_store(store_root: str) -> None:
     checkpoint = f"{store_root}/ck"
-    with RunLock(checkpoint, "run-1", heartbeat_seconds=0.2):
+    # A lock is stale after 3 missed heartbeats: at 0.2 s a busy 2-core machine talking to moto missed them (CI,
+    # 2026-11-28: "replacing a stale lock", the second run took it). At 1 s the first run's lock stays fresh.
+    with RunLock(checkpoint, "run-1", heartbeat_seconds=1.0):
         info = read_lock(checkpoint)
         assert info is not None and info.run_id == "run-1"
         with pytest.raises(CheckpointLocked, match="run-1"), RunLock(checkpoint, "run-2"):

@@ -53,7 +53,7 @@ class StoreInfo:
     has_changelog: bool
     disk_bytes: int
     from_metadata: bool
-    # Join state format 3: this join store is a column family of that store (its folder), not a folder of its own.
+    # Join state formats 3 and 4: this join store is a column family of that store (its folder), not a folder.
     family_of: str | None = None
 
     @property
