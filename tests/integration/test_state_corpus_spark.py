@@ -240,3 +240,17 @@ def test_join_state_format_3_rows_equal_spark_s_own_reader(spark: SparkSession, 
         assert found["spark", store] == found["files", store], store
     assert len(found["files", "left-keyWithIndexToValue"]) == 16
     assert listing(checkpoint) == before
+
+
+def test_diff_samples_each_kind_when_one_kind_outnumbers_the_sample(spark: SparkSession, tmp_path: Path) -> None:
+    # Batch 2 -> 3 of the window corpus case: the minute-3 windows added (3 keys) and the minute-0 ones evicted
+    # (3 keys). With one sample per kind, a plain "first 3 x K rows sorted by kind" shows three added and no
+    # removed key (issue 37); K of each kind shows both.
+    from tidemark.state.diff import diff_state
+
+    checkpoint = _copy("spark-4.1.4/hdfs_window", tmp_path)
+    before = listing(checkpoint)
+    (store,) = diff_state(checkpoint, 2, 3, sample=1).stores
+    assert (store.added, store.updated, store.removed) == (3, 0, 3)
+    assert sorted(c.change.value for c in store.samples) == ["added", "removed"]
+    assert listing(checkpoint) == before
