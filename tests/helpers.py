@@ -79,7 +79,7 @@ def write_config(directory: Path, **overrides: dict[str, Any]) -> Path:
     return path
 
 
-def kafka_source(bootstrap: str, topic: str, **extra: Any) -> dict[str, Any]:
+def kafka_source(bootstrap: str, topic: str | None, **extra: Any) -> dict[str, Any]:
     """A `[source]` table that reads `topic` from the broker at `bootstrap` (the file source's keys cleared)."""
     return {
         "format": "kafka",

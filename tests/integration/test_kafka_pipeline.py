@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests import helpers
 from tests.helpers import read_sink, write_config
 from tests.kafka_broker import KafkaBroker
 from tests.kafka_data import batch_ranges, final_windows_oracle, kafka_oracle, make_events, malformed_positions, produce
@@ -26,14 +27,7 @@ TOPIC = "clicks"
 
 def kafka_source(broker: KafkaBroker, topic: str | None, **extra: Any) -> dict[str, Any]:
     """[source] overrides for a Kafka topic of the test broker (the JSON events of tests/kafka_data.py)."""
-    return {
-        "format": "kafka",
-        "path": None,
-        "max_files_per_trigger": None,
-        "bootstrap_servers": broker.bootstrap,
-        "topic": topic,
-        **extra,
-    }
+    return helpers.kafka_source(broker.bootstrap, topic, **extra)
 
 
 def _quarantined(folder: Path) -> list[dict[str, Any]]:
@@ -106,7 +100,7 @@ def test_unreachable_broker_names_the_bootstrap_servers_within_the_timeout(
 ) -> None:
     import time
 
-    config = write_config(tmp_path, source=kafka_source_at("127.0.0.1:9", TOPIC, connect_timeout="3 seconds"))
+    config = write_config(tmp_path, source=helpers.kafka_source("127.0.0.1:9", TOPIC, connect_timeout="3 seconds"))
     started = time.monotonic()
     assert main(["run", str(config), "--available-now"]) == 1
     took = time.monotonic() - started
@@ -130,17 +124,6 @@ def test_unknown_topic_names_it_and_lists_the_topics(
     assert main(["run", str(named), "--available-now"]) == 1
     line = _one_error_line(capfd.readouterr().err)
     assert "names 1 partition(s) but the subscription has 4: add four-1, four-2, four-3" in line, line
-
-
-def kafka_source_at(bootstrap: str, topic: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "format": "kafka",
-        "path": None,
-        "max_files_per_trigger": None,
-        "bootstrap_servers": bootstrap,
-        "topic": topic,
-        **extra,
-    }
 
 
 def test_catch_up_reads_a_kafka_backlog_in_one_large_batch(
