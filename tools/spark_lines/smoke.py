@@ -342,12 +342,12 @@ def main() -> None:
             print(python)
             continue
         built.append((target, python, time.monotonic() - started))
-    LOGS.mkdir(parents=True, exist_ok=True)
     printing = threading.Lock()
     timings: dict[str, str] = {}
 
     def one(target: Target, python: Path, env_seconds: float) -> None:
         started = time.monotonic()
+        LOGS.mkdir(parents=True, exist_ok=True)
         output = LOGS / f"{target.name}.log"
         code = smoke(target, python, wheels[target.python], uv, output)
         seconds = time.monotonic() - started

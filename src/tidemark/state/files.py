@@ -141,8 +141,9 @@ def count_from_files(checkpoint: Checkpoint, store: StoreInfo, context: ReadCont
                     f"snapshot's metadata, which gives no count per column family ({store.store})"
                 )
                 raise StateNotReadable(msg)
-            per_partition[partition] = rows.families.get(store.store, 0)
-            if multi_valued:
+            if not multi_valued:
+                per_partition[partition] = rows.families.get(store.store, 0)
+            else:
                 try:
                     per_partition[partition] = sum(
                         len(multi_values(v))
