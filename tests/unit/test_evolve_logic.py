@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import struct
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.fixtures.checkpoint import synthetic
 from tests.helpers import write_config
+from tests.unit.test_state_corpus import CORPUS
 from tidemark.cli.main import main
 from tidemark.compat import UTC
 from tidemark.config import load_config
@@ -248,6 +251,36 @@ def test_settings_spark_keeps_from_the_checkpoint(tmp_path: Path) -> None:
     assert f"tidemark state repartition {root} --partitions 8 --apply" in problems["SHUFFLE_PARTITIONS"].fix
     assert "--state-store rocksdb" in problems["STATE_STORE_PROVIDER"].fix
     assert "checkpoint format v1" in found.compared
+
+
+def test_an_offset_log_keeps_its_version_whatever_the_config_asks(tmp_path: Path) -> None:
+    # Spark 4.2.1 and 4.3.0 write no batch that upgrades a v1 offset log (tried by hand, docs/compatibility.md):
+    # formatVersion=2 on a v1 checkpoint is ignored, source evolution on one is refused at start.
+    v1 = _conf_checkpoint(tmp_path / "v1", {PARTITIONS: "2"})
+    v2 = Path(shutil.copytree(CORPUS / "spark-4.2.1" / "rocksdb_offsets_v2_window" / "checkpoint", tmp_path / "v2"))
+    (tmp_path / "landing").mkdir()
+    config = load_config(write_config(tmp_path, spark={"shuffle_partitions": 2}))
+    log, evolution = (
+        "spark.sql.streaming.offsetLog.formatVersion",
+        "spark.sql.streaming.queryEvolution.enableSourceEvolution",
+    )
+    cases: list[tuple[Path, dict[str, Any], str | None, str | None]] = [
+        (v1, {}, None, "offset log v1"),
+        (v1, {log: 2}, "keeps writing v1", None),
+        (v1, {evolution: True}, "CANNOT_ENABLE_ON_EXISTING_CHECKPOINT", None),
+        (v2, {log: 2}, None, "offset log v2"),
+        (v2, {evolution: True}, None, "offset log v2"),
+    ]
+    for root, conf, problem, same in cases:
+        asking = config.model_copy(update={"spark": config.spark.model_copy(update={"conf": conf})})
+        found = _Findings(frozenset())
+        checkpoint = Checkpoint.open(str(root))
+        _check_settings(checkpoint, checkpoint.commit_batches()[-1], asking, found)
+        codes = {p.code: p for p in found.problems if p.code == "OFFSET_LOG"}
+        if problem is None:
+            assert not codes and same in found.compared, (conf, found.problems)
+        else:
+            assert problem in codes["OFFSET_LOG"].message and "new checkpoint" in codes["OFFSET_LOG"].fix, conf
 
 
 def test_rehearsal_copy_forgets_the_last_commit_and_its_state(tmp_path: Path) -> None:

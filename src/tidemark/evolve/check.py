@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+OFFSET_LOG_KEY = "spark.sql.streaming.offsetLog.formatVersion"
+SOURCE_EVOLUTION_KEY = "spark.sql.streaming.queryEvolution.enableSourceEvolution"
 WATERMARK_KEY = "spark.watermarkDelayMs"
 TIME_WINDOW_KEY = "spark.timeWindow"
 SESSION_WINDOW_KEY = "spark.sessionWindow"
@@ -130,6 +132,30 @@ def _check_settings(checkpoint: Checkpoint, batch: int, config: TidemarkConfig, 
                 f"[spark.conf] sets {key} = {value}, the checkpoint pins {pinned[key]}: Spark keeps {pinned[key]}",
                 f"remove {key} from [spark.conf], or start a new checkpoint",
             )
+    _check_offset_log(checkpoint.offset(batch).version, user_conf, path, found)
+
+
+def _check_offset_log(version: int, user_conf: dict[str, str], path: str, found: _Findings) -> None:
+    """The offset log's version is the checkpoint's: Spark 4.2.1 and 4.3.0 write no batch that upgrades a v1 log
+    (tried: with formatVersion=2 set they keep writing v1; with source evolution on they refuse to start)."""
+    if version < 2 and user_conf.get(SOURCE_EVOLUTION_KEY) == "true":
+        found.problem(
+            "OFFSET_LOG",
+            f"[spark.conf] turns on {SOURCE_EVOLUTION_KEY}, but {path} has a v1 offset log: Spark refuses to start "
+            "(STREAMING_QUERY_EVOLUTION_ERROR.CANNOT_ENABLE_ON_EXISTING_CHECKPOINT)",
+            f"remove {SOURCE_EVOLUTION_KEY} from [spark.conf], or start a new checkpoint with {OFFSET_LOG_KEY} = 2",
+        )
+        return
+    asked = user_conf.get(OFFSET_LOG_KEY)
+    if version < 2 and asked is not None and asked != str(version):
+        found.problem(
+            "OFFSET_LOG",
+            f"[spark.conf] sets {OFFSET_LOG_KEY} = {asked}, but {path} has a v{version} offset log: Spark keeps "
+            f"writing v{version} (no Spark upgrades an existing log)",
+            f"remove {OFFSET_LOG_KEY} from [spark.conf], or start a new checkpoint",
+        )
+    else:
+        found.same(f"offset log v{version}")
 
 
 def _check_operators(entries: list[OperatorEntry], expected: ExpectedState, found: _Findings) -> bool:
