@@ -175,7 +175,9 @@ def main() -> None:
 
     for name, action in (("run", run), ("recover --to-batch", rollback)):
         found = profiled(action)
-        print(f"{name}: {len(found.upward)} upward call edge(s), {len(found.io_outside)} format I/O site(s) outside formats/")
+        print(
+            f"{name}: {len(found.upward)} upward call edge(s), {len(found.io_outside)} format I/O site(s) outside formats/"
+        )
         for caller, callee in sorted(found.upward):
             print(f"  up   {caller} -> {callee}")
         for site in sorted(found.io_outside):

@@ -8,7 +8,7 @@ import pytest
 
 from tidemark.evolve.continuation import continuation
 from tidemark.formats import Checkpoint
-from tidemark.spark.lines import LINES
+from tidemark.spark.lines import LINES, Feature
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
 
@@ -63,6 +63,21 @@ def test_the_offset_log_v2_is_refused_before_spark_4_2_in_one_line() -> None:
         assert continuation(case, "4.2.0").ok and continuation(case, "4.3.0").ok
     # The same query with the v1 log continues on 4.1.
     assert continuation(_open("4.2.1", "rocksdb_changelog_window"), "4.1.1").ok
+
+
+def test_the_commit_log_v3_is_refused_before_spark_4_2_and_is_not_checkpoint_format_2() -> None:
+    # Recorded by Spark 4.2.1 and 4.3.0 with source and sink evolution on (a named source and sink): commits v3.
+    for version in ("4.2.1", "4.3.0"):
+        case = _open(version, "rocksdb_commits_v3_window")
+        verdict = continuation(case, "4.1.1")
+        feature = "the commit log v3 (sinks named; spark.sql.streaming.queryEvolution.enableSinkEvolution)"
+        assert [line for line in verdict.missing if "commit log v3" in line] == [
+            f"the checkpoint uses {feature} (commits/3 is a v3 commit): {feature} needs Spark 4.2 or newer "
+            "(installed: Spark 4.1.1)"
+        ], version
+        # a v3 commit without stateUniqueIds is checkpoint format 1: 4.0 is not what it needs
+        assert Feature.CHECKPOINT_FORMAT_V2 not in {f for f, _ in verdict.uses}, verdict.uses
+        assert continuation(case, "4.2.0").ok and continuation(case, "4.3.0").ok
 
 
 def test_join_state_format_4_is_refused_before_spark_4_2_and_format_3_is_not() -> None:

@@ -74,7 +74,8 @@ def test_expected_json_matches_the_checkpoint(case: Path) -> None:
     assert expected["last_committed_batch_source"]
     first_line = (checkpoint / "commits" / str(commits[-1])).read_text().splitlines()[0]
     format_version = expected["settings"].get("spark.sql.streaming.stateStore.checkpointFormatVersion", "1")
-    assert first_line == ("v2" if format_version == "2" else "v1")
+    sinks_named = expected["settings"].get("spark.sql.streaming.queryEvolution.enableSinkEvolution") == "true"
+    assert first_line == ("v3" if sinks_named else "v2" if format_version == "2" else "v1")
     offsets_version = expected["settings"].get("spark.sql.streaming.offsetLog.formatVersion", "1")
     assert (checkpoint / "offsets" / str(offsets[-1])).read_text().splitlines()[0] == f"v{offsets_version}"
 

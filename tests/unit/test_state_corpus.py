@@ -312,3 +312,15 @@ def test_repartition_refuses_join_state_in_column_families_in_one_line(
     assert "keeps join state in column families (join state format 3 or 4)" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert listing(checkpoint) == before
+
+
+@pytest.mark.parametrize("version", ["4.2.1", "4.3.0"])
+def test_named_sources_and_sinks_are_read_from_the_logs(version: str, tmp_path: Path) -> None:
+    # Source and sink evolution on (Spark 4.2+): offsets v2 name the source, commits v3 the sink; checkpoint format 1.
+    checkpoint = copy(f"spark-{version}/rocksdb_commits_v3_window", tmp_path)
+    report = inspect_checkpoint(str(checkpoint))
+    assert (report.offset_log_version, report.commit_log_version) == (2, 3)
+    assert (report.source_names, report.sink_names) == (["events"], ["out"])
+    assert report.checkpoint_format_version == 1 and report.findings == []
+    plain = inspect_checkpoint(str(copy(f"spark-{version}/rocksdb_changelog_window", tmp_path / "plain")))
+    assert (plain.offset_log_version, plain.commit_log_version, plain.sink_names) == (1, 1, [])

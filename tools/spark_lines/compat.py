@@ -89,7 +89,9 @@ def compare(readme: str, results: dict[tuple[str, str], dict[str, str]]) -> list
             elif feature not in proved:
                 problems.append(f"{label}: the table claims {feature} = {claimed[feature]!r}, no smoke test proved it")
             elif proved[feature] != claimed[feature]:
-                problems.append(f"{label}: the table says {feature} = {claimed[feature]!r}, the smoke run: {proved[feature]!r}")
+                problems.append(
+                    f"{label}: the table says {feature} = {claimed[feature]!r}, the smoke run: {proved[feature]!r}"
+                )
     return problems
 
 
@@ -103,7 +105,9 @@ def main() -> None:
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
-        sys.exit(f"the compatibility table in {readme.name} does not match the smoke runs ({len(problems)} differences)")
+        sys.exit(
+            f"the compatibility table in {readme.name} does not match the smoke runs ({len(problems)} differences)"
+        )
     print(f"compatibility table matches {len(results)} smoke runs")
 
 

@@ -71,7 +71,9 @@ def build(line: str, python: str) -> Path:
     env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")
     env.pop("VIRTUAL_ENV", None)
     log = sys.stderr
-    subprocess.run([uv, "venv", "--no-config", "--quiet", "--python", find_python(python), str(target)], check=True, env=env)
+    subprocess.run(
+        [uv, "venv", "--no-config", "--quiet", "--python", find_python(python), str(target)], check=True, env=env
+    )
     install = [uv, "pip", "install", "--no-config", "--quiet", "--python", str(interpreter), "-r", str(requirements)]
     subprocess.run(install, check=True, env=env, stdout=log)
     (target / MARKER).write_text(requirements.read_text())

@@ -50,6 +50,7 @@ class Case:
     format_version: int = 1
     files: int = 4
     conf: dict[str, str] = field(default_factory=dict)
+    named: bool = False  # source and sink named (Spark 4.2+ query evolution: DataStreamReader/Writer.name)
 
     def settings(self) -> dict[str, str]:
         settings = {
@@ -147,6 +148,21 @@ CASES = [
         since=(4, 2),
         changelog=True,
         conf={"spark.sql.streaming.offsetLog.formatVersion": "2"},
+    ),
+    Case(
+        "rocksdb_commits_v3_window",
+        "window",
+        ROCKSDB,
+        "the window aggregation with source and sink evolution on: offset log v2 and commit log v3 (the source"
+        " named 'events', the sink 'out', in each commit's sinkMetadataMap)",
+        since=(4, 2),
+        changelog=True,
+        conf={
+            "spark.sql.streaming.offsetLog.formatVersion": "2",
+            "spark.sql.streaming.queryEvolution.enableSourceEvolution": "true",
+            "spark.sql.streaming.queryEvolution.enableSinkEvolution": "true",
+        },
+        named=True,
     ),
     Case(
         "rocksdb_join_v3",
@@ -355,8 +371,11 @@ def run_case(case: Case, target: Path) -> dict[str, Any]:
             build, mode = QUERIES[case.query]
 
             def start(trigger: dict[str, bool]) -> Any:
-                frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+                reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
+                frame = (reader.name("events") if case.named else reader).json(str(source))
                 writer = build(frame).writeStream.format("noop").outputMode(mode)
+                if case.named:  # pyspark's DataStreamWriter has no name() yet (4.3.0): the JVM writer's
+                    writer._jwrite = writer._jwrite.name("out")
                 writer = writer.option("checkpointLocation", str(target / "checkpoint")).trigger(**trigger)
                 return writer.start()
 

@@ -75,6 +75,9 @@ FEATURE_PROBES: dict[str, list[tuple[str, str, str]]] = {
         )
     ],
     "OFFSET_LOG_V2": [("conf", "spark-catalyst", "spark.sql.streaming.offsetLog.formatVersion")],
+    "COMMIT_LOG_V3": [
+        ("class", "spark-sql", "org/apache/spark/sql/execution/streaming/checkpointing/CommitMetadataV3.class")
+    ],
     "OFFLINE_REPARTITION": [
         ("class", "spark-sql", "org/apache/spark/sql/classic/StreamingCheckpointManager.class"),
         ("python", "pyspark/sql/session.py", "def _streamingCheckpointManager("),

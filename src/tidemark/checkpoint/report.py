@@ -123,6 +123,10 @@ class CheckpointReport:
     # "flat" (one paged listing of an object store prefix).
     walker: Walker
     list_requests: int = 0  # listing requests the walk made (pages, on object stores)
+    offset_log_version: int | None = None  # of the newest offsets entry (v2: sources named)
+    commit_log_version: int | None = None  # of the newest commit (v3: sinks named, Spark's sink evolution)
+    source_names: list[str] = field(default_factory=list)  # offsets v2
+    sink_names: list[str] = field(default_factory=list)  # commits v3, the active sink first
     kafka: KafkaSourceReport | None = None  # a Kafka source: each partition's committed offset (+ the broker's)
     delta_sink: DeltaSinkReport | None = None  # --sink naming a Delta table
 

@@ -43,6 +43,13 @@ def _render_report(report: CheckpointReport) -> None:
     )
     out.print(f"  state provider      {report.state_provider or '-'}, format v{_opt(report.checkpoint_format_version)}")
     out.print(f"  source offsets      {escape(json.dumps(report.source_offsets))}")
+    if report.offset_log_version is not None and report.commit_log_version is not None:
+        sources = f" (sources {', '.join(report.source_names)})" if report.source_names else ""
+        sinks = f" (sinks {', '.join(report.sink_names)})" if report.sink_names else ""
+        out.print(
+            f"  logs                offsets v{report.offset_log_version}{sources}, "
+            f"commits v{report.commit_log_version}{sinks}"
+        )
     out.print(f"  files               {report.files_total:,} ({_size(report.bytes_total)})")
     folders = Table(title="files per folder", title_justify="left")
     for column in ("folder", "files", "bytes"):

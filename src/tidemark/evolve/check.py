@@ -114,7 +114,7 @@ def _check_settings(checkpoint: Checkpoint, batch: int, config: TidemarkConfig, 
     else:
         found.same(f"state store {_provider_name(new_provider)}")
     commit = checkpoint.commit(batch)
-    old_format = "2" if commit.log_version >= 2 or commit.state_unique_ids else pinned.get(FORMAT_VERSION_KEY, "1")
+    old_format = "2" if commit.checkpoint_format == 2 else pinned.get(FORMAT_VERSION_KEY, "1")
     new_format = wanted.get(FORMAT_VERSION_KEY, "1")
     if old_format != new_format:
         found.problem(

@@ -22,6 +22,7 @@ _BLOCKING = (
     Feature.CHECKPOINT_FORMAT_V2,
     Feature.TRANSFORM_WITH_STATE_PANDAS,
     Feature.OFFSET_LOG_V2,
+    Feature.COMMIT_LOG_V3,
     Feature.JOIN_STATE_V4,
 )
 JOIN_FORMAT = "spark.sql.streaming.join.stateFormatVersion"
@@ -47,10 +48,13 @@ def checkpoint_uses(checkpoint: Checkpoint) -> list[tuple[Feature, str]]:
     found: list[tuple[Feature, str]] = []
     batch = checkpoint.latest_committed_batch()
     commit = checkpoint.commit(batch)
-    if commit.log_version >= 2 or commit.state_unique_ids:
-        found.append((Feature.CHECKPOINT_FORMAT_V2, f"commits/{batch} is a v{commit.log_version} commit"))
+    if commit.checkpoint_format == 2:
+        shows = "is a v2 commit" if commit.log_version == 2 else "names its state files by unique id"
+        found.append((Feature.CHECKPOINT_FORMAT_V2, f"commits/{batch} {shows}"))
     elif checkpoint.offset(batch).conf.get(FORMAT_VERSION) == "2":
         found.append((Feature.CHECKPOINT_FORMAT_V2, f"offsets/{batch} records {FORMAT_VERSION} = 2"))
+    if commit.log_version >= 3:
+        found.append((Feature.COMMIT_LOG_V3, f"commits/{batch} is a v{commit.log_version} commit"))
     # A restart reads the newest offsets entry (it may be a batch planned but not committed).
     planned = max(checkpoint.offset_batches(), default=batch)
     try:

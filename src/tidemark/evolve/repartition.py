@@ -116,7 +116,7 @@ def _archive_names(checkpoint: Path, now: datetime) -> tuple[Path, Path]:
 
 def _refuse_unsupported(checkpoint: Checkpoint, batch: int, conf: dict[str, str], moves: list[StoreMove]) -> None:
     commit = checkpoint.commit(batch)
-    if commit.log_version >= 2 or commit.state_unique_ids or conf.get(FORMAT_VERSION_KEY, "1") != "1":
+    if commit.checkpoint_format == 2 or conf.get(FORMAT_VERSION_KEY, "1") != "1":
         msg = (
             f"{checkpoint.uri} uses checkpoint format v2 (state files named by unique ids), which repartition does "
             "not rewrite yet: repartition is for format v1 checkpoints"

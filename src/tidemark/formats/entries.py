@@ -180,9 +180,10 @@ def _object(line: str, what: str) -> dict[str, Any]:
     return value
 
 
-# The newest log formats tidemark knows: offsets v2 (named sources, Spark 4.2+), commits v2 (format v2 ids, 4.0+).
+# The newest log formats tidemark knows: offsets v2 (named sources, Spark 4.2+), commits v2 (format v2 ids, 4.0+)
+# and v3 (named sinks, 4.2+).
 MAX_OFFSET_LOG_VERSION = 2
-MAX_COMMIT_LOG_VERSION = 2
+MAX_COMMIT_LOG_VERSION = 3  # v3: Spark 4.2+ with spark.sql.streaming.queryEvolution.enableSinkEvolution
 
 
 def log_version(line: str, what: str, newest: int) -> int:
@@ -260,30 +261,55 @@ class OffsetEntry:
 
 
 @dataclass(frozen=True)
+class CommittedSink:
+    """One named sink of a v3 commit (Spark's SinkMetadataInfo): the sink the batch wrote, or an earlier one."""
+
+    name: str
+    provider: str
+    active: bool
+
+
+@dataclass(frozen=True)
 class CommitEntry:
-    """One commits/<batch> file: the batch is done; v2 also names the state files it wrote."""
+    """One commits/<batch> file: the batch is done; v2 also names the state files it wrote, v3 the named sinks."""
 
     batch: int
     log_version: int
     next_watermark_ms: int
     # operator id -> partition -> unique ids of that version's files (one per store); format v2 only.
     state_unique_ids: dict[int, list[list[str]]] = field(default_factory=dict)
+    sinks: tuple[CommittedSink, ...] = ()  # v3 (sink evolution): every sink the query has had, by name
+
+    @property
+    def checkpoint_format(self) -> int:
+        """The checkpoint format the commit shows: 2 when it names state files by unique id (a v2 commit always
+        does; a v3 commit does when the checkpoint is format 2), else 1."""
+        return 2 if self.log_version == 2 or self.state_unique_ids else 1
 
     @classmethod
     def parse(cls, batch: int, text: str) -> CommitEntry:
-        """Read the file's text: "v1"/"v2", then an optional JSON line {nextBatchWatermarkMs[, stateUniqueIds]}
-        (Spark 2.2 wrote "{}")."""
+        """Read the file's text: "v1"/"v2"/"v3", then an optional JSON line {nextBatchWatermarkMs[,
+        stateUniqueIds][, sinkMetadataMap]} (Spark 2.2 wrote "{}")."""
         lines = text.splitlines() or [""]
         version = log_version(lines[0], f"commits/{batch}", MAX_COMMIT_LOG_VERSION)
         meta = _object(lines[1], f"commits/{batch} line 2") if len(lines) > 1 else {}
         ids: dict[int, list[list[str]]] = {}
         for op, partitions in (meta.get("stateUniqueIds") or {}).items():
             ids[int(op)] = [[str(u) for u in (p if isinstance(p, list) else [p])] for p in partitions]
+        sinks = meta.get("sinkMetadataMap") or {}
+        if not isinstance(sinks, dict):
+            msg = f"commits/{batch}: its sinkMetadataMap is not a JSON object"
+            raise ValueError(msg)
         return cls(
             batch=batch,
             log_version=version,
             next_watermark_ms=int(meta.get("nextBatchWatermarkMs", 0)),
             state_unique_ids=ids,
+            sinks=tuple(
+                CommittedSink(str(name), str(info.get("providerName", "")), bool(info.get("isActive", True)))
+                for name, info in sinks.items()
+                if isinstance(info, dict)
+            ),
         )
 
 

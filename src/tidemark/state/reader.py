@@ -83,7 +83,7 @@ class StateSource:
 def session_conf(checkpoint: Checkpoint) -> dict[str, str]:
     """Runtime SQL settings the reading session needs for this checkpoint."""
     batches = checkpoint.commit_batches()
-    if batches and checkpoint.commit(batches[-1]).log_version >= 2:
+    if batches and checkpoint.commit(batches[-1]).checkpoint_format == 2:
         return {FORMAT_VERSION_KEY: "2"}
     return {}
 
@@ -194,6 +194,18 @@ def one_line(exc: BaseException) -> str:
     return first[:300]
 
 
+def _uses_log(checkpoint: Checkpoint, feature: Feature) -> bool:
+    """Whether the checkpoint's newest commit (COMMIT_LOG_V3) or offsets entry (OFFSET_LOG_V2) needs that feature."""
+    try:
+        if feature is Feature.COMMIT_LOG_V3:
+            batches = checkpoint.commit_batches()
+            return bool(batches) and checkpoint.commit(batches[-1]).log_version >= 3
+        batches = checkpoint.offset_batches()
+        return bool(batches) and checkpoint.offset(batches[-1]).version >= 2
+    except ValueError:  # an unreadable entry: not this question's to answer
+        return False
+
+
 def explain_read_error(exc: Exception, source: StateSource, target: ReadTarget, batch: int | None) -> CheckpointError:
     """Turn a Spark reader failure into a one-line CheckpointError that says what to pass instead."""
     text = str(exc)
@@ -206,6 +218,11 @@ def explain_read_error(exc: Exception, source: StateSource, target: ReadTarget, 
         msg = (
             f"batch {batch} is not a committed batch of {root} (committed batches: {span}): pass --batch in that range"
         )
+        return CheckpointError(msg)
+    if "INVALID_LOG_VERSION" in text:  # a log entry newer than this Spark reads: say which Spark reads it
+        uses = [f for f in (Feature.COMMIT_LOG_V3, Feature.OFFSET_LOG_V2) if _uses_log(source.checkpoint, f)]
+        reason = next((lacking(f) for f in uses if lacking(f)), None)
+        msg = f"cannot read {where} of {root}: {reason or first}"
         return CheckpointError(msg)
     if "not allowed for join operator" in text:  # a join store name this Spark's reader does not know
         msg = f"cannot read {where} of {root}: {lacking(Feature.JOIN_STATE_V4) or first}"
