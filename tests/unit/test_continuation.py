@@ -80,6 +80,20 @@ def test_the_commit_log_v3_is_refused_before_spark_4_2_and_is_not_checkpoint_for
         assert continuation(case, "4.2.0").ok and continuation(case, "4.3.0").ok
 
 
+def test_list_state_merged_by_the_v2_operator_is_refused_before_spark_4_2() -> None:
+    # Spark 4.2+ records mergeOperatorVersion=2: a list state's values are joined without ','; Spark 4.1 cannot
+    # decode them (its reader fails on the 4.2.1 case: "Invalid byte array backed UnsafeRow").
+    for version in ("4.2.1", "4.3.0"):
+        verdict = continuation(_open(version, "rocksdb_transform_with_state_in_pandas"), "4.1.1")
+        assert any(
+            "RocksDB merge operator v2" in line and "operator 0's list state" in line for line in verdict.missing
+        )
+        assert continuation(_open(version, "rocksdb_transform_with_state_in_pandas"), "4.2.0").ok
+    # Written by 4.1 (merge operator v1), the same query continues on 4.1; a 4.2 window keeps no list state.
+    assert continuation(_open("4.1.4", "rocksdb_transform_with_state_in_pandas"), "4.1.1").ok
+    assert continuation(_open("4.2.1", "rocksdb_changelog_window"), "4.1.1").ok
+
+
 def test_join_state_format_4_is_refused_before_spark_4_2_and_format_3_is_not() -> None:
     for version in ("4.2.1", "4.3.0"):
         verdict = continuation(_open(version, "rocksdb_join_v4"), "4.1.1")

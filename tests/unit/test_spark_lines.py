@@ -65,6 +65,7 @@ def test_what_the_sdists_say_about_each_line() -> None:
         (Feature.OFFLINE_REPARTITION, "4.2"),
         (Feature.OFFSET_LOG_V2, "4.2"),
         (Feature.COMMIT_LOG_V3, "4.2"),
+        (Feature.MERGE_OPERATOR_V2, "4.2"),
         (Feature.JOIN_STATE_V4, "4.2"),
     ],
 )

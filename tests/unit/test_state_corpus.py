@@ -324,3 +324,21 @@ def test_named_sources_and_sinks_are_read_from_the_logs(version: str, tmp_path: 
     assert report.checkpoint_format_version == 1 and report.findings == []
     plain = inspect_checkpoint(str(copy(f"spark-{version}/rocksdb_changelog_window", tmp_path / "plain")))
     assert (plain.offset_log_version, plain.commit_log_version, plain.sink_names) == (1, 1, [])
+
+
+TWS = [c for c in CASES if "transform_with_state" in c and "apply_in_pandas" not in c]
+
+
+@pytest.mark.parametrize("case", TWS)
+def test_transform_with_state_variables_and_timers_from_the_files_equal_spark_s_reader(
+    case: str, tmp_path: Path
+) -> None:
+    # Spark's reader on the writing line recorded each variable (a list state: one row per element) and, with
+    # readRegisteredTimers, the timers; the files give the same (the ttl/timer/count families are not variables).
+    checkpoint = copy(case, tmp_path)
+    spec = _expected(case)["operators"][0]["stores"][0]["state_variables"]
+    (operator,) = state_stats(checkpoint, reader=Reader.FILES).operators
+    variables = {v.name: v.rows for v in operator.state_variables}
+    assert variables == {v["name"]: v["rows"] for v in spec if not v["name"].startswith("$")}
+    timers = [v["rows"] for v in spec if v["name"].startswith("$procTimers")]
+    assert operator.timers == (timers[0] if timers else None)

@@ -51,6 +51,7 @@ class Case:
     files: int = 4
     conf: dict[str, str] = field(default_factory=dict)
     named: bool = False  # source and sink named (Spark 4.2+ query evolution: DataStreamReader/Writer.name)
+    then: str | None = None  # a query that continues the checkpoint on the second half of the files
 
     def settings(self) -> dict[str, str]:
         settings = {
@@ -130,6 +131,19 @@ CASES = [
         "row-based transformWithState: the same processor as the pandas case, on Rows",
         since=(4, 1),
         changelog=True,
+    ),
+    Case(
+        "rocksdb_avro_transform_with_state_ttl_timers",
+        "transform_with_state_ttl_timers",
+        ROCKSDB,
+        "row-based transformWithState in processing time with Avro state encoding: value count, list values and"
+        " map per_minute, each with a 1-hour TTL (Spark allows TTL in processing time only), and one processing-time"
+        " timer per key an hour after its first row (none fires while recording); the second half of the files"
+        " runs an evolved processor whose count gains a field (Avro schema evolution: schema ids 0 and 1)",
+        since=(4, 1),
+        changelog=True,
+        conf={"spark.sql.streaming.stateStore.encodingFormat": "avro"},
+        then="transform_with_state_ttl_timers_evolved",
     ),
     Case(
         "rocksdb_v2_window",
@@ -325,6 +339,54 @@ def counter_processor(rows_as_pandas: bool) -> Any:
     return Counter()
 
 
+def ttl_timer_processor(evolved: bool) -> Any:
+    """value `count` (evolved: with `last`), list `values`, map `per_minute`, each with a TTL; a timer per key."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    hour = 60 * 60 * 1000
+
+    class Expiring(StatefulProcessor):  # type: ignore[misc]
+        def init(self, handle: Any) -> None:
+            self.handle = handle
+            self.count = handle.getValueState("count", "n LONG, last INT" if evolved else "n LONG", hour)
+            self.values = handle.getListState("values", "v INT", hour)
+            self.per_minute = handle.getMapState("per_minute", "minute INT", "n LONG", hour)
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
+            seen = list(rows)
+            first = not self.count.exists()
+            total = (0 if first else self.count.get()[0]) + len(seen)
+            last = int(seen[-1]["v"])
+            self.count.update((total, last) if evolved else (total,))
+            self.values.appendList([(int(row["v"]),) for row in seen])
+            for minute in sorted({int(row["ts"].minute) for row in seen}):
+                before = self.per_minute.getValue((minute,)) if self.per_minute.containsKey((minute,)) else (0,)
+                n = sum(1 for row in seen if int(row["ts"].minute) == minute)
+                self.per_minute.updateValue((minute,), (before[0] + n,))
+            if first:
+                self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + hour)
+            yield Row(k=key[0], n=total)
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
+            yield Row(k=key[0], n=-1)
+
+        def close(self) -> None:
+            pass
+
+    return Expiring()
+
+
+def transform_with_state_ttl_timers_query(frame: DataFrame, evolved: bool = False) -> DataFrame:
+    return frame.groupBy("k").transformWithState(
+        ttl_timer_processor(evolved), "k STRING, n LONG", "Update", "ProcessingTime"
+    )
+
+
+def transform_with_state_ttl_timers_evolved_query(frame: DataFrame) -> DataFrame:
+    return transform_with_state_ttl_timers_query(frame, evolved=True)
+
+
 def transform_with_state_in_pandas_query(frame: DataFrame) -> DataFrame:
     return frame.groupBy("k").transformWithStateInPandas(counter_processor(True), "k STRING, n LONG", "Update", "None")
 
@@ -341,6 +403,8 @@ QUERIES = {
     "apply_in_pandas_with_state": (apply_in_pandas_with_state_query, "update"),
     "transform_with_state_in_pandas": (transform_with_state_in_pandas_query, "update"),
     "transform_with_state": (transform_with_state_query, "update"),
+    "transform_with_state_ttl_timers": (transform_with_state_ttl_timers_query, "update"),
+    "transform_with_state_ttl_timers_evolved": (transform_with_state_ttl_timers_evolved_query, "update"),
 }
 
 
@@ -370,17 +434,27 @@ def run_case(case: Case, target: Path) -> dict[str, Any]:
             source = Path(scratch) / "input"
             build, mode = QUERIES[case.query]
 
-            def start(trigger: dict[str, bool]) -> Any:
+            def start(trigger: dict[str, bool], query: Any = build) -> Any:
                 reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
                 frame = (reader.name("events") if case.named else reader).json(str(source))
-                writer = build(frame).writeStream.format("noop").outputMode(mode)
+                writer = query(frame).writeStream.format("noop").outputMode(mode)
                 if case.named:  # pyspark's DataStreamWriter has no name() yet (4.3.0): the JVM writer's
                     writer._jwrite = writer._jwrite.name("out")
                 writer = writer.option("checkpointLocation", str(target / "checkpoint")).trigger(**trigger)
                 return writer.start()
 
             events: list[dict[str, Any]] = []
-            if spark_line(spark.version) >= (3, 3):
+            if case.then is not None:  # half the files with the query, then the rest with the one that follows
+                half = case.files // 2
+                write_input(source, half)
+                query = start({"availableNow": True})
+                query.awaitTermination()
+                events = progress_events(query)
+                write_input(source, case.files - half, first=half)
+                query = start({"availableNow": True}, QUERIES[case.then][0])
+                query.awaitTermination()
+                events += progress_events(query)
+            elif spark_line(spark.version) >= (3, 3):
                 write_input(source, case.files)
                 query = start({"availableNow": True})
                 query.awaitTermination()
@@ -415,12 +489,17 @@ def read_state(spark: SparkSession, checkpoint: Path, batch_id: int) -> dict[str
         targets = [("stateVarName", v) for v in variables] or [("storeName", store) for store in stores]
         for option, name in targets:
             reader = spark.read.format("statestore").option("batchId", batch_id)
-            reader = reader.option("operatorId", entry["operatorId"]).option(option, name)
-            if option == "stateVarName":
+            reader = reader.option("operatorId", entry["operatorId"])
+            timers = option == "stateVarName" and name.startswith(("$procTimers", "$eventTimers"))
+            # Timers are listed as a variable but read with readRegisteredTimers (by name Spark refuses them).
+            reader = reader.option("readRegisteredTimers", "true") if timers else reader.option(option, name)
+            if option == "stateVarName" and not timers:
                 reader = reader.option("storeName", entry["stateStoreName"])
             try:
                 count = {"operatorId": entry["operatorId"], option: name, "rows": reader.load(str(checkpoint)).count()}
-                if option == "stateVarName":  # list state: one row per grouping key instead of per element
+                if timers:
+                    count["readRegisteredTimers"] = True
+                elif option == "stateVarName":  # list state: one row per grouping key instead of per element
                     unflattened = reader.option("flattenCollectionTypes", "false").load(str(checkpoint))
                     count["rows_unflattened"] = unflattened.count()
                 counts.append(count)
@@ -557,6 +636,11 @@ def _reader_source(count: dict[str, Any], batch_id: int) -> str:
     option = "stateVarName" if "stateVarName" in count else "storeName"
     if count.get("error"):
         return f"Spark's statestore reader failed (option {option}={count[option]}, batchId={batch_id})"
+    if count.get("readRegisteredTimers"):
+        return (
+            f'spark.read.format("statestore").option("batchId", {batch_id}).option("operatorId", ...)'
+            '.option("readRegisteredTimers", "true").load(checkpoint).count(): one row per registered timer'
+        )
     extra = (
         "; rows: flattenCollectionTypes=true (the default: one row per list element or map entry),"
         " rows_unflattened: flattenCollectionTypes=false (one row per grouping key for a list or a map)"

@@ -75,6 +75,7 @@ FEATURE_PROBES: dict[str, list[tuple[str, str, str]]] = {
         )
     ],
     "OFFSET_LOG_V2": [("conf", "spark-catalyst", "spark.sql.streaming.offsetLog.formatVersion")],
+    "MERGE_OPERATOR_V2": [("conf", "spark-catalyst", "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion")],
     "COMMIT_LOG_V3": [
         ("class", "spark-sql", "org/apache/spark/sql/execution/streaming/checkpointing/CommitMetadataV3.class")
     ],

@@ -58,6 +58,7 @@ from tidemark.formats.join_state import (
     TIME_POSTFIX,
     TIME_PREFIX,
     join_families,
+    merge_delimiter,
     split_key,
 )
 from tidemark.formats.join_state import values as multi_values
@@ -123,6 +124,7 @@ from tidemark.formats.state_replay import Provider as StoreProvider
 from tidemark.formats.state_replay import StateNotReadable, StoreRows, read_store
 from tidemark.formats.state_rewrite import MoveResult, StoreMove, helper_spec, run_move, state_root
 from tidemark.formats.state_schema import (
+    TIMER_FAMILIES,
     ColumnFamilySchema,
     Field,
     keyless_operator,
@@ -142,6 +144,7 @@ __all__ = [
     "MULTI_VALUED",
     "ROCKSDB_CAP_FIELD",
     "SHUFFLE_PARTITIONS",
+    "TIMER_FAMILIES",
     "TIME_POSTFIX",
     "TIME_PREFIX",
     "AddedFile",
@@ -225,6 +228,7 @@ __all__ = [
     "locked_message",
     "log_path_for",
     "marker_paths",
+    "merge_delimiter",
     "multi_values",
     "no_records",
     "operator_entries",

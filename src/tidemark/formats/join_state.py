@@ -54,9 +54,19 @@ def join_families(checkpoint: Checkpoint, operator_id: int, properties: str | No
     return tuple(n for n in recorded if n in known) or JOIN_STORES
 
 
-def values(value: bytes) -> list[bytes]:
-    """The values RocksDB's merge operator joined into one (each: version byte and UnsafeRow); ValueError when the
-    bytes are not that framing."""
+MERGE_OPERATOR_KEY = "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion"
+
+
+def merge_delimiter(conf: dict[str, str]) -> bytes:
+    """What Spark's RocksDB merge operator puts between two values of one key (list state, join format 4): ","
+    in version 1 (StringAppendOperator, every Spark up to 4.1), nothing from version 2 (4.2+'s default, recorded in
+    the offsets conf): the values are length-prefixed either way."""
+    return b"," if conf.get(MERGE_OPERATOR_KEY, "1") == "1" else b""
+
+
+def values(value: bytes, delimiter: bytes = b",") -> list[bytes]:
+    """The values RocksDB's merge operator joined into one (each: its 4-byte little-endian length, then the
+    encoded value); ValueError when the bytes are not that framing."""
     found: list[bytes] = []
     at = 0
     while True:
@@ -71,6 +81,9 @@ def values(value: bytes) -> list[bytes]:
         found.append(value[at + 4 : end])
         if end == len(value):
             return found
+        if not delimiter:
+            at = end
+            continue
         if value[end] != _SEPARATOR:
             msg = f"a multi-value entry has byte {value[end]:#04x} where ',' separates two values (byte {end})"
             raise ValueError(msg)

@@ -213,16 +213,32 @@ def read_sst(data: bytes) -> Iterator[tuple[bytes, int, int, bytes]]:
             yield key[:-8], trailer >> 8, entry_type, value
 
 
-def merge_snapshot(files: list[bytes]) -> dict[bytes, bytes]:
-    """The rows of a RocksDB snapshot made of these SSTs: per user key the entry of the highest sequence number
-    decides (a value, or merge operands, keep it; a deletion drops it)."""
-    newest: dict[bytes, tuple[int, int, bytes]] = {}
+def merge_snapshot(files: list[bytes], delimiter: bytes = b",") -> dict[bytes, bytes]:
+    """The rows of a RocksDB snapshot made of these SSTs, as RocksDB reads them: per user key, from the highest
+    sequence number down, merge operands gather until a value (their base) or a deletion (none); the row is the
+    base and the operands, oldest first, joined by the merge operator's delimiter ("," for Spark's
+    StringAppendOperator, merge operator version 1; none from version 2 on)."""
+    found: dict[bytes, dict[int, tuple[int, bytes]]] = {}
     for data in files:
         for key, sequence, entry_type, value in read_sst(data):
-            seen = newest.get(key)
-            if seen is None or sequence > seen[0]:
-                newest[key] = (sequence, entry_type, value)
-            elif sequence == seen[0] and entry_type != seen[1]:
+            versions = found.setdefault(key, {})
+            seen = versions.get(sequence)
+            if seen is not None and seen[0] != entry_type:
                 msg = "one key has two entries of the same sequence number"
                 raise SstError(msg)
-    return {k: v for k, (_, t, v) in newest.items() if t in (VALUE, MERGE)}
+            versions[sequence] = (entry_type, value)
+    rows = {}
+    for key, versions in found.items():
+        operands: list[bytes] = []
+        base: bytes | None = None
+        for sequence in sorted(versions, reverse=True):
+            entry_type, value = versions[sequence]
+            if entry_type == MERGE:
+                operands.append(value)
+                continue
+            base = value if entry_type == VALUE else None
+            break
+        if base is None and not operands:
+            continue  # deleted
+        rows[key] = delimiter.join(([base] if base is not None else []) + operands[::-1])
+    return rows

@@ -144,9 +144,10 @@ def column_families(checkpoint: Checkpoint, folder: str, listing: _Listing) -> C
 
 
 class _Replay:
-    def __init__(self, keep: bool, row_checksum: bool) -> None:
+    def __init__(self, keep: bool, row_checksum: bool, delimiter: bytes = b",") -> None:
         self.keep = keep
         self.row_checksum = row_checksum
+        self.delimiter = delimiter  # what RocksDB's merge operator puts between two merged values
         self.entries: dict[bytes, bytes] = {}
         self.sizes: dict[bytes, int] = {}
         self.codecs: set[Codec] = set()
@@ -174,8 +175,8 @@ class _Replay:
                 self.sizes[key] = len(value or b"")
                 if self.keep:
                     self.entries[key] = value or b""
-            elif self.keep:  # a merge onto an existing key: RocksDB appends with its "," delimiter
-                self.entries[key] = self.entries[key] + b"," + (value or b"")
+            elif self.keep:  # a merge onto an existing key: RocksDB appends (after "," in merge operator v1)
+                self.entries[key] = self.entries[key] + self.delimiter + (value or b"")
                 self.sizes[key] = len(self.entries[key])
         return parsed.lineage
 
@@ -203,8 +204,11 @@ def read_store(
     unique_id: str | None = None,
     keep_entries: bool = False,
     row_checksum: bool = False,
+    merge_delimiter: bytes = b",",
 ) -> StoreRows:
-    """The rows of one partition's store at a state version (the batch id + 1); StateNotReadable says why not."""
+    """The rows of one partition's store at a state version (the batch id + 1); StateNotReadable says why not.
+
+    merge_delimiter: what RocksDB's merge operator puts between merged values (formats.merge_delimiter)."""
     folder = store_folder(op, partition, store)
     listing = _listing(checkpoint, folder)
     kinds = listing.kinds()
@@ -218,7 +222,7 @@ def read_store(
             f"{folder} holds no state files (the partition's folder is gone or empty), so version {version} cannot load"
         )
         raise StateNotReadable(msg)
-    replay = _Replay(keep_entries, row_checksum)
+    replay = _Replay(keep_entries, row_checksum, merge_delimiter)
     if kinds & {FileKind.DELTA, FileKind.SNAPSHOT}:
         chain = _hdfs_chain(listing, version, folder)
         files = []
@@ -275,7 +279,7 @@ def _chain(
     return f"{folder}/{listing.name(base_version, FileKind.ZIP)}", [f"{folder}/{n}" for n in after if n]
 
 
-def _snapshot_entries(checkpoint: Checkpoint, folder: str, zip_rel: str) -> dict[bytes, bytes]:
+def _snapshot_entries(checkpoint: Checkpoint, folder: str, zip_rel: str, delimiter: bytes) -> dict[bytes, bytes]:
     """The rows of a RocksDB snapshot: its zip's metadata names the SST files (in SSTs/) that hold them."""
     data = checkpoint.store.read_bytes(zip_rel)
     if data is None:
@@ -300,7 +304,7 @@ def _snapshot_entries(checkpoint: Checkpoint, folder: str, zip_rel: str) -> dict
             raise StateNotReadable(msg)
         files.append(sst)
     try:
-        return merge_snapshot(files)
+        return merge_snapshot(files, delimiter)
     except SstError as exc:
         msg = f"the SST files of {zip_rel} are not readable here: {exc}"
         raise StateNotReadable(msg) from exc
@@ -331,7 +335,7 @@ def _read_rocksdb(
     base, changelogs = chain
     try:
         if base is not None:
-            entries = _snapshot_entries(checkpoint, folder, base)
+            entries = _snapshot_entries(checkpoint, folder, base, replay.delimiter)
             replay.sizes = {k: len(v) for k, v in entries.items()}
             if replay.keep:
                 replay.entries = entries

@@ -18,6 +18,9 @@ from typing import Any
 from tidemark.formats.checkpoint import Checkpoint
 from tidemark.formats.layout import STATE, schema_folder
 
+# transformWithState's registered timers: one key per timer in the keyToTimestamp family of its time mode.
+TIMER_FAMILIES = ("$procTimers_keyToTimestamp", "$eventTimers_keyToTimestamp")
+
 
 @dataclass(frozen=True)
 class Field:

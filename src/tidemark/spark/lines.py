@@ -35,6 +35,7 @@ class Feature(StrEnum):
     CHECKPOINT_FORMAT_V2 = "checkpoint format v2 (spark.sql.streaming.stateStore.checkpointFormatVersion)"
     JOIN_STATE_V4 = "join state format 4 (stream-stream join state keyed by join key and event time)"
     OFFSET_LOG_V2 = "the offset log v2 (sources named; spark.sql.streaming.offsetLog.formatVersion = 2)"
+    MERGE_OPERATOR_V2 = "RocksDB merge operator v2 (list state values without a ',' between them)"
     COMMIT_LOG_V3 = "the commit log v3 (sinks named; spark.sql.streaming.queryEvolution.enableSinkEvolution)"
     OFFLINE_REPARTITION = "Spark's own offline state repartition (StreamingCheckpointManager.repartition)"
     WASB = "the WASB driver for wasb:// and wasbs:// (hadoop-azure)"

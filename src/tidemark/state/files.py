@@ -22,9 +22,11 @@ from tidemark.formats import (
     Field,
     StateNotReadable,
     StateReadMethod,
+    StoreRows,
     decode_row,
     fields_from_ddl,
     keyless_operator,
+    merge_delimiter,
     multi_values,
     read_store,
     split_key,
@@ -55,6 +57,7 @@ class ReadContext:
     row_checksum: bool
     unique_ids: dict[int, list[list[str]]]  # checkpoint format v2: operator -> partition -> ids, one per store
     partitions: int | None  # spark.sql.shuffle.partitions recorded in the offsets
+    merge_delimiter: bytes = b","  # between the values RocksDB's merge operator joined (formats.merge_delimiter)
     note: str | None = None  # what the state read means, where it is not a committed batch's output
 
 
@@ -97,6 +100,7 @@ def read_context(checkpoint: Checkpoint, batch: int | None) -> ReadContext:
         row_checksum=conf.get(row_checksum, "false").lower() == "true",
         unique_ids=commit.state_unique_ids,
         partitions=int(partitions) if partitions.isdigit() else None,
+        merge_delimiter=merge_delimiter(conf),
     )
 
 
@@ -121,6 +125,8 @@ def count_from_files(checkpoint: Checkpoint, store: StoreInfo, context: ReadCont
     methods = set()
     # A format-4 join family keeps several values per key: counted one by one (as Spark's reader gives them).
     multi_valued = store.family_of is not None and store.store in MULTI_VALUED
+    # A transformWithState list state keeps a key's elements in one value: counted one by one, as Spark's reader.
+    lists = {v.name for v in store.variables if v.kind == "ListState"}
     for partition in _partitions(checkpoint, store, context):
         rows = read_store(
             checkpoint,
@@ -129,8 +135,9 @@ def count_from_files(checkpoint: Checkpoint, store: StoreInfo, context: ReadCont
             store.folder_store,
             context.batch + 1,
             unique_id=_unique_id(store, partition, context, single_store),
-            keep_entries=multi_valued,
+            keep_entries=multi_valued or bool(lists),
             row_checksum=context.row_checksum,
+            merge_delimiter=context.merge_delimiter,
         )
         methods.add(rows.method)
         if store.family_of is not None:
@@ -144,22 +151,28 @@ def count_from_files(checkpoint: Checkpoint, store: StoreInfo, context: ReadCont
             if not multi_valued:
                 per_partition[partition] = rows.families.get(store.store, 0)
             else:
-                try:
-                    per_partition[partition] = sum(
-                        len(multi_values(v))
-                        for k, v in (rows.entries or {}).items()
-                        if rows.family_of(k) == store.store
-                    )
-                except ValueError as exc:
-                    msg = f"operator {store.operator_id} partition {partition} store {store.store}: {exc}"
-                    raise StateNotReadable(msg) from exc
+                per_partition[partition] = _elements(rows, store.store, store, partition, context.merge_delimiter)
             size = None
             continue
         per_partition[partition] = rows.rows
         size = None if size is None or rows.size is None else size + rows.size
         for name, count in rows.families.items():
+            if name in lists and rows.entries is not None:
+                count = _elements(rows, name, store, partition, context.merge_delimiter)
             families[name] = families.get(name, 0) + count
     return FileCounts(per_partition, size, families, frozenset(methods))
+
+
+def _elements(rows: StoreRows, family: str, store: StoreInfo, partition: int, delimiter: bytes) -> int:
+    """The values a multi-valued family holds (list state elements, join format 4 values), not its keys."""
+    try:
+        return sum(
+            len(multi_values(v, delimiter)) for k, v in (rows.entries or {}).items() if rows.family_of(k) == family
+        )
+    except ValueError as exc:
+        where = store.store if family == store.store else f"{store.store} variable {family}"
+        msg = f"operator {store.operator_id} partition {partition} store {where}: {exc}"
+        raise StateNotReadable(msg) from exc
 
 
 def _schema(
@@ -239,6 +252,7 @@ def rows_from_files(
             unique_id=_unique_id(store, partition, context, single_store),
             keep_entries=True,
             row_checksum=context.row_checksum,
+            merge_delimiter=context.merge_delimiter,
         )
         entries = replayed.entries or {}
         if store.family_of is not None:  # one join store among the column families: its keys alone
@@ -260,7 +274,9 @@ def rows_from_files(
                     decoded_key[EVENT_TIME] = event_time
                 # A format-4 join family keeps several values per key: one row each, as Spark's reader gives.
                 if store.store in MULTI_VALUED:
-                    raw_values = [one[1:] for one in multi_values(value)]  # each: version byte and row
+                    raw_values = [
+                        one[1:] for one in multi_values(value, context.merge_delimiter)
+                    ]  # each: version byte and row
                 else:
                     raw_values = [value[replayed.value_prefix :]]
                 for raw_value in raw_values:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError
-from tidemark.formats import Checkpoint, FetchReport, StateReadMethod
+from tidemark.formats import TIMER_FAMILIES, Checkpoint, FetchReport, StateReadMethod
 from tidemark.spark.lines import Feature, lacking
 from tidemark.state.files import ReadContext, count_from_files, read_context
 from tidemark.state.metadata import MetadataSource, StoreInfo, legacy_hint, list_stores, stores_from_files
@@ -205,8 +205,15 @@ def _files_stats(checkpoint: Checkpoint, store: StoreInfo, context: ReadContext,
     if StateReadMethod.SNAPSHOT_COUNT in counts.methods:
         note = "counted from the row count Spark recorded in each RocksDB snapshot (no bytes: the rows are in SSTs)"
     elif counts.families:
-        note = "rows are the keys RocksDB holds: a list state counts once per key, a map state once per entry"
-    return _stats(store, counts.per_partition, counts.size, variables, None, Reader.FILES, note)
+        note = (
+            "the operator's rows are the keys RocksDB holds (Spark's numRowsTotal); a state variable's are its "
+            "entries, a list state's its elements (as Spark's reader gives them)"
+        )
+    # Registered timers: one key each in the keyToTimestamp family of the operator's time mode.
+    timers = (
+        next((counts.families[f] for f in TIMER_FAMILIES if f in counts.families), None) if store.has_timers else None
+    )
+    return _stats(store, counts.per_partition, counts.size, variables, timers, Reader.FILES, note)
 
 
 def _unreadable(store: StoreInfo, reason: str) -> OperatorStats:
