@@ -21,6 +21,7 @@ import pytest
 
 from tidemark.checkpoint.inspect import inspect_checkpoint
 from tidemark.cli.main import main
+from tidemark.formats import Checkpoint
 from tidemark.state.show import show_state
 from tidemark.state.stats import Reader, state_stats
 
@@ -342,3 +343,18 @@ def test_transform_with_state_variables_and_timers_from_the_files_equal_spark_s_
     assert variables == {v["name"]: v["rows"] for v in spec if not v["name"].startswith("$")}
     timers = [v["rows"] for v in spec if v["name"].startswith("$procTimers")]
     assert operator.timers == (timers[0] if timers else None)
+
+
+def test_a_checkpoint_through_spark_s_offline_repartition_is_read_right(tmp_path: Path) -> None:
+    # Recorded on Spark 4.2.1 (tools/spark_lines/record_repartition.py): 3 batches on 2 partitions, Spark's
+    # offline repartition to 4 (batch 3, a copy of offsets/2 with the new count), then batch 4 on 4 partitions.
+    recorded = CORPUS.parent / "spark42_repartition"
+    assert sorted(p.name for p in (recorded / "out" / "_spark_metadata").glob("[0-9]*")) == ["0", "1", "2", "4"]
+    checkpoint = Path(shutil.copytree(recorded / "checkpoint", tmp_path / "checkpoint"))
+    assert Checkpoint.open(str(checkpoint)).repartition_batches([0, 1, 2, 3, 4]) == {3: ("2", "4")}
+    report = inspect_checkpoint(str(checkpoint))
+    assert [(f.code, f.severity.value) for f in report.findings] == [("SPARK_REPARTITION_BATCH", "info")]
+    assert "batch 3" in report.findings[0].message and "2 -> 4" in report.findings[0].message
+    assert [op.partitions for op in report.operators] == [4]
+    (operator,) = state_stats(checkpoint, reader=Reader.FILES).operators
+    assert len(operator.partitions) == 4 and operator.rows is not None and operator.rows > 0

@@ -22,6 +22,7 @@ from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
 from tidemark.config.provider import PROVIDER_KEY
 from tidemark.errors import UsageError
+from tidemark.findings import Finding, Severity
 from tidemark.formats import (
     SHUFFLE_PARTITIONS,
     Checkpoint,
@@ -120,6 +121,19 @@ def _kafka(checkpoint: Checkpoint, source: TidemarkConfig | None) -> KafkaSource
     return kafka_report(checkpoint, earliest, end, endpoint)
 
 
+def _repartition_findings(checkpoint: Checkpoint, committed: list[int]) -> list[Finding]:
+    """An INFO line per batch Spark's offline state repartition (4.2+) committed: not a batch that lost output."""
+    found = []
+    for batch, (old, new) in sorted(checkpoint.repartition_batches(committed).items()):
+        message = (
+            f"batch {batch} was written by Spark's offline state repartition ({old} -> {new} shuffle partitions): "
+            "it read no input and wrote no output"
+        )
+        impact = "none: the query continues from it; a file sink's log has no entry for it, which is expected"
+        found.append(Finding("SPARK_REPARTITION_BATCH", Severity.INFO, message, "nothing needed", "offsets", impact))
+    return found
+
+
 def inspect_checkpoint(
     path: str,
     sink: str | None = None,
@@ -160,26 +174,30 @@ def inspect_checkpoint(
         state_problems = check_newest_state(checkpoint, scan, point.state_version, unique_ids)
     partitions = latest_offset.conf.get(SHUFFLE_PARTITIONS) if latest_offset else None
     kafka = _kafka(checkpoint, source)
-    findings = find_problems(
-        FindingsInput(
-            scan=scan,
-            operators=operators,
-            folders=folders,
-            commits=commits,
-            metadata_partitions={i: m.partitions for i, m in metas.items() if m is not None and m.partitions},
-            sink=sink_report,
-            delta_sink=delta_sink,
-            health=health,
-            state_problems=state_problems,
-            source_problems=read_source_logs(checkpoint),
-            conf_partitions=int(partitions) if partitions and partitions.isdigit() else None,
-            store_names={i: m.store_names for i, m in metas.items() if m is not None},
-            single_partition=frozenset(
-                i for i, m in metas.items() if keyless_operator(checkpoint, i, m.name if m is not None else None)
+    findings = (
+        find_problems(
+            FindingsInput(
+                scan=scan,
+                operators=operators,
+                folders=folders,
+                commits=commits,
+                metadata_partitions={i: m.partitions for i, m in metas.items() if m is not None and m.partitions},
+                sink=sink_report,
+                delta_sink=delta_sink,
+                health=health,
+                state_problems=state_problems,
+                source_problems=read_source_logs(checkpoint),
+                conf_partitions=int(partitions) if partitions and partitions.isdigit() else None,
+                store_names={i: m.store_names for i, m in metas.items() if m is not None},
+                single_partition=frozenset(
+                    i for i, m in metas.items() if keyless_operator(checkpoint, i, m.name if m is not None else None)
+                ),
             ),
-        ),
-        thresholds,
-    ) + kafka_findings(kafka)
+            thresholds,
+        )
+        + kafka_findings(kafka)
+        + _repartition_findings(checkpoint, scan.commit_batches)
+    )
     return CheckpointReport(
         path=path,
         query_id=health.query_id,

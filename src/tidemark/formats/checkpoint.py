@@ -14,7 +14,13 @@ from typing import Any, TypeVar
 
 from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError
-from tidemark.formats.entries import CommitEntry, OffsetEntry, OperatorMetadata, rewrite_offset_watermark
+from tidemark.formats.entries import (
+    SHUFFLE_PARTITIONS,
+    CommitEntry,
+    OffsetEntry,
+    OperatorMetadata,
+    rewrite_offset_watermark,
+)
 from tidemark.formats.layout import (
     COMMITS,
     METADATA,
@@ -184,6 +190,29 @@ class Checkpoint:
         except CheckpointError as exc:
             log.warning("%s", exc)
             return None
+
+    def repartition_batches(self, batches: list[int]) -> dict[int, tuple[str | None, str | None]]:
+        """Which of these batches Spark's offline repartition (4.2+, StreamingCheckpointManager.repartition) wrote,
+        each with its (old, new) shuffle partitions.
+
+        Recorded on 4.2.1: it writes batch N+1 as a copy of offsets/N (the same source offsets, watermark and batch
+        timestamp) with the new `spark.sql.shuffle.partitions`, and commits/N+1 with N's watermark, after moving the
+        state; the batch read no input and wrote no output (the file sink's log never gets it).
+        """
+        found = {}
+        for batch in batches:
+            entry, before = self.find_offset(batch), self.find_offset(batch - 1) if batch > 0 else None
+            if entry is None or before is None:
+                continue
+            old, new = before.conf.get(SHUFFLE_PARTITIONS), entry.conf.get(SHUFFLE_PARTITIONS)
+            copied = (entry.source_offsets, entry.watermark_ms, entry.timestamp_ms) == (
+                before.source_offsets,
+                before.watermark_ms,
+                before.timestamp_ms,
+            )
+            if copied and old != new:
+                found[batch] = (old, new)
+        return found
 
     def find_commit(self, batch: int) -> CommitEntry | None:
         """commits/<batch>, or None when missing or unreadable (logged)."""
