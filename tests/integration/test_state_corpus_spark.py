@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.unit.test_state_corpus import CORPUS, listing
@@ -263,3 +265,29 @@ def test_diff_samples_each_kind_when_one_kind_outnumbers_the_sample(spark: Spark
     assert (store.added, store.updated, store.removed) == (3, 0, 3)
     assert sorted(c.change.value for c in store.samples) == ["added", "removed"]
     assert listing(checkpoint) == before
+
+
+def test_spark_s_readers_fail_on_the_sink_log_gap_of_its_repartition_batch_and_v1_closes_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Recorded on Spark 4.2.1 (tools/spark_lines/record_repartition.py): the file sink's log has 0, 1, 2, 4; batch 3
+    # is Spark's offline repartition. The log's absolute paths are pointed at this copy.
+    recorded = CORPUS.parent / "spark42_repartition" / "out"
+    sink = tmp_path / "out"
+    shutil.copytree(recorded, sink)
+    for entry in (sink / "_spark_metadata").glob("[0-9]*"):
+        lines = entry.read_text().splitlines()
+        moved = [re.sub(r'"path":"file://[^"]*/out/', f'"path":"file://{sink}/', line) for line in lines]
+        entry.write_text("\n".join(moved))
+    for crc in (sink / "_spark_metadata").glob(".*.crc"):
+        crc.unlink()
+    with pytest.raises(Exception, match="_spark_metadata/3 doesn't exist"):
+        spark.read.parquet(str(sink)).count()
+    (sink / "_spark_metadata" / "3").write_text("v1")  # the fix `checkpoint inspect --sink` prints
+    listed = [
+        json.loads(line)["path"].removeprefix("file://")
+        for entry in (sink / "_spark_metadata").glob("[0-9]*")
+        for line in entry.read_text().splitlines()[1:]
+    ]
+    expected = sum(len(pq.read_table(path)) for path in listed)
+    assert spark.read.parquet(str(sink)).count() == expected > 0

@@ -121,16 +121,39 @@ def _kafka(checkpoint: Checkpoint, source: TidemarkConfig | None) -> KafkaSource
     return kafka_report(checkpoint, earliest, end, endpoint)
 
 
-def _repartition_findings(checkpoint: Checkpoint, committed: list[int]) -> list[Finding]:
-    """An INFO line per batch Spark's offline state repartition (4.2+) committed: not a batch that lost output."""
+def _repartition_findings(checkpoint: Checkpoint, committed: list[int], sink: SinkReport | None) -> list[Finding]:
+    """Each batch Spark's offline state repartition (4.2+) committed: it read no input and wrote no output, and
+    it gives a file sink's log no entry, so once a later batch writes one, every Spark reader of the sink fails
+    (`IllegalStateException: .../_spark_metadata/<b> doesn't exist (latestId: ...)`, seen on 4.1 reading the
+    4.2.1 recording) and so does the sink log's next compaction, which reads every batch since the last one."""
     found = []
+    logged = set(sink.batches) if sink is not None else set()
     for batch, (old, new) in sorted(checkpoint.repartition_batches(committed).items()):
         message = (
             f"batch {batch} was written by Spark's offline state repartition ({old} -> {new} shuffle partitions): "
             "it read no input and wrote no output"
         )
-        impact = "none: the query continues from it; a file sink's log has no entry for it, which is expected"
-        found.append(Finding("SPARK_REPARTITION_BATCH", Severity.INFO, message, "nothing needed", "offsets", impact))
+        if sink is not None and batch not in logged and any(b > batch for b in logged):
+            entry = f"{sink.path}/_spark_metadata/{batch}"
+            found.append(
+                Finding(
+                    "SINK_LOG_GAP",
+                    Severity.ERROR,
+                    f"{message}, and the file sink's log has no entry for it while later batches have one",
+                    f"write {entry} holding the single line 'v1' (the entry of a batch with no output) with the "
+                    "query stopped; tidemark's own `state repartition` (its default engine) leaves no such gap",
+                    "offsets",
+                    f"every Spark reader of {sink.path} fails ({entry} doesn't exist), and so will the query at its "
+                    "next sink log compaction",
+                )
+            )
+            continue
+        impact = (
+            "none for the query; with a file sink (Parquet and _spark_metadata) its log gets no entry for this "
+            "batch, and once a later batch writes one, Spark's readers of the sink fail (inspect with --sink checks)"
+        )
+        fix = "nothing before the next batch; run `checkpoint inspect --sink` afterwards with a file sink"
+        found.append(Finding("SPARK_REPARTITION_BATCH", Severity.INFO, message, fix, "offsets", impact))
     return found
 
 
@@ -196,7 +219,7 @@ def inspect_checkpoint(
             thresholds,
         )
         + kafka_findings(kafka)
-        + _repartition_findings(checkpoint, scan.commit_batches)
+        + _repartition_findings(checkpoint, scan.commit_batches, sink_report)
     )
     return CheckpointReport(
         path=path,

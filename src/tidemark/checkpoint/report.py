@@ -74,6 +74,7 @@ class SinkReport:
     compact_bytes: int
     files_in_compact: int
     bytes_total: int
+    batches: list[int] = field(default_factory=list)  # the batch of every log file, in order
 
 
 @dataclass(frozen=True)

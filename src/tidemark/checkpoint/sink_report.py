@@ -49,4 +49,5 @@ def inspect_sink(path: str, backend: Backend = "auto", spark: Any | None = None)
         compact_bytes=latest_compact.bytes if latest_compact else 0,
         files_in_compact=sink_entries_in(path, latest_compact, backend, spark) if latest_compact else 0,
         bytes_total=sum(f.bytes for f in files),
+        batches=[f.batch for f in files],
     )
