@@ -133,7 +133,9 @@ def _repartition_findings(checkpoint: Checkpoint, committed: list[int], sink: Si
             f"batch {batch} was written by Spark's offline state repartition ({old} -> {new} shuffle partitions): "
             "it read no input and wrote no output"
         )
-        if sink is not None and batch not in logged and any(b > batch for b in logged):
+        # A compaction after the batch read it (or the sink log would have failed): its files may since be cleaned up.
+        compacted = sink is not None and sink.latest_compact_batch is not None and sink.latest_compact_batch > batch
+        if sink is not None and not compacted and batch not in logged and any(b > batch for b in logged):
             entry = f"{sink.path}/_spark_metadata/{batch}"
             found.append(
                 Finding(
