@@ -11,11 +11,11 @@ with changelog) from Spark 4.1 on 3.5 with the right output, so it is reported, 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from tidemark.formats import Checkpoint
+from tidemark.formats import MERGE_OPERATOR_KEY, Checkpoint
 from tidemark.spark.lines import Feature, first_line_with, installed_version, lacking
+from tidemark.state.metadata import parse_operator_properties
 
 FORMAT_VERSION = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 # What a checkpoint uses that only the Spark lines offering the feature can read.
@@ -27,7 +27,6 @@ _BLOCKING = (
     Feature.MERGE_OPERATOR_V2,
     Feature.JOIN_STATE_V4,
 )
-MERGE_OPERATOR = "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion"
 JOIN_FORMAT = "spark.sql.streaming.join.stateFormatVersion"
 
 
@@ -75,21 +74,12 @@ def checkpoint_uses(checkpoint: Checkpoint) -> list[tuple[Feature, str]]:
         found.append((Feature.OPERATOR_METADATA, f"state/{op}/_metadata"))
         if metadata.name and "transformWithState" in metadata.name:
             found.append((Feature.TRANSFORM_WITH_STATE_PANDAS, f"operator {op} is {metadata.name}"))
-            merge = offsets.conf.get(MERGE_OPERATOR, "1") if offsets is not None else "1"
-            if merge != "1" and _has_list_state(metadata.properties):
-                where = f"operator {op}'s list state, with offsets/{planned} recording {MERGE_OPERATOR} = {merge}"
+            merge = offsets.conf.get(MERGE_OPERATOR_KEY, "1") if offsets is not None else "1"
+            _, variables, _ = parse_operator_properties(metadata.properties)
+            if merge != "1" and any(v.kind == "ListState" for v in variables):
+                where = f"operator {op}'s list state, with offsets/{planned} recording {MERGE_OPERATOR_KEY} = {merge}"
                 found.append((Feature.MERGE_OPERATOR_V2, where))
     return found
-
-
-def _has_list_state(properties: str | None) -> bool:
-    """Whether a transformWithState operator's properties name a list state variable (merged values in RocksDB)."""
-    try:
-        parsed = json.loads(properties or "{}")
-    except json.JSONDecodeError:
-        return False
-    variables = parsed.get("stateVariables") if isinstance(parsed, dict) else None
-    return any(isinstance(v, dict) and v.get("stateVariableType") == "ListState" for v in variables or [])
 
 
 def continuation(checkpoint: Checkpoint, spark_version: str | None = None) -> Continuation:

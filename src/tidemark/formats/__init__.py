@@ -54,6 +54,7 @@ from tidemark.formats.integrity import (
 from tidemark.formats.join_state import (
     EVENT_TIME,
     JOIN_STORES,
+    MERGE_OPERATOR_KEY,
     MULTI_VALUED,
     TIME_POSTFIX,
     TIME_PREFIX,
@@ -141,6 +142,7 @@ __all__ = [
     "EVENT_TIME",
     "JOIN_STORES",
     "LOCK_FILE",
+    "MERGE_OPERATOR_KEY",
     "MULTI_VALUED",
     "ROCKSDB_CAP_FIELD",
     "SHUFFLE_PARTITIONS",

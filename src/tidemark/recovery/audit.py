@@ -129,6 +129,18 @@ def _source(config: TidemarkConfig, checkpoint: Checkpoint, batch: int, files: d
     return ()
 
 
+def _repartition_batches(checkpoint: Checkpoint, unlogged: list[int], notes: list[str], owed: str) -> set[int]:
+    """The batches among `unlogged` that Spark's offline repartition (4.2+) committed, each noted: it runs no query,
+    reads no input and writes no output, so the sink owes it nothing."""
+    found = checkpoint.repartition_batches(unlogged)
+    for batch, (old, new) in sorted(found.items()):
+        notes.append(
+            f"batch {batch} is Spark's offline state repartition ({old} -> {new} partitions): it read no input and "
+            f"wrote no output, {owed}"
+        )
+    return set(found)
+
+
 def audit_sink(config: TidemarkConfig) -> AuditResult:
     """Build the per-batch ledger and check exactly-once; raise only when the checkpoint cannot be read."""
     from tidemark.pipeline.sink_check import require_matching_sink
@@ -183,13 +195,8 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
                             len(from_log),
                         )
                     )
-    # Spark's offline repartition (4.2+) commits a batch of its own that reads and writes nothing: no sink entry.
-    repartitioned = checkpoint.repartition_batches([r.batch for r in records if not r.in_sink_log and not r.sink_files])
-    for batch, (old, new) in sorted(repartitioned.items()):
-        notes.append(
-            f"batch {batch} is Spark's offline state repartition ({old} -> {new} partitions): it read no input and "
-            "wrote no output, so the sink log has no entry for it"
-        )
+    unlogged = [r.batch for r in records if not r.in_sink_log and not r.sink_files]
+    repartitioned = _repartition_batches(checkpoint, unlogged, notes, "so the sink log has no entry for it")
     missing_entries = [r.batch for r in records if not r.in_sink_log and r.batch not in repartitioned]
     if missing_entries:
         violations.append(
@@ -309,8 +316,8 @@ def audit_table(config: TidemarkConfig, checkpoint: Checkpoint, table: TableOutp
         )
     # Every batch commits to the table, rows or none (a re-run of one whose commit landed keeps that commit), but
     # for Spark's offline repartition batch, which runs no query.
-    repartitioned = checkpoint.repartition_batches([r.batch for r in records if not r.in_sink_log])
-    notes.extend(f"batch {b} is Spark's offline state repartition: no commit is owed" for b in sorted(repartitioned))
+    unlogged = [r.batch for r in records if not r.in_sink_log]
+    repartitioned = _repartition_batches(checkpoint, unlogged, notes, "so no commit is owed")
     missing = [
         r.batch for r in records if not r.in_sink_log and table.checks_batch(r.batch) and r.batch not in repartitioned
     ]
