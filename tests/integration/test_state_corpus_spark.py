@@ -47,6 +47,7 @@ CASES = {
     "spark-4.3.0/rocksdb_commits_v3_window": "files",  # commit log v3: Spark 4.1's reader refuses the log version
     "spark-4.2.1/rocksdb_join_v3": "spark",  # join state format 3: the four stores as column families
     "spark-4.3.0/rocksdb_join_v4": "files",  # join state format 4: Spark 4.1's reader does not know its stores
+    "spark-4.3.0/rocksdb_real_time_window": "spark",  # real-time mode: format v2, StatefulStreamlineAggregate
 }
 
 

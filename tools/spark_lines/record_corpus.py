@@ -37,6 +37,14 @@ HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvi
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 SCHEMA = "k STRING, ts TIMESTAMP, v INT"
 SHUFFLE_PARTITIONS = 2
+KAFKA_CLOSURE = "kafka@spark-4.2.0"  # 4.3's own connector is not served here: 4.2.0's reads in real-time mode
+KAFKA_ARTIFACTS = {
+    "spark-sql-kafka-0-10_2.13",
+    "spark-token-provider-kafka-0-10_2.13",
+    "kafka-clients",
+    "commons-pool2",
+}
+TOPIC_ENV = "RECORD_CORPUS_TOPIC"  # the folder of the topic helper (tools/spark_lines/kafka_topic.py)
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class Case:
     conf: dict[str, str] = field(default_factory=dict)
     named: bool = False  # source and sink named (Spark 4.2+ query evolution: DataStreamReader/Writer.name)
     then: str | None = None  # a query that continues the checkpoint on the second half of the files
+    real_time: bool = False  # 4.3's real-time mode: a Kafka source (the tests' broker), a foreach sink
 
     def settings(self) -> dict[str, str]:
         settings = {
@@ -198,6 +207,18 @@ CASES = [
             "spark.sql.streaming.join.stateFormatVersion": "4",
             "spark.sql.streaming.join.stateFormatV4.enabled": "true",
         },
+    ),
+    Case(
+        "rocksdb_real_time_window",
+        "real_time_window",
+        ROCKSDB,
+        "the window aggregation in real-time mode (trigger(realTime='5 seconds'), update mode): a Kafka source on the"
+        " tests' broker read by the 4.2.0 Kafka connector (no 4.3 connector is served here), a foreach sink, RocksDB"
+        " with checkpoint format 2 (real-time mode's defaults), operator StatefulStreamlineAggregate",
+        since=(4, 3),
+        changelog=True,
+        format_version=2,  # what real-time mode uses anyway; Spark's reader needs it set to read the files
+        real_time=True,
     ),
     Case(
         "rocksdb_changelog_long_run",
@@ -397,6 +418,7 @@ def transform_with_state_query(frame: DataFrame) -> DataFrame:
 
 QUERIES = {
     "window": (window_query, "append"),
+    "real_time_window": (window_query, "update"),  # real-time mode has no append of final windows
     "dedup": (dedup_query, "append"),
     "dedup_within_watermark": (dedup_within_watermark_query, "append"),
     "join": (join_query, "append"),
@@ -414,8 +436,13 @@ QUERIES = {
 def build_session(case: Case) -> SparkSession:
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master("local[2]").appName(f"record-corpus-{case.name}")
-    for key, value in {**case.settings(), "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}.items():
+    # Real-time mode runs every stage of a batch at once: 2 Kafka partitions + 2 shuffle partitions = 4 task slots.
+    master = "local[4]" if case.real_time else "local[2]"
+    builder = SparkSession.builder.master(master).appName(f"record-corpus-{case.name}")
+    settings = {**case.settings(), "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+    if case.real_time:
+        settings["spark.jars"] = ",".join(str(jar) for jar in kafka_jars())
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -429,6 +456,13 @@ def progress_events(query: Any) -> list[dict[str, Any]]:
 
 def run_case(case: Case, target: Path) -> dict[str, Any]:
     spark = build_session(case)
+    if case.real_time:
+        try:
+            events = run_real_time(spark, case, target)
+            readers = read_state(spark, target / "checkpoint", events[-1]["batchId"])
+            return {"spark_version": spark.version, "progress": events, "readers": readers}
+        finally:
+            spark.stop()
     try:
         with tempfile.TemporaryDirectory(prefix="corpus-input-") as scratch:
             source = Path(scratch) / "input"
@@ -469,6 +503,81 @@ def run_case(case: Case, target: Path) -> dict[str, Any]:
         return {"spark_version": spark.version, "progress": events, "readers": readers}
     finally:
         spark.stop()
+
+
+def kafka_jars() -> list[Path]:
+    """The 4.2.0 Kafka connector and what pyspark's own jars lack of its closure (tidemark's jar lock pins them), from
+    tidemark's jar cache."""
+    lock = json.loads(Path("src/tidemark/spark/jars.lock.json").read_text())
+    cache = Path(os.environ.get("TIDEMARK_CACHE_DIR") or Path.home() / ".cache" / "tidemark") / "jars"
+    jars = []
+    for entry in lock["closures"][KAFKA_CLOSURE]:
+        group, artifact, version = entry["coordinate"].split(":")
+        if artifact not in KAFKA_ARTIFACTS:
+            continue
+        jar = cache / group.replace(".", "/") / artifact / version / f"{artifact}-{version}.jar"
+        if not jar.is_file():
+            msg = f"missing {jar}: fetch {KAFKA_CLOSURE} first (tools/spark_lines/smoke.py 4.2 does)"
+            raise SystemExit(msg)
+        jars.append(jar)
+    return jars
+
+
+def discard(row: Any) -> None:
+    """The real-time case's foreach sink (real-time mode allows Kafka, foreach, console and memory sinks)."""
+
+
+def produce(topic: Path, first: int, minutes: int) -> int:
+    """Ask the topic helper to produce the input of `minutes` minutes; wait until it did; the number of records."""
+    request = topic / f"produce-{first:03d}.jsonl"
+    rows = [row for minute in range(first, first + minutes) for row in input_rows(minute)]
+    partial = request.with_suffix(".part")
+    partial.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    partial.rename(request)
+    wait_for(request.with_suffix(".done").exists, f"the topic helper to produce {request.name}")
+    return len(rows)
+
+
+def wait_for(condition: Any, what: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            msg = f"timed out waiting for {what}"
+            raise SystemExit(msg)
+        time.sleep(0.5)
+
+
+def run_real_time(spark: SparkSession, case: Case, target: Path) -> list[dict[str, Any]]:
+    """Half the input, a batch or more that read it, the other half, and batches until every record was read."""
+    from pyspark.sql import functions as F
+
+    topic = Path(os.environ[TOPIC_ENV])
+    wait_for((topic / "bootstrap").exists, "the broker")
+    frame = spark.readStream.format("kafka").option("kafka.bootstrap.servers", (topic / "bootstrap").read_text())
+    frame = frame.option("subscribe", "events").option("startingOffsets", "earliest").load()
+    parsed = frame.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("e")).select("e.*")
+    build, mode = QUERIES[case.query]
+    writer = build(parsed).writeStream.foreach(discard).outputMode(mode)
+    writer = writer.option("checkpointLocation", str(target / "checkpoint"))
+    half = case.files // 2
+    produced = produce(topic, 0, half)
+    query = writer.trigger(realTime="5 seconds").start()
+
+    def read_all() -> bool:
+        events = progress_events(query)
+        if not events or not events[-1]["sources"]:
+            return False
+        end = events[-1]["sources"][0]["endOffset"]
+        offsets = json.loads(end) if isinstance(end, str) else end
+        return sum(offsets["events"].values()) >= produced
+
+    try:
+        wait_for(read_all, "the first half to be read")
+        produced += produce(topic, half, case.files - half)
+        wait_for(read_all, "the second half to be read")
+    finally:
+        query.stop()
+    return progress_events(query)
 
 
 def read_state(spark: SparkSession, checkpoint: Path, batch_id: int) -> dict[str, Any]:
@@ -546,6 +655,14 @@ def java_version() -> str:
     return out.splitlines()[0] if out else "unknown"
 
 
+REAL_TIME_INPUT = {
+    "kafka_topic": "events (2 partitions, keyed by k) on the tests' broker (tools/spark_lines/kafka_topic.py)",
+    "records": "input_rows() of minutes 0-1, then of minutes 2-3 once real-time batches had read the first half",
+    "trigger": "realTime='5 seconds'",
+    "note": "the source is named 'events' by its topic in offsets/<b>; its offsets are that topic's",
+}
+
+
 def expected_figures(case: Case, target: Path, recorded: dict[str, Any]) -> dict[str, Any]:
     checkpoint = target / "checkpoint"
     offsets, commits = batch_ids(checkpoint / "offsets"), batch_ids(checkpoint / "commits")
@@ -613,8 +730,8 @@ def expected_figures(case: Case, target: Path, recorded: dict[str, Any]) -> dict
         "java": java_version(),
         "settings": case.settings(),
         "output_mode": QUERIES[case.query][1],
-        "sink": "noop (no output files)",
-        "input": {
+        "sink": "foreach (rows discarded)" if case.real_time else "noop (no output files)",
+        "input": REAL_TIME_INPUT if case.real_time else {
             "files": case.files,
             "rows_per_file": len(input_rows(0)),
             "maxFilesPerTrigger": 1,
@@ -664,7 +781,19 @@ def record(case: Case, version: str) -> Path:
     with tempfile.TemporaryDirectory(prefix="corpus-result-") as scratch:
         result = Path(scratch) / "result.json"
         command = [sys.executable, __file__, "--child", case.name, str(target), str(result)]
-        subprocess.run(command, check=True, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+        helper = None
+        if case.real_time:  # the broker runs in the project's venv (the tests' broker module needs pytest)
+            topic = Path(scratch) / "topic"
+            topic.mkdir()
+            env[TOPIC_ENV] = str(topic)
+            helper = subprocess.Popen([".venv/bin/python", "tools/spark_lines/kafka_topic.py", str(topic)])
+        try:
+            subprocess.run(command, check=True, env=env)
+        finally:
+            if helper is not None:
+                (Path(scratch) / "topic" / "stop").write_text("")
+                helper.wait(timeout=60)
         recorded = json.loads(result.read_text())
     expected = expected_figures(case, target, recorded)
     (target / "expected.json").write_text(json.dumps(expected, indent=2, sort_keys=False) + "\n")
