@@ -731,7 +731,9 @@ def expected_figures(case: Case, target: Path, recorded: dict[str, Any]) -> dict
         "settings": case.settings(),
         "output_mode": QUERIES[case.query][1],
         "sink": "foreach (rows discarded)" if case.real_time else "noop (no output files)",
-        "input": REAL_TIME_INPUT if case.real_time else {
+        "input": REAL_TIME_INPUT
+        if case.real_time
+        else {
             "files": case.files,
             "rows_per_file": len(input_rows(0)),
             "maxFilesPerTrigger": 1,
