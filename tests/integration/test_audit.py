@@ -91,6 +91,23 @@ def test_spark_s_offline_repartition_batch_is_no_missing_output(
     assert any(
         f"batch {last + 1} is Spark's offline state repartition ({old} -> {int(old) * 2}" in n for n in result.notes
     )
+    # The next batch (no new input here) gets a sink log file: the log now skips the repartition batch, and every
+    # Spark reader of the sink fails on it. The audit reads past it and says so, with the file that closes the gap.
+    sink_log = clean_run.parent / "output" / "_spark_metadata"
+    later = dict(meta, batchTimestampMs=meta["batchTimestampMs"] + 1000)
+    later["conf"] = dict(meta["conf"], **{"spark.sql.shuffle.partitions": old})
+    (checkpoint / "offsets" / str(last + 2)).write_text("\n".join([lines[0], json.dumps(later), *lines[2:]]))
+    shutil.copy(checkpoint / "commits" / str(last), checkpoint / "commits" / str(last + 2))
+    (sink_log / str(last + 2)).write_text("v1")
+    gap = audit_sink(load_config(clean_run))
+    assert [(v.kind, v.batches) for v in gap.violations] == [(ViolationKind.SINK_LOG_GAP, (last + 1,))]
+    assert f"'v1' into {sink_log}/{last + 1}" in gap.violations[0].message
+    (sink_log / str(last + 1)).write_text("v1")
+    assert audit_sink(load_config(clean_run)).ok
+    for batch in (last + 1, last + 2):
+        (sink_log / str(batch)).unlink()
+    (checkpoint / "offsets" / str(last + 2)).unlink()
+    (checkpoint / "commits" / str(last + 2)).unlink()
     # A batch that read input and is missing from the sink log is still a violation.
     meta["batchTimestampMs"] += 1000
     (checkpoint / "offsets" / str(last + 1)).write_text("\n".join([lines[0], json.dumps(meta), *lines[2:]]))

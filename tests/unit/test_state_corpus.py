@@ -21,9 +21,11 @@ import pytest
 
 from tidemark.checkpoint.inspect import inspect_checkpoint
 from tidemark.cli.main import main
-from tidemark.formats import Checkpoint
+from tidemark.errors import CheckpointError
+from tidemark.formats import Checkpoint, read_sink_log
 from tidemark.state.show import show_state
 from tidemark.state.stats import Reader, state_stats
+from tidemark.storage import open_storage
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "corpus"
 CASES = sorted(f"{case.parent.name}/{case.name}" for case in CORPUS.glob("spark-*/*") if case.is_dir())
@@ -367,6 +369,17 @@ def test_a_checkpoint_through_spark_s_offline_repartition_is_read_right(tmp_path
     gap = inspect_checkpoint(str(checkpoint), sink=str(sink))
     assert [(f.code, f.severity.value) for f in gap.findings] == [("SINK_LOG_GAP", "error")]
     assert f"{sink}/_spark_metadata/3 holding the single line 'v1'" in gap.findings[0].fix
+    # tidemark's own readers of the sink log (audit, recover, rollback) read past the batch the checkpoint proves
+    # wrote nothing; without that proof the log is incomplete.
+    sink_store, recording = open_storage(str(sink)), Checkpoint.open(str(checkpoint))
+    with pytest.raises(CheckpointError, match=r"no file for batch 3 .* the sink log is incomplete"):
+        read_sink_log(sink_store)
+    whole = read_sink_log(sink_store, empty=recording.repartition_batches)
+    assert whole.latest_batch == 4
+    # (the entries name the recording machine's folder: read as outside this copy, by file name the same files)
+    listed = [Path(entry).name for entry in [*whole.files, *whole.outside]]
+    assert sorted(listed) == sorted(p.name for p in sink.glob("*.parquet"))
     (sink / "_spark_metadata" / "3").write_text("v1")
+    assert (read_sink_log(sink_store).files, read_sink_log(sink_store).outside) == (whole.files, whole.outside)
     closed = inspect_checkpoint(str(checkpoint), sink=str(sink))
     assert [f.code for f in closed.findings] == ["SPARK_REPARTITION_BATCH"]

@@ -36,6 +36,7 @@ from tidemark.formats import (
     keyless_operator,
     read_health,
     read_source_logs,
+    sink_log_skipped_batches,
 )
 from tidemark.storage import Backend
 
@@ -127,15 +128,15 @@ def _repartition_findings(checkpoint: Checkpoint, committed: list[int], sink: Si
     (`IllegalStateException: .../_spark_metadata/<b> doesn't exist (latestId: ...)`, seen on 4.1 reading the
     4.2.1 recording) and so does the sink log's next compaction, which reads every batch since the last one."""
     found = []
-    logged = set(sink.batches) if sink is not None else set()
-    for batch, (old, new) in sorted(checkpoint.repartition_batches(committed).items()):
+    repartitioned = checkpoint.repartition_batches(committed)
+    gaps = set(sink_log_skipped_batches(sink.batches, sink.latest_compact_batch, repartitioned)) if sink else set()
+    for batch, (old, new) in sorted(repartitioned.items()):
         message = (
             f"batch {batch} was written by Spark's offline state repartition ({old} -> {new} shuffle partitions): "
             "it read no input and wrote no output"
         )
-        # A compaction after the batch read it (or the sink log would have failed): its files may since be cleaned up.
-        compacted = sink is not None and sink.latest_compact_batch is not None and sink.latest_compact_batch > batch
-        if sink is not None and not compacted and batch not in logged and any(b > batch for b in logged):
+        if batch in gaps:
+            assert sink is not None
             entry = f"{sink.path}/_spark_metadata/{batch}"
             found.append(
                 Finding(

@@ -118,6 +118,7 @@ from tidemark.formats.sinklog import log_folder as sink_log_folder
 from tidemark.formats.sinklog import log_names as sink_log_names
 from tidemark.formats.sinklog import log_uri as sink_log_uri
 from tidemark.formats.sinklog import read_log as read_sink_log
+from tidemark.formats.sinklog import skipped_batches as sink_log_skipped_batches
 from tidemark.formats.snapshot_zip import snapshot_metadata, zip_references
 from tidemark.formats.state_files import FetchReport, fetch_state, private_copy
 from tidemark.formats.state_replay import Method as StateReadMethod
@@ -273,6 +274,7 @@ __all__ = [
     "sink_log_files_after",
     "sink_log_folder",
     "sink_log_names",
+    "sink_log_skipped_batches",
     "sink_log_uri",
     "sink_windows",
     "snapshot_metadata",

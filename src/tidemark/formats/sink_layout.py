@@ -8,6 +8,7 @@ columns) is refused in one line instead of being half-rewritten.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -45,18 +46,19 @@ class CommittedFiles:
     copied: bool  # the log names only another folder's files: a sink copied or moved from there
 
 
-def committed_data_files(sink: Storage) -> CommittedFiles:
+def committed_data_files(sink: Storage, empty: Callable[[list[int]], Collection[int]] | None = None) -> CommittedFiles:
     """The sink's committed data files: what its `_spark_metadata` log lists, as a Spark reader sees them.
 
     Without a log every file counts (a sink no streaming query wrote). A log that names files of another folder and
     none of this one belongs to a sink copied from there: its entries cannot tell committed from not, so every file
     counts (and `copied` says so). Otherwise only the listed files count; a log that lists no file yet (the batches
     so far emitted nothing) means nothing is committed, and a killed batch's file (often empty) is never read.
+    empty: the batches the checkpoint proves wrote nothing (`sinklog.read_log`).
     """
     from tidemark.formats.sinklog import read_log
 
     present = tuple(e.rel for e in data_files(sink))
-    log = read_log(sink)
+    log = read_log(sink, empty=empty)
     copied = log.exists and not log.files and bool(log.outside)
     if not log.exists or copied:
         return CommittedFiles(present, present, (), copied)
@@ -72,7 +74,9 @@ def _partition_columns(rel: str) -> tuple[str, ...]:
     return tuple(part.split("=", 1)[0] for part in rel.split("/")[:-1] if "=" in part)
 
 
-def read_sink_layout(sink: Storage, max_footers: int = MAX_FOOTERS) -> SinkLayout:
+def read_sink_layout(
+    sink: Storage, max_footers: int = MAX_FOOTERS, empty: Callable[[list[int]], Collection[int]] | None = None
+) -> SinkLayout:
     """List the sink's data files and read the Parquet footers of up to max_footers of them (no data pages).
 
     Footers are read only from committed files (`committed_data_files`): a killed batch's file is not part of the sink,
@@ -80,7 +84,7 @@ def read_sink_layout(sink: Storage, max_footers: int = MAX_FOOTERS) -> SinkLayou
     """
     import pyarrow.parquet as pq
 
-    found = committed_data_files(sink)
+    found = committed_data_files(sink, empty)
     files = list(found.present)
     layouts = Counter(_partition_columns(rel) for rel in files)
     committed = list(found.committed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -87,8 +88,16 @@ def _read_entries(store: Storage, name: str) -> list[tuple[str, str, dict[str, A
     return entries
 
 
-def read_log(store: Storage, up_to: int | None = None) -> SinkLog:
-    """The live file list of the log at batch `up_to` (default: the newest), as Spark's allFiles builds it."""
+def read_log(
+    store: Storage, up_to: int | None = None, empty: Callable[[list[int]], Collection[int]] | None = None
+) -> SinkLog:
+    """The live file list of the log at batch `up_to` (default: the newest), as Spark's allFiles builds it.
+
+    empty: given the batches the log has no file for, those the checkpoint proves wrote nothing (Spark's offline
+    repartition batch, which the sink log never gets; `Checkpoint.repartition_batches`): each is read as an empty
+    batch, where Spark's readers fail (`checkpoint inspect --sink`: SINK_LOG_GAP). Any other missing file is an
+    incomplete log.
+    """
     names = log_names(store)
     usable = sorted(b for b in names if up_to is None or b <= up_to)
     if not usable:
@@ -99,11 +108,16 @@ def read_log(store: Storage, up_to: int | None = None) -> SinkLog:
     start = base if base is not None else 0
     files: dict[str, str] = {}
     outside: dict[str, str] = {}
+    absent = [b for b in range(start, latest + 1) if b not in names]
+    skipped = set(empty(absent)) if absent and empty is not None else set()
     for batch in range(start, latest + 1):
+        if batch in skipped:
+            continue
         if batch not in names:
             msg = (
                 f"{store.uri(SINK_LOG_DIR)} has no file for batch {batch} (needed to list batch {latest}): "
-                "the sink log is incomplete"
+                "the sink log is incomplete (if the checkpoint is gone and that batch was Spark's offline state "
+                "repartition, which writes no output, the single line 'v1' in that file closes the gap)"
             )
             raise CheckpointError(msg)
         for path, line, entry in _read_entries(store, names[batch]):
@@ -115,6 +129,15 @@ def read_log(store: Storage, up_to: int | None = None) -> SinkLog:
             else:
                 target[key] = line
     return SinkLog(tuple(sorted(names)), latest, base, files, tuple(sorted(outside)))
+
+
+def skipped_batches(logged: Collection[int], latest_compact: int | None, empty: Collection[int]) -> list[int]:
+    """The batches of `empty` (committed with no output: Spark's offline repartition batch) the log skips over: no
+    file of their own while a later batch has one, and no compaction after them (a compaction that read past a batch
+    proves the log was whole then; its older files may since be cleaned up). Spark's readers of the sink fail on
+    each (`_spark_metadata/<b> doesn't exist`); the file of an empty batch is the single line `v1`."""
+    after = -1 if latest_compact is None else latest_compact
+    return sorted(b for b in empty if b not in logged and b > after and any(later > b for later in logged))
 
 
 def batch_entries(store: Storage, batch: int) -> list[str] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tidemark.config import AggregationKind, TidemarkConfig
 from tidemark.errors import InputError
-from tidemark.formats import SinkLayout, read_sink_layout
+from tidemark.formats import Checkpoint, SinkLayout, read_sink_layout
 from tidemark.pipeline.transforms import session as session_transform
 from tidemark.pipeline.transforms import window as window_transform
 from tidemark.sinks import sink_of
@@ -61,7 +61,8 @@ def check_sink(config: TidemarkConfig) -> tuple[SinkLayout | None, str | None]:
     sink = open_storage(folder)
     if not sink.exists(""):
         return None, None
-    layout = read_sink_layout(sink)
+    # Spark's offline repartition batch, proven by the checkpoint, is the one batch the sink log may skip.
+    layout = read_sink_layout(sink, empty=Checkpoint.open(config.checkpoint.location).repartition_batches)
     return layout, _problem(config, layout)
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError
 from tidemark.formats import (
+    Checkpoint,
     CheckpointStatus,
     RecoveryMarker,
     archive_marker,
@@ -82,7 +83,7 @@ def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
     """
     paths = pipeline_locations(config)
     ensure_not_running(paths.checkpoint)
-    log = read_sink_log(open_storage(paths.sink))
+    log = read_sink_log(open_storage(paths.sink), empty=Checkpoint.open(paths.checkpoint).repartition_batches)
     entries = tuple(log.files[p] for p in plan.surviving_files if p in log.files)
     marker = RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False, source_offsets=plan.source_offsets)
     archive = parse_location(plan.archive)

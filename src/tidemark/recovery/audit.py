@@ -28,6 +28,7 @@ from tidemark.formats import (
     sink_batch_files,
     sink_data_files,
     sink_log_names,
+    sink_log_skipped_batches,
 )
 from tidemark.recovery.archive import pipeline_locations
 from tidemark.sinks import TableOutput, Tool, sink_of
@@ -46,6 +47,7 @@ class ViolationKind(StrEnum):
     BATCH_WITHOUT_SINK_ENTRY = "batch-without-sink-entry"
     FILE_OUTSIDE_EVERY_BATCH = "file-outside-every-batch"
     LISTED_FILE_MISSING = "listed-file-missing"
+    SINK_LOG_GAP = "sink-log-gap"  # Spark's repartition batch has no sink log file while later batches have one
     ROWS_DIFFER = "rows-differ"  # the ledger's row count against the batch's files
 
 
@@ -155,7 +157,7 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
     sink = open_storage(paths.sink)
     commits = checkpoint.commit_batches()
     names = sink_log_names(sink)
-    log = read_sink_log(sink)
+    log = read_sink_log(sink, empty=checkpoint.repartition_batches)
     ledger: dict[int, LedgerEntry] = read_ledger(checkpoint.store)
     files_by_batch = checkpoint.source_files_of(commits) if config.source.is_file else {}
     present = {e.rel: e for e in sink_data_files(sink)}
@@ -206,6 +208,20 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
                 "Spark readers will not see their output",
                 tuple(missing_entries[:MAX_LISTED]),
                 count=len(missing_entries),
+            )
+        )
+    unlisted = checkpoint.repartition_batches([b for b in commits if b not in names])
+    gaps = sink_log_skipped_batches(names, log.base_compact, unlisted)
+    if gaps:
+        entries = ", ".join(sink.uri(f"_spark_metadata/{b}") for b in gaps[:MAX_LISTED])
+        violations.append(
+            Violation(
+                ViolationKind.SINK_LOG_GAP,
+                f"Spark's offline state repartition committed batch(es) {', '.join(map(str, gaps[:MAX_LISTED]))} "
+                "(no input, no output) and the sink log has no file for them while later batches have one: every "
+                f"Spark reader of the sink fails; with the query stopped, write the single line 'v1' into {entries}",
+                tuple(gaps[:MAX_LISTED]),
+                count=len(gaps),
             )
         )
     shared = {rel: b for rel, b in owners.items() if len(b) > 1}

@@ -171,7 +171,8 @@ def plan_recovery(
             "move aside): recover without --per-key"
         )
         raise UsageError(msg)
-    log = read_sink_log(sink) if table is None else None
+    no_output = Checkpoint.open(paths.checkpoint).repartition_batches  # batches the sink log may skip
+    log = read_sink_log(sink, empty=no_output) if table is None else None
     listed = {e.rel for e in sink.list_files()} if table is None else set(table.live_files)
     committed = [p for p in log.files if p in listed] if log is not None else list(table.live_files if table else [])
     newest_window, unclamped = _resume_point(committed, sink, config, per_key)
