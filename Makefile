@@ -7,7 +7,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 TM := $(VENV)/bin/tidemark
 DEMO := demo
 
-.PHONY: install run test test-lines test-unit test-integration lint typecheck bench chromium azurite prometheus kafka kafka-demo clean
+.PHONY: install run test test-lines test-unit test-integration lint typecheck bench chromium azurite mariadb prometheus kafka kafka-demo clean
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -71,6 +71,16 @@ prometheus:
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			prometheus prometheus-pushgateway >/dev/null)
 
+# MariaDB, the SQL metadata store of the Azurite the ABFS tests and the seed-incident benchmark use (AZURITE_DB):
+# Debian's package, installed without letting Debian start its system service (policy-rc.d says no while apt runs;
+# one that was there before is left alone). The tests start their own server in their own data folder.
+mariadb:
+	@command -v mariadbd >/dev/null 2>&1 && command -v mariadb-install-db >/dev/null 2>&1 || ( \
+		made=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d \
+			&& chmod +x /usr/sbin/policy-rc.d && made=1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			mariadb-server >/dev/null; rc=$$?; [ -n "$$made" ] && rm -f /usr/sbin/policy-rc.d; exit $$rc)
+
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks setup.py
 	$(VENV)/bin/ruff format --check src tests benchmarks setup.py
@@ -80,7 +90,7 @@ lint: install
 # The whole suite on the default Spark (its smoke tests write what they proved to build/smoke/), then the smoke
 # subset on every other Spark line and Python, then the README's compatibility table against build/smoke/.
 # --durations: the 40 slowest tests in CI's log, where the time budget (README) goes.
-test: install chromium azurite prometheus kafka lint
+test: install chromium azurite mariadb prometheus kafka lint
 	rm -rf build/smoke
 	TIDEMARK_SMOKE_RESULTS=build/smoke/default-py3.11.json $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600 --durations=40
 	$(MAKE) --no-print-directory test-lines

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 # Azurite, moto's S3 server and a Kafka broker, started on loopback by the tests that ask for them.
-pytest_plugins = ["tests.servers", "tests.kafka_broker"]
+pytest_plugins = ["tests.servers", "tests.kafka_broker", "tests.mariadb"]
 
 
 @pytest.fixture(scope="session")

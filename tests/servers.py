@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -299,8 +300,10 @@ def wasb_store(azurite: Azurite, wasb_proxy: FaultProxy) -> Iterator[SparkStore]
 
 
 @pytest.fixture(scope="module")
-def abfs_store(azurite: Azurite) -> Iterator[SparkStore]:
-    """abfs:// on Azurite: ABFS over the Blob endpoint (Hadoop 3.4.2+), straight to Azurite's free port."""
+def abfs_store(sql_azurite: Any) -> Iterator[SparkStore]:
+    """abfs:// on Azurite: ABFS over the Blob endpoint (Hadoop 3.4.2+), straight to Azurite's free port. This Azurite
+    keeps its metadata in MariaDB (tests/mariadb.py: the store whose cost does not grow with the container)."""
+    azurite: Azurite = sql_azurite.azurite
     env = {"AZURE_STORAGE_CONNECTION_STRING": azurite.connection_string}
 
     def new_root() -> str:

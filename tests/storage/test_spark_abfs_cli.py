@@ -2,12 +2,14 @@
 
 Azurite has no DFS endpoint, but Hadoop 3.4.2's ABFS can work over the Blob endpoint for accounts without a
 hierarchical namespace (HADOOP-19226), and reaches an emulator through `fs.azure.abfs.endpoint`: tidemark
-maps the connection string to those settings and the account key. The key is never printed (not even with
+maps the connection string to those settings and the account key. The Azurite here keeps its metadata in MariaDB
+(tests/mariadb.py, issue 39). The key is never printed (not even with
 --debug), never in Spark's event log (redacted), never on the server, never in the working folder.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,15 +17,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.mariadb import SqlAzurite
 from tests.oracles import assert_matches_oracle
 from tests.servers import SparkStore
 from tests.storage.spark_stores import cloud_config, events, oracle, raw_sink
+from tidemark.cli.main import main
 from tidemark.storage import open_storage
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_run_on_abfs_over_the_blob_endpoint_and_the_key_is_nowhere(abfs_store: SparkStore, tmp_path: Path) -> None:
+def test_run_on_abfs_over_the_blob_endpoint_and_the_key_is_nowhere(
+    abfs_store: SparkStore, sql_azurite: SqlAzurite, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = abfs_store.new_root()
     data = events(tmp_path, files=2)
     event_log = tmp_path / "events"
@@ -66,3 +72,12 @@ def test_run_on_abfs_over_the_blob_endpoint_and_the_key_is_nowhere(abfs_store: S
         data_bytes = store.read_bytes(entry.rel) or b""
         assert key.encode() not in data_bytes, entry.rel
     assert list(work.iterdir()) == []
+
+    # That Azurite keeps its metadata in MariaDB (issue 39): every blob Spark left is a row there, and tidemark's
+    # own commands read the checkpoint and the sink through it.
+    assert sql_azurite.blob_rows() >= len(list(store.list_files())) > 0
+    assert main(["checkpoint", "inspect", f"{root}/checkpoint", "--sink", f"{root}/output", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    commits = [e.rel.rsplit("/", 1)[-1] for e in store.list_files("checkpoint/commits")]
+    assert report["latest_committed_batch"] == max(int(name) for name in commits if name.isdigit())
+    assert main(["audit", str(config)]) == 0, capsys.readouterr()
