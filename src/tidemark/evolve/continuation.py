@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidemark.formats import MERGE_OPERATOR_KEY, Checkpoint
+from tidemark.formats import MERGE_OPERATOR_KEY, Checkpoint, log_features
 from tidemark.spark.lines import Feature, first_line_with, installed_version, lacking
 from tidemark.state.metadata import parse_operator_properties
 
@@ -55,16 +55,13 @@ def checkpoint_uses(checkpoint: Checkpoint) -> list[tuple[Feature, str]]:
         found.append((Feature.CHECKPOINT_FORMAT_V2, f"commits/{batch} {shows}"))
     elif checkpoint.offset(batch).conf.get(FORMAT_VERSION) == "2":
         found.append((Feature.CHECKPOINT_FORMAT_V2, f"offsets/{batch} records {FORMAT_VERSION} = 2"))
-    if commit.log_version >= 3:
-        found.append((Feature.COMMIT_LOG_V3, f"commits/{batch} is a v{commit.log_version} commit"))
+    found += log_features(checkpoint)
     # A restart reads the newest offsets entry (it may be a batch planned but not committed).
     planned = max(checkpoint.offset_batches(), default=batch)
     try:
         offsets = checkpoint.offset(planned)
     except ValueError:  # an unreadable entry: inspect's findings say what is wrong with it
         offsets = None
-    if offsets is not None and offsets.version >= 2:
-        found.append((Feature.OFFSET_LOG_V2, f"offsets/{planned} is a v{offsets.version} offsets entry"))
     if offsets is not None and offsets.conf.get(JOIN_FORMAT) == "4" and checkpoint.operator_ids():
         found.append((Feature.JOIN_STATE_V4, f"offsets/{planned} records {JOIN_FORMAT} = 4"))
     for op in checkpoint.operator_ids():

@@ -75,6 +75,7 @@ from tidemark.formats.lock import (
     read_lock,
 )
 from tidemark.formats.lock import clear_lock as clear_run_lock
+from tidemark.formats.log_features import log_features
 from tidemark.formats.operators import OperatorEntry, operator_entries
 from tidemark.formats.operators import schema_files as operator_schema_files
 from tidemark.formats.progress import BatchProgress, NumericMetrics, StateOperatorProgress, parse_spark_time
@@ -229,6 +230,7 @@ __all__ = [
     "ledger_files",
     "lock_is_live",
     "locked_message",
+    "log_features",
     "log_path_for",
     "marker_paths",
     "merge_delimiter",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import CheckpointError, UsageError
-from tidemark.formats import Checkpoint, FetchReport, fetch_state, private_copy
+from tidemark.formats import Checkpoint, FetchReport, fetch_state, log_features, private_copy
 from tidemark.formats.entries import SHUFFLE_PARTITIONS
 from tidemark.spark.lines import Feature, first_line_with, lacking, require
 
@@ -194,18 +194,6 @@ def one_line(exc: BaseException) -> str:
     return first[:300]
 
 
-def _uses_log(checkpoint: Checkpoint, feature: Feature) -> bool:
-    """Whether the checkpoint's newest commit (COMMIT_LOG_V3) or offsets entry (OFFSET_LOG_V2) needs that feature."""
-    try:
-        if feature is Feature.COMMIT_LOG_V3:
-            batches = checkpoint.commit_batches()
-            return bool(batches) and checkpoint.commit(batches[-1]).log_version >= 3
-        batches = checkpoint.offset_batches()
-        return bool(batches) and checkpoint.offset(batches[-1]).version >= 2
-    except ValueError:  # an unreadable entry: not this question's to answer
-        return False
-
-
 def explain_read_error(exc: Exception, source: StateSource, target: ReadTarget, batch: int | None) -> CheckpointError:
     """Turn a Spark reader failure into a one-line CheckpointError that says what to pass instead."""
     text = str(exc)
@@ -220,7 +208,7 @@ def explain_read_error(exc: Exception, source: StateSource, target: ReadTarget, 
         )
         return CheckpointError(msg)
     if "INVALID_LOG_VERSION" in text:  # a log entry newer than this Spark reads: say which Spark reads it
-        uses = [f for f in (Feature.COMMIT_LOG_V3, Feature.OFFSET_LOG_V2) if _uses_log(source.checkpoint, f)]
+        uses = [feature for feature, _ in log_features(source.checkpoint)]
         reason = next((lacking(f) for f in uses if lacking(f)), None)
         msg = f"cannot read {where} of {root}: {reason or first}"
         return CheckpointError(msg)
