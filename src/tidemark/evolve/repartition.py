@@ -31,6 +31,7 @@ from tidemark.errors import CheckpointError, UsageError
 from tidemark.evolve.partitioning import store_moves
 from tidemark.evolve.verify import StateComparison, compare_state
 from tidemark.formats import (
+    ARCHIVE_DIR,
     SHUFFLE_PARTITIONS,
     Checkpoint,
     MoveResult,
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     from tidemark.state.reader import StateSource
 
 log = logging.getLogger(__name__)
-ARCHIVE_DIR = ".tidemark-archive"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 ENCODING_KEY = "spark.sql.streaming.stateStore.encodingFormat"

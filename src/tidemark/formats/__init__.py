@@ -63,7 +63,16 @@ from tidemark.formats.join_state import (
     split_key,
 )
 from tidemark.formats.join_state import values as multi_values
-from tidemark.formats.layout import LOCK_FILE, FileKind
+from tidemark.formats.layout import (
+    ARCHIVE_DIR,
+    LOCK_FILE,
+    QUARANTINE_DONE_FILE,
+    QUARANTINE_SUFFIX,
+    RECOVERY_PLAN_FILE,
+    FileKind,
+    quarantine_batch,
+    quarantine_batch_name,
+)
 from tidemark.formats.ledger import LedgerEntry, compact_ledger, ledger_files, read_ledger, record_batch
 from tidemark.formats.ledger import batch_files as sink_batch_files
 from tidemark.formats.lock import (
@@ -123,7 +132,6 @@ from tidemark.formats.sinklog import skipped_batches as sink_log_skipped_batches
 from tidemark.formats.snapshot_zip import snapshot_metadata, zip_references
 from tidemark.formats.state_files import FetchReport, fetch_state, private_copy
 from tidemark.formats.state_replay import Method as StateReadMethod
-from tidemark.formats.state_replay import Provider as StoreProvider
 from tidemark.formats.state_replay import StateNotReadable, StoreRows, read_store
 from tidemark.formats.state_rewrite import MoveResult, StoreMove, helper_spec, run_move, state_root
 from tidemark.formats.state_schema import (
@@ -141,11 +149,15 @@ from tidemark.formats.state_size import StateSize, StoreSize, state_size
 from tidemark.formats.unsafe_row import RowDecodeError, decode_row, fields_from_ddl
 
 __all__ = [
+    "ARCHIVE_DIR",
     "EVENT_TIME",
     "JOIN_STORES",
     "LOCK_FILE",
     "MERGE_OPERATOR_KEY",
     "MULTI_VALUED",
+    "QUARANTINE_DONE_FILE",
+    "QUARANTINE_SUFFIX",
+    "RECOVERY_PLAN_FILE",
     "ROCKSDB_CAP_FIELD",
     "SHUFFLE_PARTITIONS",
     "TIMER_FAMILIES",
@@ -196,7 +208,6 @@ __all__ = [
     "StateSize",
     "StoreMetadata",
     "StoreMove",
-    "StoreProvider",
     "StoreRows",
     "StoreScan",
     "StoreSize",
@@ -244,6 +255,8 @@ __all__ = [
     "place_archived_marker",
     "private_copy",
     "progress_log_files",
+    "quarantine_batch",
+    "quarantine_batch_name",
     "read_commit",
     "read_health",
     "read_ledger",

@@ -27,6 +27,25 @@ LEDGER_DIR = f"{TIDEMARK_DIR}/ledger"
 JOURNAL_DIR = f"{TIDEMARK_DIR}/journal"
 RECOVERY_MARKER = f"{TIDEMARK_DIR}/recovery.json"
 SINK_TRANSACTION = f"{TIDEMARK_DIR}/sink-transaction.json"
+# tidemark's own folders and files beside a checkpoint or a sink (not inside Spark's layout):
+ARCHIVE_DIR = ".tidemark-archive"  # beside the sink (recover, rollback) or the checkpoint (state repartition)
+RECOVERY_PLAN_FILE = "plan.json"  # in a recovery's archive folder: the plan it carried out
+QUARANTINE_PREFIX = "batch-"  # quarantine/batch-<id:012>.jsonl (driver-written) or batch-<id:012>/ (executors)
+QUARANTINE_SUFFIX = ".jsonl"
+QUARANTINE_DONE_FILE = "_SUCCESS"  # in an executor-written batch folder, once every part file landed
+
+
+def quarantine_batch_name(batch_id: int) -> str:
+    """The file a batch's malformed records go to, inside the quarantine folder."""
+    return f"{QUARANTINE_PREFIX}{batch_id:012d}{QUARANTINE_SUFFIX}"
+
+
+def quarantine_batch(name: str) -> int | None:
+    """The batch id of a quarantine file or folder name, or None for anything else in that folder."""
+    stem = name.removeprefix(QUARANTINE_PREFIX).removesuffix(QUARANTINE_SUFFIX)
+    return int(stem) if name.startswith(QUARANTINE_PREFIX) and stem.isdigit() else None
+
+
 # The checkpoint's parts that hold Spark's data (what the watchdog counts).
 SPARK_PARTS = (OFFSETS, COMMITS, SOURCES, STATE)
 

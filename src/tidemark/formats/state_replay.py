@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from io import BytesIO
 
 from tidemark.compat import StrEnum
+from tidemark.config import StateStoreKind  # the provider that wrote a store folder, told by its files
 from tidemark.errors import CheckpointError
 from tidemark.formats.checkpoint import Checkpoint
 from tidemark.formats.codec import Codec
@@ -32,13 +33,6 @@ ROW_CHECKSUM_KEY = "spark.sql.streaming.stateStore.rowChecksum.enabled"
 
 class StateNotReadable(CheckpointError):
     """The files cannot give this store's rows (a RocksDB snapshot, a missing or corrupt file); says why."""
-
-
-class Provider(StrEnum):
-    """The state store provider that wrote a store folder, told by its files."""
-
-    HDFS = "hdfs"
-    ROCKSDB = "rocksdb"
 
 
 class Method(StrEnum):
@@ -64,7 +58,7 @@ class StoreRows:
     partition: int
     store: str
     version: int
-    provider: Provider | None  # None: no state files at all (version 0)
+    provider: StateStoreKind | None  # None: no state files at all (version 0)
     method: Method
     rows: int
     size: int | None  # key + value bytes as stored (None when counted from snapshot metadata)
@@ -231,7 +225,7 @@ def read_store(
             replay.apply(checkpoint, rel, kind)
             files.append(rel)
         return StoreRows(
-            op, partition, store, version, Provider.HDFS, Method.REPLAYED, len(replay.sizes),
+            op, partition, store, version, StateStoreKind.HDFS, Method.REPLAYED, len(replay.sizes),
             sum(len(k) + v for k, v in replay.sizes.items()), tuple(files), frozenset(replay.codecs),
             key_prefix=4 if row_checksum else 0, value_prefix=4 if row_checksum else 0,
             entries=replay.entries if keep_entries else None,
@@ -322,7 +316,16 @@ def _read_rocksdb(
     families = column_families(checkpoint, folder, listing)
     if version == 0:
         return StoreRows(
-            op, partition, store, 0, Provider.ROCKSDB, Method.REPLAYED, 0, 0, (), entries={} if replay.keep else None
+            op,
+            partition,
+            store,
+            0,
+            StateStoreKind.ROCKSDB,
+            Method.REPLAYED,
+            0,
+            0,
+            (),
+            entries={} if replay.keep else None,
         )
     chain = _chain(listing, version, unique_id, checkpoint, folder)
     if chain is None:
@@ -349,7 +352,7 @@ def _read_rocksdb(
         keys = _zip_metadata(checkpoint, base).get("numKeys")
         if isinstance(keys, int) and keys >= 0:
             return StoreRows(
-                op, partition, store, version, Provider.ROCKSDB, Method.SNAPSHOT_COUNT, keys, None, (base,)
+                op, partition, store, version, StateStoreKind.ROCKSDB, Method.SNAPSHOT_COUNT, keys, None, (base,)
             )
         raise
     with_families = families is not None or bool(replay.format_versions & {2, 4})
@@ -366,7 +369,7 @@ def _read_rocksdb(
             counted += 1
     files = tuple([base] if base else []) + tuple(changelogs)
     return StoreRows(
-        op, partition, store, version, Provider.ROCKSDB, Method.REPLAYED, counted,
+        op, partition, store, version, StateStoreKind.ROCKSDB, Method.REPLAYED, counted,
         sum(len(k) + v for k, v in replay.sizes.items()), files, frozenset(replay.codecs),
         key_prefix=3 if with_families else 1, value_prefix=1, families=per_family,
         entries=replay.entries if replay.keep else None, family_names=dict(families.names) if families else {},

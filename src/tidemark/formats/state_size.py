@@ -11,14 +11,15 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 
+from tidemark.config import StateStoreKind
 from tidemark.errors import CheckpointError
 from tidemark.formats.checkpoint import Checkpoint
 from tidemark.formats.layout import STATE, FileKind, classify, store_ids
 from tidemark.formats.snapshot_zip import snapshot_metadata
 from tidemark.storage import join
 
-ROCKSDB = "rocksdb"
-HDFS = "hdfs"
+ROCKSDB = StateStoreKind.ROCKSDB
+HDFS = StateStoreKind.HDFS
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class StoreSize:
     operator_id: int
     partition: int
     store: str
-    provider: str  # "rocksdb" or "hdfs", told by the files
+    provider: StateStoreKind  # told by the files
     snapshot_version: int | None  # the version whose snapshot was measured (None: no snapshot yet)
     data_bytes: int  # RocksDB: SST bytes the snapshot lists; HDFS: the .snapshot file (both compressed)
     keys: int | None  # RocksDB: the keys the snapshot records, when Spark counted them
@@ -49,8 +50,8 @@ class StateSize:
     stores: tuple[StoreSize, ...]
 
     @property
-    def provider(self) -> str | None:
-        """The provider the files show ("rocksdb" or "hdfs"), None when no store has files."""
+    def provider(self) -> StateStoreKind | None:
+        """The provider the files show, None when no store has files."""
         kinds = {s.provider for s in self.stores}
         return kinds.pop() if len(kinds) == 1 else (ROCKSDB if ROCKSDB in kinds else None)
 

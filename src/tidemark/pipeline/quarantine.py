@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
 from tidemark.errors import ConfigError
+from tidemark.formats import QUARANTINE_DONE_FILE, QUARANTINE_SUFFIX, quarantine_batch, quarantine_batch_name
 from tidemark.storage import Storage, open_storage
 
 if TYPE_CHECKING:
@@ -176,12 +177,7 @@ class QuarantinedBatch:
     path: str | None
 
 
-_BATCH_PREFIX = "batch-"
-
-
-def batch_name(batch_id: int) -> str:
-    """The file a batch's malformed records go to, inside the quarantine folder."""
-    return f"{_BATCH_PREFIX}{batch_id:012d}.jsonl"
+batch_name = quarantine_batch_name  # the file a batch's malformed records go to (formats/ owns the name)
 
 
 def _observation(observed: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -221,7 +217,6 @@ def unique_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # Up to this many records a batch's quarantine is collected to the driver and written as one file through
 # tidemark's storage layer (any URI); beyond it Spark's executors write it (a folder of part files).
 DRIVER_LIMIT = 10_000
-DONE_FILE = "_SUCCESS"
 
 
 # Spark's take (a limit collected to the driver) reads one input partition first and more only if it found too
@@ -242,7 +237,7 @@ def write_malformed(
     from tidemark.session import runtime_conf
 
     store = open_storage(quarantine_dir)
-    folder = batch_name(batch_id).removesuffix(".jsonl")
+    folder = batch_name(batch_id).removesuffix(QUARANTINE_SUFFIX)
     if expected is None or expected <= DRIVER_LIMIT:
         # Still capped: the input could have changed since the stream counted it (a file rewritten in place).
         with runtime_conf(frame.sparkSession, _TAKE_ALL_AT_ONCE if expected is not None else {}):
@@ -265,7 +260,7 @@ def quarantine_time(moment: datetime) -> str:
 def write_batch(quarantine_dir: str, batch_id: int, rows: list[dict[str, Any]]) -> QuarantinedBatch:
     """Write a batch's malformed records atomically as one file (rewriting the same batch is idempotent)."""
     store = open_storage(quarantine_dir)
-    for entry in list(store.list_files(batch_name(batch_id).removesuffix(".jsonl"))):
+    for entry in list(store.list_files(batch_name(batch_id).removesuffix(QUARANTINE_SUFFIX))):
         store.delete(entry.rel)  # the executors' bigger write of the same batch, before a crash
     if not rows:
         return QuarantinedBatch(batch_id, 0, None)
@@ -304,7 +299,7 @@ def write_marker(quarantine_dir: str, batch_id: int) -> None:
 
 def _folder_lines(store: Storage, folder: str) -> Iterator[bytes]:
     """The lines of a batch folder Spark wrote, only once its job committed (a `_SUCCESS` file)."""
-    if not store.exists(f"{folder}/{DONE_FILE}"):
+    if not store.exists(f"{folder}/{QUARANTINE_DONE_FILE}"):
         return
     for entry in sorted(store.list_files(folder), key=lambda e: e.rel):
         name = entry.rel.rsplit("/", 1)[-1]
@@ -322,8 +317,8 @@ def iter_quarantine(quarantine_dir: str) -> Iterator[dict[str, Any]]:
     listing = store.list_dir("")
     if listing is None:
         return
-    files = {n for n, _ in listing.files if n.startswith(_BATCH_PREFIX) and n.endswith(".jsonl")}
-    folders = {n for n in listing.dirs if n.startswith(_BATCH_PREFIX)}
+    files = {n for n, _ in listing.files if quarantine_batch(n) is not None}
+    folders = {n for n in listing.dirs if quarantine_batch(n) is not None}
     for name in sorted(files | folders):
         if name in folders:
             yield from (json.loads(line) for line in _folder_lines(store, name))
@@ -339,8 +334,8 @@ def quarantine_entries_after(quarantine_dir: str, batch: int) -> list[str]:
         return []
     found = []
     for name in sorted([n for n, _ in listing.files] + list(listing.dirs)):
-        stem = name.removeprefix(_BATCH_PREFIX).split(".")[0]
-        if name.startswith(_BATCH_PREFIX) and stem.isdigit() and int(stem) > batch:
+        found_batch = quarantine_batch(name)
+        if found_batch is not None and found_batch > batch:
             found.append(name)
     return found
 

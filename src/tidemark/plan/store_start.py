@@ -240,7 +240,7 @@ def plan_start(config: TidemarkConfig, available_bytes: int | None = None, read_
     bound = config.checkpoint.bounded_memory_mb
     if store is StateStoreKind.ROCKSDB and bound is not None:
         need = None
-        if state is not None and state.provider == "rocksdb":
+        if state is not None and state.provider is StateStoreKind.ROCKSDB:
             sizes, keys = partition_sizes([(s.partition, s.estimate_bytes, s.keys) for s in state.stores])
             need = state_need(sizes, conf, keys)
         configured = None if bound == AUTO else int(bound)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError
 from tidemark.formats import (
+    RECOVERY_PLAN_FILE,
     Checkpoint,
     CheckpointStatus,
     RecoveryMarker,
@@ -19,7 +20,7 @@ from tidemark.formats import (
 )
 from tidemark.recovery.archive import finish_interrupted, perform, pipeline_locations
 from tidemark.recovery.marker import finish_pending
-from tidemark.recovery.plan import PLAN_FILE, RecoveryPlan, checkpoint_state, ensure_not_running
+from tidemark.recovery.plan import RecoveryPlan, checkpoint_state, ensure_not_running
 from tidemark.recovery.replay import replay_config
 from tidemark.sinks import sink_of
 from tidemark.storage import Location, open_storage, parse_location
@@ -88,7 +89,7 @@ def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
     marker = RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False, source_offsets=plan.source_offsets)
     archive = parse_location(plan.archive)
     kept = open_storage(archive)
-    kept.write_atomic(PLAN_FILE, plan.to_json().encode("utf-8"))
+    kept.write_atomic(RECOVERY_PLAN_FILE, plan.to_json().encode("utf-8"))
     archive_marker(archive, marker)
     perform(
         list(plan.moves),
@@ -158,13 +159,13 @@ def interrupted_recovery(config: TidemarkConfig) -> RecoveryPlan | None:
     marker = read_recovery_marker(paths.checkpoint)
     if marker is None or checkpoint_state(paths.checkpoint) is CheckpointStatus.PRESENT:
         return None
-    data = open_storage(parse_location(marker.archive)).read_bytes(PLAN_FILE)
+    data = open_storage(parse_location(marker.archive)).read_bytes(RECOVERY_PLAN_FILE)
     if data is None:
         return None
     try:
         return RecoveryPlan.from_json(data.decode("utf-8"))
     except (ValueError, KeyError, TypeError) as exc:
-        msg = f"the recovery plan {marker.archive}/{PLAN_FILE} is unreadable: fix or remove it"
+        msg = f"the recovery plan {marker.archive}/{RECOVERY_PLAN_FILE} is unreadable: fix or remove it"
         raise CheckpointError(msg) from exc
 
 

@@ -13,12 +13,12 @@ from datetime import datetime
 from tidemark.compat import UTC, StrEnum
 from tidemark.config import TidemarkConfig
 from tidemark.errors import UsageError
+from tidemark.formats import ARCHIVE_DIR
 from tidemark.sinks import Tool, sink_of
 from tidemark.storage import Location, parse_location
 from tidemark.storage.journal import AfterSteps, JournalResult, Step, finish_pending, journaled
 
 log = logging.getLogger(__name__)
-ARCHIVE_DIR = ".tidemark-archive"
 
 
 class MoveKind(StrEnum):

@@ -91,7 +91,6 @@ _DATETIME_FIELDS = (
     "rewritten_from",
     "rewritten_until",
 )
-PLAN_FILE = "plan.json"
 
 
 def floor_to_grid(when: datetime, step: timedelta) -> datetime:
