@@ -106,7 +106,10 @@ class MariaDB:
     def sql(self, statement: str) -> str:
         """Run one statement as root over the socket; its tab-separated output."""
         command = ["mariadb", "--no-defaults", "-S", str(self.socket), "-uroot", "-N", "-B", "-e", statement]
-        return subprocess.run(command, capture_output=True, text=True, check=True, timeout=30).stdout
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"mariadb: {done.stderr.strip()}")
+        return done.stdout
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -308,7 +308,18 @@ def smoke(target: Target, python: Path, wheel: Path, uv: str, output: Path) -> i
         # Its own pytest base folder: two runs side by side never share (or clean up) each other's temp folders.
         basetemp = REPO / "build" / "smoke-tmp" / target.name
         basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes (and empties) the last part only
-        command = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=600", "-m", "smoke"]
+        command = [
+            str(python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--timeout=600",
+            "--durations=5",
+            "-m",
+            "smoke",
+        ]
         command += [f"--basetemp={basetemp}", "tests/smoke"]
         done = subprocess.run(command, cwd=REPO, env=env, check=False, stdout=out, stderr=subprocess.STDOUT)
         return done.returncode
