@@ -155,13 +155,15 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
     """Plan a rollback to a committed batch and, with apply, move everything after it aside."""
     from tidemark.pipeline.sink_check import require_matching_sink
 
-    # Every precondition before anything moves: no live run, a sink this config wrote.
+    # Every precondition before anything moves: no live run, a sink this config wrote. An interrupted move is
+    # finished first: a rollback killed mid-way leaves the sink log with a gap (its later files half moved) that
+    # the sink check would read as an incomplete log (found by the chaos test, seed 1063731530).
     ensure_not_running(pipeline_locations(config, Tool.ROLLBACK).checkpoint)
-    require_matching_sink(config, "tidemark recover --to-batch", "point the config at the sink its query writes")
     if apply:
         from tidemark.recovery.apply import finish_interrupted_moves
 
         finish_interrupted_moves(config)
+    require_matching_sink(config, "tidemark recover --to-batch", "point the config at the sink its query writes")
     plan = plan_rollback(config, to_batch)
     if apply:
         paths = pipeline_locations(config, Tool.ROLLBACK)
