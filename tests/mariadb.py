@@ -23,7 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import ACCOUNT, AZURITE_BIN, Azurite, _stop, _wait_for_port, azurite_account_key, free_port
+from tests.servers import (
+    ACCOUNT,
+    Azurite,
+    _stop,
+    _wait_for_port,
+    azurite_account_key,
+    free_port,
+    start_azurite_process,
+)
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tidemark-ci" / "mariadb"
 DATABASE = "azurite"
@@ -178,29 +186,14 @@ class SqlAzurite:
 
 def start_sql_azurite(folder: Path, port: int | None = None) -> SqlAzurite:
     """MariaDB, then Azurite's blob service on it (a free loopback port unless one is given)."""
-    if not AZURITE_BIN.exists():
-        raise RuntimeError("Azurite is not installed: run `make azurite` (npm ci in tools/azurite)")
     mariadb = start_mariadb(folder / "mariadb")
     location = folder / "azurite"
     location.mkdir()
     port = port or free_port()
-    log = folder / "azurite.log"
-    command = [
-        str(AZURITE_BIN),
-        "--blobHost",
-        "127.0.0.1",
-        "--blobPort",
-        str(port),
-        "--disableTelemetry",
-        "--skipApiVersionCheck",
-        "--location",
-        str(location),
-    ]
     env = {**os.environ, "AZURITE_DB": mariadb.azurite_db}
     try:
-        with log.open("wb") as out:
-            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        _wait_for_port(port, process, "azurite-blob (SQL store)", log)
+        args = ("--location", str(location))
+        process = start_azurite_process(port, folder / "azurite.log", *args, env=env, what="azurite-blob (SQL store)")
     except BaseException:
         mariadb.stop()
         raise

@@ -17,11 +17,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.fault_proxy import FaultProxy
+
+if TYPE_CHECKING:
+    from tests.mariadb import SqlAzurite  # imports this module: for the annotation only
 
 ROOT = Path(__file__).resolve().parents[1]
 AZURITE_DIR = ROOT / "tools" / "azurite" / "node_modules"
@@ -115,16 +118,13 @@ class Azurite:
         return len(re.findall(r"RequestURL=\S*comp=list", text))
 
 
-@pytest.fixture(scope="session")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
-    """Azurite's blob service on a free loopback port, in memory, no telemetry."""
+def start_azurite_process(
+    port: int, log: Path, *args: str, env: dict[str, str] | None = None, what: str = "azurite-blob"
+) -> subprocess.Popen[bytes]:
+    """Azurite's blob service on 127.0.0.1:port, no telemetry, with `args` added (the store it keeps its metadata
+    in); listening when this returns, stopped again when it does not come up."""
     if not AZURITE_BIN.exists():
         raise RuntimeError("Azurite is not installed: run `make azurite` (npm ci in tools/azurite)")
-    folder = tmp_path_factory.mktemp("azurite")
-    port = free_port()
-    log = folder / "azurite.log"
-    debug = folder / "debug.log"
-    os.environ["TIDEMARK_AZURITE_DEBUG_LOG"] = str(debug)
     command = [
         str(AZURITE_BIN),
         "--blobHost",
@@ -132,16 +132,29 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
         "--blobPort",
         str(port),
         "--disableTelemetry",
-        "--inMemoryPersistence",
         # The azure-storage-blob SDK may speak a newer REST version than this Azurite knows.
         "--skipApiVersionCheck",
-        "--debug",
-        str(debug),
+        *args,
     ]
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        _wait_for_port(port, process, "azurite-blob", log)
+        _wait_for_port(port, process, what, log)
+    except BaseException:
+        _stop(process)
+        raise
+    return process
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """Azurite's blob service on a free loopback port, in memory, no telemetry."""
+    folder = tmp_path_factory.mktemp("azurite")
+    port = free_port()
+    debug = folder / "debug.log"
+    os.environ["TIDEMARK_AZURITE_DEBUG_LOG"] = str(debug)
+    process = start_azurite_process(port, folder / "azurite.log", "--inMemoryPersistence", "--debug", str(debug))
+    try:
         yield Azurite(port, azurite_account_key(), process.pid)
     finally:
         _stop(process)
@@ -300,10 +313,10 @@ def wasb_store(azurite: Azurite, wasb_proxy: FaultProxy) -> Iterator[SparkStore]
 
 
 @pytest.fixture(scope="module")
-def abfs_store(sql_azurite: Any) -> Iterator[SparkStore]:
+def abfs_store(sql_azurite: SqlAzurite) -> Iterator[SparkStore]:
     """abfs:// on Azurite: ABFS over the Blob endpoint (Hadoop 3.4.2+), straight to Azurite's free port. This Azurite
     keeps its metadata in MariaDB (tests/mariadb.py: the store whose cost does not grow with the container)."""
-    azurite: Azurite = sql_azurite.azurite
+    azurite = sql_azurite.azurite
     env = {"AZURE_STORAGE_CONNECTION_STRING": azurite.connection_string}
 
     def new_root() -> str:
