@@ -1,7 +1,8 @@
 """What a pipeline config asks of Spark, for the one route to a session (spark.environment.spark_session).
 
 Its locations (credentials and cloud connectors), its source's and sink's jars and settings, the Spark features
-its state uses. Above sinks/ in the layering: each sink declares its own needs (sinks/base.py), this asks it.
+its state uses. Above sinks/ and sources/ in the layering: each declares its own needs (sinks/base.py,
+sources/base.py), this asks them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from tidemark.config import AggregationKind, StateStoreKind, TidemarkConfig
 from tidemark.sinks import sink_of
+from tidemark.sources import source_of
 from tidemark.spark.artifacts import JarFeature
 from tidemark.spark.environment import SessionNeeds, spark_session, start_settings, storage_conf
 from tidemark.spark.jars import Progress
@@ -70,16 +72,15 @@ def needs_of(
     helper: bool = True,
 ) -> SessionNeeds:
     """What a pipeline config asks of Spark (extra: the command's own settings, which win over the config's)."""
-    sink = sink_of(config)
-    # Kafka, and Event Hubs through its Kafka endpoint; the locations' cloud connectors come from jar_groups.
-    jars = {JarFeature.KAFKA} if config.source.is_kafka else set()
+    sink, source = sink_of(config), source_of(config)
+    # The source's and the sink's jars (Kafka's connector, Delta); the locations' cloud connectors come later.
     return SessionNeeds(
         master=master or config.spark.master,
         app_name=f"tidemark-{config.pipeline.name}{'-' + purpose if purpose else ''}",
         settings=_under(sink.spark_settings(), {**config.spark_conf(), **(extra or {})}),
         locations=tuple(locations(config)),
-        jars=frozenset(jars | sink.jar_groups),
-        helper=helper and config.source.is_kafka,
+        jars=source.jar_groups | sink.jar_groups,
+        helper=helper and source.helper,
         features=frozenset(spark_features(config)),
     )
 

@@ -15,11 +15,12 @@ from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.formats import Checkpoint
 from tidemark.kafka.offsets import TopicPartition
-from tidemark.pipeline import reconcile
-from tidemark.pipeline.sources import kafka_options
-from tidemark.recovery.kafka import from_offsets_log
 from tidemark.recovery.plan import plan_recovery
 from tidemark.recovery.replay import EPOCH, describe_replay, replay_config
+from tidemark.sources import source_of
+from tidemark.sources.kafka import frames
+from tidemark.sources.kafka.frames import kafka_options
+from tidemark.sources.kafka.replay import from_offsets_log
 
 JAAS = (
     'org.apache.kafka.common.security.plain.PlainLoginModule required username="$ConnectionString" password="SECRET";'
@@ -115,11 +116,14 @@ def test_quarantine_rereads_exactly_the_offset_range_of_each_batch(
 ) -> None:
     config = _config(tmp_path, max_offsets_per_trigger=1000, starting_offsets="2026-01-01T00:00:00Z")
     checkpoint = _kafka_checkpoint(tmp_path / "checkpoint")
-    assert reconcile.kafka_batch_offsets(checkpoint, 0) == (
+    source = source_of(config)
+    inputs = source.committed_inputs(checkpoint, [0, 1])
+    assert (inputs[0].start, inputs[0].end) == (
         json.dumps({"events": {"0": 3, "1": 0}}),
         json.dumps({"events": {"0": 10, "1": 7}}),
     )
-    start, end = reconcile.kafka_batch_offsets(checkpoint, 1) or (None, "")
+    assert inputs[0].names == (json.dumps({"events": {"0": 10, "1": 7}}),)  # what audit shows: where it read to
+    start, end = inputs[1].start, inputs[1].end or ""
     assert json.loads(start or "") == {"events": {"0": 10, "1": 7}} and json.loads(end) == {"events": {"0": 25, "1": 9}}
     options = kafka_options(config, start, end)
     assert options["startingOffsets"] == start and options["endingOffsets"] == end
@@ -131,6 +135,6 @@ def test_quarantine_rereads_exactly_the_offset_range_of_each_batch(
         seen.append((first, last))
         return "stream"
 
-    monkeypatch.setattr(reconcile, "read_kafka_range", fake_read)
-    assert reconcile._batch_input(None, config, checkpoint, 1, {}) == "stream"  # type: ignore[arg-type]
+    monkeypatch.setattr(frames, "read_kafka_range", fake_read)
+    assert source.read_input(None, inputs[1]) == "stream"  # type: ignore[arg-type]
     assert seen == [(start, end)]

@@ -38,6 +38,7 @@ from tidemark.formats import (
     read_source_logs,
     sink_log_skipped_batches,
 )
+from tidemark.sources import source_of
 from tidemark.storage import Backend
 
 log = logging.getLogger(__name__)
@@ -113,8 +114,9 @@ def _kafka(checkpoint: Checkpoint, source: TidemarkConfig | None) -> KafkaSource
     report = kafka_report(checkpoint)
     if source is None:
         return report
-    if not source.source.is_kafka:
-        msg = f"--source compares with a Kafka or Event Hubs source; this config reads {source.source.format.value!r}"
+    reader = source_of(source)
+    if not reader.keeps_offsets:
+        msg = f"--source compares with a Kafka or Event Hubs source; this config reads {reader.format.value!r}"
         raise UsageError(msg)
     from tidemark.checkpoint.kafka import broker_offsets
 

@@ -18,31 +18,8 @@ from tidemark.kafka.offsets import (
     TopicPartition,
     describe_lost,
     lost_ranges,
-    parse_offsets,
 )
-
-
-def _batch_offsets(checkpoint: Checkpoint, batch: int) -> Offsets | None:
-    entry = checkpoint.find_offset(batch)
-    if entry is None or not entry.source_offsets:
-        return None
-    return parse_offsets(entry.source_offsets[0])
-
-
-def committed_offsets(checkpoint: Checkpoint) -> Offsets | None:
-    """Where the next batch starts reading each partition; None when the checkpoint holds no Kafka offsets."""
-    commits = checkpoint.commit_batches()
-    if commits:
-        return _batch_offsets(checkpoint, commits[-1])
-    if checkpoint.offset_batches():
-        return parse_offsets(checkpoint.source_initial_offsets())
-    return None
-
-
-def planned_offsets(checkpoint: Checkpoint) -> Offsets | None:
-    """Where the newest planned batch ends; None without one."""
-    offsets = checkpoint.offset_batches()
-    return _batch_offsets(checkpoint, offsets[-1]) if offsets else None
+from tidemark.sources.kafka.committed import committed_offsets, planned_offsets
 
 
 @dataclass(frozen=True)
@@ -135,12 +112,8 @@ def kafka_findings(report: KafkaSourceReport | None) -> list[Finding]:
 def broker_offsets(config: TidemarkConfig) -> tuple[Offsets, Offsets, str]:
     """(earliest, end, endpoint) of every partition the source subscribes to, asked of the broker through Kafka's
     admin client in a small local JVM (jars from tidemark's lock)."""
-    from tidemark.kafka.admin import all_partitions, kafka_admin
-    from tidemark.kafka.options import kafka_access
     from tidemark.needs import kafka_session
+    from tidemark.sources import source_of
 
-    access = kafka_access(config)
-    with kafka_session(config) as spark, kafka_admin(spark, access, config.source.connect_timeout) as admin:
-        # The subscribed topics' partitions now (one the checkpoint names that is gone cannot be asked for).
-        wanted = set(all_partitions(admin.subscribed()))
-        return admin.earliest(wanted), admin.latest(wanted), access.endpoint.describe()
+    with kafka_session(config) as spark:
+        return source_of(config).live_offsets(spark)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tidemark.config import TidemarkConfig
 from tidemark.errors import TidemarkError
 from tidemark.formats import BatchProgress, Checkpoint, iter_progress, progress_log_files
+from tidemark.sources import BacklogKind, source_of
 from tidemark.storage import open_storage
 from tidemark.storage.uri import parse_location
 
@@ -72,7 +73,7 @@ def list_landing(path: str) -> list[LandingFile]:
 def supports_backlog(config: TidemarkConfig) -> str | None:
     """None when the backlog can be measured; otherwise why not."""
     source = config.source
-    if not source.is_file or not source.path:
+    if source_of(config).backlog is not BacklogKind.FILES or not source.path:
         return "catch-up sizing needs a file source"
     if any(ch in source.path for ch in _GLOB):
         return "catch-up sizing needs a landing folder, not a glob pattern"

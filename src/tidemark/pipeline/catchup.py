@@ -15,16 +15,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from tidemark.compat import StrEnum
-from tidemark.config.model import SourceFormat
 from tidemark.plan.memory import DEFAULT_TARGET_UTILIZATION, MemoryConf, MemoryLoad, layout_for, per_executor_usage
 
 # Without a measured history: bytes per second one task slot reads, parses and aggregates. Measured
 # (benchmarks/throughput.py, JSON events, local[2]) at about 8 MB/s per slot in 1 s batches and 26 MB/s per slot
 # in one batch; half the small-batch figure keeps a first guess on the short side.
 DEFAULT_BYTES_PER_SECOND_PER_SLOT = 4 * 1024**2
-# How much memory a batch's rows take per byte of input, at most: text formats shrink when parsed, Parquet is
-# compressed and grows. Used only for the ceiling, so it errs high.
-EXPANSION = {SourceFormat.JSON: 1.0, SourceFormat.CSV: 1.0, SourceFormat.PARQUET: 3.0}
 # Spark's defaults for cutting files into read tasks (spark.sql.files.maxPartitionBytes, .openCostInBytes).
 SPARK_MAX_PARTITION_BYTES = 128 * 1024**2
 SPARK_OPEN_COST_BYTES = 4 * 1024**2
@@ -289,11 +285,6 @@ def plan_catch_up(
 
 def _batches(count: int) -> str:
     return f"{count} batch" if count == 1 else f"{count} batches"
-
-
-def expansion_for(source_format: SourceFormat) -> float:
-    """Memory per input byte of a format, at most (see EXPANSION)."""
-    return EXPANSION.get(source_format, 1.0)
 
 
 # Without a measured history: records per second one task slot reads from Kafka, parses (JSON) and aggregates.

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tidemark.config import SourceFormat, TidemarkConfig
+from tidemark.config import TidemarkConfig
 from tidemark.errors import TidemarkError
 from tidemark.monitor.watchdog import default_stuck_after
 from tidemark.pipeline.backlog import (
@@ -31,7 +31,6 @@ from tidemark.pipeline.catchup import (
     KafkaCatchUpPlan,
     default_record_throughput,
     default_throughput,
-    expansion_for,
     fit_throughput,
     memory_ceiling_bytes,
     plan_catch_up,
@@ -39,6 +38,7 @@ from tidemark.pipeline.catchup import (
 )
 from tidemark.plan.load import conf_from_config
 from tidemark.sizes import format_size
+from tidemark.sources import BacklogKind, source_of
 from tidemark.storage.uri import parse_location
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def file_split(config: TidemarkConfig, files: Sequence[str] = ()) -> FileSplit |
     Not chosen: when [spark.conf] sets the split or what Spark divides it by, and for Parquet, whose work
     follows row groups rather than byte ranges.
     """
-    if any(key in config.spark.conf for key in _SPLIT_KEYS) or config.source.format is SourceFormat.PARQUET:
+    if any(key in config.spark.conf for key in _SPLIT_KEYS) or not source_of(config).splits_by_bytes():
         return None
     multi_line = str(config.source.options.get("multiLine", "false")).lower() == "true"
     whole_file_codec = any(name.lower().endswith(_WHOLE_FILE_CODECS) for name in files)
@@ -116,7 +116,7 @@ def plan_for(config: TidemarkConfig) -> tuple[CatchUpPlan, frozenset[object]]:
     files = files_of_batches(config.checkpoint.location, [p.batch_id for p in history])
     samples = batch_samples(history, files, backlog.sizes_by_key)
     throughput = fit_throughput(samples) or default_throughput(conf.executors * conf.cores)
-    ceiling = memory_ceiling_bytes(conf, peak_state_bytes(history), expansion_for(config.source.format))
+    ceiling = memory_ceiling_bytes(conf, peak_state_bytes(history), source_of(config).expansion())
     # A catch-up batch must not look stuck to the watchdog: at most half its limit.
     stuck_after = default_stuck_after(config.trigger.interval, config.monitor.stuck_after)
     target = min(config.trigger.target_batch_duration, stuck_after / 2)
@@ -160,7 +160,6 @@ def with_offsets_per_trigger(config: TidemarkConfig, offsets: int | None) -> Tid
 def kafka_plan_for(spark: SparkSession, config: TidemarkConfig) -> KafkaCatchUpPlan:
     """Measure a Kafka backlog (the broker's end offsets against the checkpoint) and the throughput now."""
     from tidemark.formats import Checkpoint
-    from tidemark.pipeline.kafka_check import kafka_backlog
 
     assert config.trigger.target_batch_duration is not None
     checkpoint = Checkpoint.open(config.checkpoint.location)
@@ -171,17 +170,18 @@ def kafka_plan_for(spark: SparkSession, config: TidemarkConfig) -> KafkaCatchUpP
     throughput = fit_throughput(samples) or default_record_throughput(conf.executors * conf.cores)
     stuck_after = default_stuck_after(config.trigger.interval, config.monitor.stuck_after)
     target = min(config.trigger.target_batch_duration, stuck_after / 2)
-    backlog = kafka_backlog(spark, config)
+    backlog = source_of(config).records_behind(spark)
     return plan_kafka_catch_up(backlog, config.source.max_offsets_per_trigger, target, throughput)
 
 
-def _kafka_phases(
+def _record_phases(
     spark: SparkSession,
     config: TidemarkConfig,
     available_now: bool,
     on_plan: Callable[[CatchUpPlan | KafkaCatchUpPlan], None] | None,
 ) -> Iterator[RunPhase]:
-    """Kafka catch-up: an available-now query with maxOffsetsPerTrigger sized from the backlog, then steady."""
+    """Catch-up of a source measured in records (Kafka): an available-now query with maxOffsetsPerTrigger sized
+    from the backlog, then steady."""
     for _ in range(MAX_CATCH_UP_PHASES):
         try:
             plan = kafka_plan_for(spark, config)
@@ -209,8 +209,9 @@ def run_phases(
     spark: SparkSession | None = None,
 ) -> Iterator[RunPhase]:
     """The queries a run starts, one at a time; the caller stops asking when a query fails or the run must stop."""
-    if config.trigger.target_batch_duration is not None and config.source.is_kafka and spark is not None:
-        yield from _kafka_phases(spark, config, available_now, on_plan)
+    backlog = source_of(config).backlog
+    if config.trigger.target_batch_duration is not None and backlog is BacklogKind.RECORDS and spark is not None:
+        yield from _record_phases(spark, config, available_now, on_plan)
         return
     if config.trigger.target_batch_duration is None or supports_backlog(config) is not None:
         yield RunPhase(config, available_now, None)

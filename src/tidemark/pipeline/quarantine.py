@@ -21,12 +21,13 @@ from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
 from tidemark.errors import ConfigError
 from tidemark.formats import QUARANTINE_DONE_FILE, QUARANTINE_SUFFIX, quarantine_batch, quarantine_batch_name
+from tidemark.sources import event_time_expression, source_of
 from tidemark.storage import Storage, open_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from tidemark.pipeline.sources import RawStream
+    from tidemark.sources import RawStream
 
 OBSERVATION = "tidemark_quarantine"
 RECORDS = "records"
@@ -46,21 +47,6 @@ class ValidatedStream:
 
     events: DataFrame
     columns: tuple[str, ...]
-
-
-def event_time_expression(config: TidemarkConfig, data_type: str) -> Column:
-    """Cast the configured event-time column to a UTC timestamp; unreadable values become null."""
-    from pyspark.sql import functions as F
-
-    column = F.col(config.event_time.column)
-    if data_type in ("timestamp", "timestamp_ntz"):
-        return column.cast("timestamp")
-    if data_type in ("bigint", "int", "double", "float", "decimal", "smallint"):
-        seconds = column.cast("double") / (1000 if config.event_time.unit == "ms" else 1)
-        return F.timestamp_seconds(seconds)
-    if config.event_time.format:
-        return F.try_to_timestamp(column, F.lit(config.event_time.format))
-    return F.try_to_timestamp(column)
 
 
 @dataclass(frozen=True)
@@ -119,16 +105,17 @@ def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
 
 
 def _inline_records(stream: RawStream, config: TidemarkConfig, checks: _Checks) -> Column | None:
-    """The bounded aggregate of a Kafka batch's malformed records as JSON, when the session's driver has it.
+    """The bounded aggregate of a batch's malformed records as JSON, when the session's driver has it.
 
-    Kafka only: there a record's source (topic/partition/offset) names it alone, so the driver can drop the copies
-    a retried task adds and check the rest against the count. A file source's rows carry only their file's name.
+    Only for a source whose record's origin (Kafka's topic/partition/offset) names it alone, so the driver can drop
+    the copies a retried task adds and check the rest against the count. A file source's rows carry only their
+    file's name.
     """
     from pyspark.sql import functions as F
 
     from tidemark.spark.jvm import bounded_collect
 
-    if not config.source.is_kafka:
+    if not source_of(config).origin_names_record:
         return None
     return bounded_collect(stream.frame.sparkSession, F.when(checks.bad, F.to_json(checks.record)), INLINE_CHARS)
 

@@ -14,8 +14,8 @@ from tidemark.errors import EnvironmentProblem
 from tidemark.needs import require_features
 from tidemark.pipeline.quarantine import validate
 from tidemark.pipeline.sinks import output_writers, writer_for
-from tidemark.pipeline.sources import kafka_missing, read_stream
 from tidemark.pipeline.transforms import build_stateful
+from tidemark.sources import source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -29,7 +29,9 @@ def build_events(spark: SparkSession, config: TidemarkConfig, replay_from: datet
     """
     from pyspark.sql import functions as F
 
-    events = validate(read_stream(spark, config), config).events
+    source = source_of(config)
+    source.check()
+    events = validate(source.stream(spark), config).events
     if replay_from is not None:
         events = events.where(F.col(config.event_time.column) >= F.lit(replay_from))
     return events
@@ -80,6 +82,7 @@ def start_query(
     try:
         return writer_for(output, config, available_now).start()
     except Exception as exc:
-        if "Failed to find data source: kafka" in str(exc):
-            raise EnvironmentProblem(kafka_missing()) from exc
+        missing = source_of(config).missing_connector(str(exc))
+        if missing is not None:
+            raise EnvironmentProblem(missing) from exc
         raise

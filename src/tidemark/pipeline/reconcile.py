@@ -8,11 +8,10 @@ quarantine marker, so a driver that died between a commit and the write loses no
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from tidemark.config import SourceFormat, TidemarkConfig
+from tidemark.config import TidemarkConfig
 from tidemark.formats import Checkpoint
 from tidemark.pipeline.quarantine import (
     malformed_frame,
@@ -23,43 +22,18 @@ from tidemark.pipeline.quarantine import (
     write_malformed,
     write_marker,
 )
-from tidemark.pipeline.sources import read_files, read_kafka_range
+from tidemark.sources import BatchInput, source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tidemark.pipeline.sources import RawStream
+    from tidemark.sources import RawStream
 
 log = logging.getLogger(__name__)
 
 
-def kafka_batch_offsets(checkpoint: Checkpoint, batch: int) -> tuple[str | None, str] | None:
-    """(start, end) offset JSON of one Kafka micro-batch: the batch before's end (batch 0: the query's
-    initial offsets in sources/0/0) and its own end; None when the offset log does not say."""
-    end = checkpoint.find_offset(batch)
-    if end is None or not end.source_offsets or not isinstance(end.source_offsets[0], dict):
-        return None
-    start: Any = None
-    if batch > 0:
-        before = checkpoint.find_offset(batch - 1)
-        start = before.source_offsets[0] if before is not None and before.source_offsets else None
-    else:
-        start = checkpoint.source_initial_offsets()
-    return (json.dumps(start) if isinstance(start, dict) else None), json.dumps(end.source_offsets[0])
-
-
-def _batch_input(
-    spark: SparkSession, config: TidemarkConfig, checkpoint: Checkpoint, batch: int, files: dict[int, list[str]]
-) -> RawStream | None:
-    if config.source.is_file:
-        chosen = files.get(batch)
-        return read_files(spark, config, chosen) if chosen else None
-    if config.source.is_kafka:
-        offsets = kafka_batch_offsets(checkpoint, batch)
-        if offsets is None:
-            return None
-        return read_kafka_range(spark, config, offsets[0], offsets[1])
-    return None  # the rate source produces no malformed rows
+def _batch_input(spark: SparkSession, config: TidemarkConfig, batch: BatchInput | None) -> RawStream | None:
+    return source_of(config).read_input(spark, batch) if batch is not None else None
 
 
 def batch_newest_event_ms(
@@ -67,8 +41,8 @@ def batch_newest_event_ms(
 ) -> int | None:
     """The newest valid event time (epoch ms) a committed batch read, from its input read again; None when the
     checkpoint does not say what it read."""
-    files = checkpoint.source_files_of([batch]) if config.source.is_file else {}
-    stream = _batch_input(spark, config, checkpoint, batch, files)
+    inputs = source_of(config).committed_inputs(checkpoint, [batch])
+    stream = _batch_input(spark, config, inputs.get(batch))
     return newest_event_ms(stream, config) if stream is not None else None
 
 
@@ -85,7 +59,8 @@ def quarantine_batches(
     observation's records, when it carried them) are written as they are when, once each by source, they are as
     many as the count: a batch is read again only when the stream could not carry its records.
     """
-    if config.source.format is SourceFormat.RATE:
+    source = source_of(config)
+    if not source.malformed:
         return []
     done = read_marker(config.quarantine.path)
     first = 0 if done is None else done + 1
@@ -99,7 +74,7 @@ def quarantine_batches(
     if not committed:
         return []
     todo = [b for b in committed if counts is None or counts.get(b, -1) != 0]
-    files = checkpoint.source_files_of(todo) if config.source.is_file and todo else {}
+    inputs = source.committed_inputs(checkpoint, todo)
     written: list[int] = []
     for batch in todo:
         carried = unique_records(records[batch]) if records and batch in records else None
@@ -107,7 +82,7 @@ def quarantine_batches(
             write_batch(config.quarantine.path, batch, carried)
             log.debug("batch %d: %d malformed record(s) from the stream's own observation", batch, len(carried))
             continue
-        stream = _batch_input(spark, config, checkpoint, batch, files)
+        stream = _batch_input(spark, config, inputs.get(batch))
         if stream is None:
             continue
         expected = counts.get(batch) if counts is not None else None

@@ -21,8 +21,8 @@ from tidemark.monitor.events import EventKind, json_listener
 from tidemark.pipeline.listener import ProgressHook, RunCounters, make_handler
 from tidemark.pipeline.phases import run_phases
 from tidemark.pipeline.query import start_query
-from tidemark.pipeline.sources import check_source_path
 from tidemark.sinks import sink_of
+from tidemark.sources import source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 
     from tidemark.monitor.listener import RunMonitor
     from tidemark.monitor.rocksdb_health import CrawlWatch
-    from tidemark.pipeline.kafka_check import KafkaStart
     from tidemark.pipeline.owed_batch import OwedBatch
     from tidemark.plan.store_start import StartPlan
+    from tidemark.sources import SourceStart
 
 log = logging.getLogger(__name__)
 # Query starts after the first in one phase: the re-run of a batch and then the no-data batch it owed are each a
@@ -196,7 +196,7 @@ def run_pipeline(
     """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
     from tidemark.pipeline.start import planned_session
 
-    check_source_path(config)  # before the JVM starts: a wrong path should cost nothing
+    source_of(config).check()  # before the JVM starts: a wrong path should cost nothing
     run_id = new_run_id()
     stop = stop or threading.Event()
     reasons: list[StopReason] = []
@@ -238,11 +238,7 @@ def _run(
     from tidemark.pipeline.reconcile import reconcile_quarantine
     from tidemark.session import runtime_conf
 
-    kafka_start = None
-    if config.source.is_kafka:
-        from tidemark.pipeline.kafka_check import check_kafka_start
-
-        kafka_start = check_kafka_start(session, config)  # one line for a broker, topic or data-loss problem
+    source_start = source_of(config).check_start(session)  # one line for a broker, topic or data-loss problem
     reconcile_quarantine(session, config)
     warnings: list[str] = []
 
@@ -281,8 +277,8 @@ def _run(
         session.streams.addListener(listener)
         try:
             monitor.start(listen=False)
-            if kafka_start is not None and kafka_start.lost:
-                _record_data_loss(kafka_start, monitor, warnings, on_warning)
+            if source_start is not None and source_start.lost:
+                _record_data_loss(source_start, monitor, warnings, on_warning)
             for finding in start.findings:
                 _warn(finding.code, finding.message, finding.fix, monitor, warnings, on_warning)
             with _stop_on_signals(stop, reasons):
@@ -385,12 +381,13 @@ def _plan_owed_batch(session: SparkSession, config: TidemarkConfig, monitor: Run
 
 
 def _progress_retention(config: TidemarkConfig) -> dict[str, str]:
-    """Fewer progress events kept on the driver by a Kafka query, whose observation can carry malformed records
-    (up to quarantine.INLINE_CHARS a batch); tidemark's listener has every event already."""
+    """Fewer progress events kept on the driver by a query whose observation can carry malformed records (up to
+    quarantine.INLINE_CHARS a batch, for a source whose records are named by their origin); tidemark's listener
+    has every event already."""
     from tidemark.pipeline.quarantine import RECENT_PROGRESS
 
     key = "spark.sql.streaming.numRecentProgressUpdates"
-    if not config.source.is_kafka or key in config.spark.conf:
+    if not source_of(config).origin_names_record or key in config.spark.conf:
         return {}
     return {key: str(RECENT_PROGRESS)}
 
@@ -424,56 +421,35 @@ def _restart_after_spark_defect(
     warnings: list[str],
     on_warning: Callable[[str], None] | None,
 ) -> bool:
-    """True when the query failed on a known Spark defect after its batch committed, and may simply start again.
-
-    Spark 4.1's Kafka source reports its progress metrics from offsets only planning fetches; the batch a restart
-    re-runs from the offset log is not planned, and its progress fails with a NullPointerException after the
-    batch committed (KafkaMicroBatchStream.metrics wraps a null in Some; Spark 4.2 fixed it). The next query plans
-    its batches and reports them normally.
-    """
-    from tidemark.spark.lines import Defect, has_defect
-
-    signs = ('Option.get()" is null' in failure and "IterableOps.map" in failure) or (
-        "KafkaMicroBatchStream" in failure and "metrics" in failure and "NullPointerException" in failure
-    )
-    if not (config.source.is_kafka and signs and has_defect(Defect.KAFKA_METRICS_AFTER_RESTART)):
+    """True when the query failed on a known Spark defect of its source after its batch committed, and may simply
+    start again (the source says which: Source.restartable_failure)."""
+    message = source_of(config).restartable_failure(failure)
+    if message is None:
         return False
-    message = f"{Defect.KAFKA_METRICS_AFTER_RESTART}; the re-run batch committed, starting the query again"
     _warn("SPARK_DEFECT", message, "none needed (Spark 4.2 fixed it)", monitor, warnings, on_warning)
     return True
 
 
 def _record_data_loss(
-    start: KafkaStart, monitor: RunMonitor, warnings: list[str], on_warning: Callable[[str], None] | None
+    start: SourceStart, monitor: RunMonitor, warnings: list[str], on_warning: Callable[[str], None] | None
 ) -> None:
-    """fail_on_data_loss = false and offsets were gone: say so, and keep each lost range in the progress log."""
+    """fail_on_data_loss = false and records were gone: say so, and keep each lost range in the progress log."""
     from tidemark.formats import EventType
-    from tidemark.kafka.offsets import describe_lost
 
-    text = (
-        f"DATA_LOSS: {describe_lost(start.lost)} were removed from Kafka before this pipeline read them "
-        f"({start.lost_records:,} offsets); going on without them (fail_on_data_loss = false)"
-    )
+    text = start.warning
     log.warning(text)
     warnings.append(text)
-    ranges = [
-        {"topic": r.partition.topic, "partition": r.partition.partition, "first": r.first, "last": r.available_from - 1}
-        for r in start.lost
-    ]
+    ranges = [dict(r) for r in start.lost]
     monitor.record(EventType.DATA_LOSS, endpoint=start.endpoint, ranges=ranges, offsets=start.lost_records)
     if on_warning is not None:
         on_warning(text)
 
 
 def _failure_message(session: SparkSession, config: TidemarkConfig, text: str) -> str:
-    """One line for a failed query: a Kafka problem in Kafka's terms, else Spark's first line."""
+    """One line for a failed query: a source's problem in its terms (a Kafka broker's), else Spark's first line."""
     from tidemark.secrets import redact
 
-    line = None
-    if config.source.is_kafka:
-        from tidemark.pipeline.kafka_check import describe_kafka_failure
-
-        line = describe_kafka_failure(session, config, text)
+    line = source_of(config).describe_failure(session, text)
     if line is None:
         from tidemark.spark.credentials import explain_storage_failure
 

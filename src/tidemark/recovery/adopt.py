@@ -8,7 +8,7 @@ replay point for every later run (the same filter recovery uses), so no window l
 
 Where the old job stood is its source position: for the file source, the files its log lists through the last
 committed batch (they must all still be there, or open windows would miss events). A Kafka source plugs in as
-another `SourcePosition` (recovery/kafka.py): its committed offsets (offsets/N), with the replay started where
+another `SourcePosition` (sources/kafka/replay.py): its committed offsets (offsets/N), with the replay started where
 the old job's offsets log says the open windows' events begin (else by Kafka's offsets-for-times), as `recover`
 does; its partitions' records from there must still be in Kafka.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, NoReturn, Protocol
+from typing import TYPE_CHECKING, NoReturn
 
 from tidemark.compat import UTC
 from tidemark.config import AggregationKind, TidemarkConfig
@@ -33,9 +33,9 @@ from tidemark.formats import (
     write_recovery_marker,
 )
 from tidemark.recovery.archive import pipeline_locations
-from tidemark.recovery.kafka import KafkaPosition, adoption_position, describe_kafka_replay
-from tidemark.recovery.replay import EPOCH, describe_replay, replay_config
+from tidemark.recovery.replay import EPOCH, replay_config
 from tidemark.sinks import Tool
+from tidemark.sources import SourcePosition, source_of
 from tidemark.storage import Location, open_storage, parse_location
 
 if TYPE_CHECKING:
@@ -44,32 +44,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from tidemark.pipeline.run import RunResult
-
-
-class SourcePosition(Protocol):
-    """Where the old job stood in its source when it stopped."""
-
-    kind: str
-
-    def describe(self) -> str:
-        """One line for the plan."""
-        ...
-
-
-@dataclass(frozen=True)
-class FilePosition:
-    """A file source's committed position: the files the old job's source log lists through its last batch."""
-
-    processed: int
-    missing: tuple[str, ...]  # processed files no longer in the landing folder
-    outside: tuple[str, ...]  # processed files not under the config's landing folder
-    new_files: int  # landing files the old job never read
-    kind: str = "file"
-    replay_offsets: str | None = None  # a landing folder is replayed whole
-
-    def describe(self) -> str:
-        """One line for the plan."""
-        return f"{self.processed:,} landing file(s) read by the old job, {self.new_files:,} arrived since"
 
 
 @dataclass(frozen=True)
@@ -83,7 +57,7 @@ class AdoptionPlan:
     committed_watermark: datetime | None
     resume_from: datetime
     replay: str
-    position: FilePosition | KafkaPosition | None  # None: a Kafka position, not read yet (it needs Spark)
+    position: SourcePosition | None  # None: a position read through a server (Kafka), not read yet (it needs Spark)
     old_sink: SinkWindows | None
     checkpoint: str
     sink: str
@@ -110,67 +84,6 @@ def first_open_window(emitted_through: datetime | None, size: timedelta, slide: 
         return EPOCH
     steps = (emitted_through - size - EPOCH) // slide
     return EPOCH + (steps + 1) * slide
-
-
-def _landing_files(config: TidemarkConfig) -> set[str]:
-    store = open_storage(config.source.path or "")
-    return {store.uri(e.rel) for e in store.list_files() if not e.rel.rsplit("/", 1)[-1].startswith((".", "_"))}
-
-
-def _same_file(uri: str) -> str:
-    return parse_location(uri).uri.replace("file://", "").replace("file:", "")
-
-
-def _file_position(config: TidemarkConfig, old: Checkpoint, batch: int) -> FilePosition:
-    read = [f for files in old.source_files_of(list(range(batch + 1))).values() for f in files]
-    landing = {_same_file(u) for u in _landing_files(config)}
-    root = _same_file(open_storage(config.source.path or "").uri()).rstrip("/") + "/"
-    processed = {_same_file(f) for f in read}
-    outside = tuple(sorted(f for f in processed if not f.startswith(root)))
-    missing = tuple(sorted(f for f in processed if f.startswith(root) and f not in landing))
-    return FilePosition(len(processed), missing, outside, len(landing - processed))
-
-
-def _position(
-    config: TidemarkConfig, old: Checkpoint, batch: int, resume: datetime, spark: SparkSession | None
-) -> FilePosition | KafkaPosition | None:
-    if config.source.is_kafka:
-        if spark is None:
-            return None
-        kafka = adoption_position(spark, config, old, batch, resume)
-        if kafka is None:
-            _refuse(f"the old job's offsets/{batch} holds no Kafka offsets of one source: it did not read Kafka alone")
-        return kafka
-    if not config.source.is_file:
-        msg = (
-            f"tidemark adopt replays from a landing folder or Kafka; the {config.source.format.value} source cannot be"
-        )
-        raise UsageError(msg)
-    position = _file_position(config, old, batch)
-    if position.outside:
-        _refuse(
-            f"the old job read {len(position.outside)} file(s) outside [source] path {config.source.path} "
-            f"(e.g. {position.outside[0]}): point [source] path at the folder it reads"
-        )
-    if position.missing:
-        _refuse(
-            f"{len(position.missing)} landing file(s) the old job read are gone (e.g. {position.missing[0]}): "
-            f"the windows open at the cut-over (from {resume.isoformat()}) would miss their events"
-        )
-    return position
-
-
-def _check_kafka(position: KafkaPosition, config: TidemarkConfig, resume: datetime) -> None:
-    if position.foreign_topics:
-        _refuse(
-            f"the old job read topic(s) {', '.join(position.foreign_topics)}, which [source] does not subscribe to "
-            f"({config.source.subscription}): describe the old job's topics"
-        )
-    if position.retention_gone:
-        _refuse(
-            f"Kafka's retention removed records the windows open at the cut-over (from {resume.isoformat()}) "
-            f"need: {'; '.join(position.retention_gone[:4])}"
-        )
 
 
 def _refuse(message: str) -> NoReturn:
@@ -220,9 +133,11 @@ def plan_adoption(
     emitted = _time(old.offset(batch).watermark_ms)
     committed = _time(old.commit(batch).next_watermark_ms)
     resume = first_open_window(emitted, agg.window, agg.slide or agg.window)
-    position = _position(config, old, batch, resume, spark)
-    if isinstance(position, KafkaPosition):
-        _check_kafka(position, config, resume)
+    source = source_of(config)
+    position = source.adoption_position(spark, old, batch, resume)
+    problem = position.refusal(resume) if position is not None else None
+    if problem is not None:
+        _refuse(problem)
     windows = sink_windows(open_storage(old_sink_location)) if old_sink_location is not None and read_old_sink else None
     notes: list[str] = []
     if windows is not None:
@@ -257,9 +172,7 @@ def plan_adoption(
         emitted_through=emitted,
         committed_watermark=committed,
         resume_from=resume,
-        replay=describe_replay(config, resume)
-        if not isinstance(position, KafkaPosition)
-        else describe_kafka_replay(config, resume, position.replay_start()),
+        replay=source.describe_replay(resume, position.replay_start() if position is not None else None),
         position=position,
         old_sink=windows,
         checkpoint=paths.checkpoint.uri,

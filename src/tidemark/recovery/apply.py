@@ -170,15 +170,20 @@ def interrupted_recovery(config: TidemarkConfig) -> RecoveryPlan | None:
 
 
 def plan_from_source(session: SparkSession, config: TidemarkConfig, per_key: bool = False) -> RecoveryPlan:
-    """The recovery plan, with what the source says: the landing files' newest event, or Kafka's start offsets."""
-    if config.source.is_kafka:
-        from tidemark.recovery.kafka import plan_kafka_recovery
+    """The recovery plan, with what the source says: where its replay starts (a Kafka source's per-partition
+    offsets, found for the sink's resume point) and the newest event time there is to replay (which bounds
+    max_lookback)."""
+    from dataclasses import replace
 
-        return plan_kafka_recovery(session, config, per_key=per_key)
     from tidemark.recovery.plan import plan_recovery
-    from tidemark.recovery.replay import newest_landing_event
+    from tidemark.sources import EPOCH, source_of
 
-    return plan_recovery(config, newest_landing_event(session, config), per_key=per_key)
+    source = source_of(config)
+    start = source.replay_start(
+        session, lambda: plan_recovery(config, None, per_key=per_key).unclamped_resume_from or EPOCH
+    )
+    plan = plan_recovery(config, source.newest_event(session, start), per_key=per_key)
+    return replace(plan, source_offsets=start.offsets, replay=source.describe_replay(plan.resume_from, start))
 
 
 def recover_pipeline(

@@ -32,6 +32,7 @@ from tidemark.formats import (
 )
 from tidemark.recovery.archive import pipeline_locations
 from tidemark.sinks import TableOutput, Tool, sink_of
+from tidemark.sources import source_of
 from tidemark.steps import step
 from tidemark.storage import Storage, open_storage
 
@@ -122,15 +123,6 @@ def _duplicates(sink: Storage, columns: tuple[str, ...], files: list[str] | None
     return rows, int(frame.duplicated().sum()), examples
 
 
-def _source(config: TidemarkConfig, checkpoint: Checkpoint, batch: int, files: dict[int, list[str]]) -> tuple[str, ...]:
-    if config.source.is_file:
-        return tuple(files.get(batch, []))
-    if config.source.is_kafka:
-        entry = checkpoint.find_offset(batch)
-        return tuple(json.dumps(o) for o in (entry.source_offsets if entry else []))
-    return ()
-
-
 def _repartition_batches(checkpoint: Checkpoint, unlogged: list[int], notes: list[str], owed: str) -> set[int]:
     """The batches among `unlogged` that Spark's offline repartition (4.2+) committed, each noted: it runs no query,
     reads no input and writes no output, so the sink owes it nothing."""
@@ -162,7 +154,7 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
     unlisted = checkpoint.repartition_batches([b for b in commits if b not in names])
     log = read_sink_log(sink, empty=lambda _absent: unlisted)
     ledger: dict[int, LedgerEntry] = read_ledger(checkpoint.store)
-    files_by_batch = checkpoint.source_files_of(commits) if config.source.is_file else {}
+    inputs = source_of(config).committed_inputs(checkpoint, commits)
     present = {e.rel: e for e in sink_data_files(sink)}
     violations: list[Violation] = []
     notes: list[str] = []
@@ -181,7 +173,7 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
             records.append(
                 BatchRecord(
                     batch=batch,
-                    source=_source(config, checkpoint, batch, files_by_batch),
+                    source=inputs[batch].names if batch in inputs else (),
                     sink_files=tuple(sorted(added)),
                     rows=recorded.rows if recorded else None,
                     in_sink_log=covered,
@@ -301,7 +293,7 @@ def audit_table(config: TidemarkConfig, checkpoint: Checkpoint, table: TableOutp
     apart, never as duplicates.
     """
     commits = checkpoint.commit_batches()
-    files_by_batch = checkpoint.source_files_of(commits) if config.source.is_file else {}
+    inputs = source_of(config).committed_inputs(checkpoint, commits)
     by_batch: dict[int, list[Any]] = defaultdict(list)
     for commit in table.commits:
         by_batch[commit.batch].append(commit)
@@ -315,7 +307,7 @@ def audit_table(config: TidemarkConfig, checkpoint: Checkpoint, table: TableOutp
         records.append(
             BatchRecord(
                 batch=batch,
-                source=_source(config, checkpoint, batch, files_by_batch),
+                source=inputs[batch].names if batch in inputs else (),
                 sink_files=files,
                 rows=None if not made or any(r is None for r in rows) else sum(r for r in rows if r is not None),
                 in_sink_log=bool(made),

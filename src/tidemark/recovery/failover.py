@@ -48,9 +48,9 @@ def run_with_failover(
     checkpoint keeps its replay point; a lost checkpoint next to a committed sink fails or recovers
     as `[checkpoint] on_missing` says; files of a killed batch move aside before its re-run.
     """
-    from tidemark.pipeline.sources import check_source_path
+    from tidemark.sources import source_of
 
-    check_source_path(config)
+    source_of(config).check()
     run = partial(
         run_pipeline,
         available_now=available_now,

@@ -16,7 +16,7 @@ The replay reads from there with the filter event time >= R; the earlier records
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -25,24 +25,16 @@ from tidemark.formats import Checkpoint
 from tidemark.kafka.admin import all_partitions, kafka_admin
 from tidemark.kafka.offsets import Offsets, offsets_json, parse_offsets
 from tidemark.kafka.options import kafka_access
-from tidemark.recovery.plan import RecoveryPlan, plan_recovery
-from tidemark.recovery.replay import EPOCH
+from tidemark.sources.base import EPOCH, ReplayStart, SourcePosition, newest_event
+from tidemark.sources.kafka.frames import read_kafka_range
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-@dataclass(frozen=True)
-class KafkaReplayStart:
-    """Per-partition start offsets of a replay and how they were found."""
-
-    offsets: Offsets
-    method: str
-
-    @property
-    def json(self) -> str:
-        """Spark's startingOffsets JSON."""
-        return offsets_json(self.offsets)
+def kafka_replay_start(offsets: Offsets, method: str) -> ReplayStart:
+    """A replay's start: per-partition offsets (every subscribed partition named) and how they were found."""
+    return ReplayStart(offsets_json(offsets), method)
 
 
 def from_offsets_log(checkpoint: Checkpoint, resume_from: datetime, delay_ms: int) -> tuple[Offsets, int] | None:
@@ -67,7 +59,7 @@ def from_offsets_log(checkpoint: Checkpoint, resume_from: datetime, delay_ms: in
 
 
 @dataclass(frozen=True)
-class KafkaPosition:
+class KafkaPosition(SourcePosition):
     """A Kafka job's committed position (`tidemark adopt`): the offsets its last committed batch read to, and where
     the replay of the windows still open starts (earlier: their events were read before the cut-over)."""
 
@@ -77,6 +69,7 @@ class KafkaPosition:
     arrived_since: int  # records produced after the old job's committed offsets
     foreign_topics: tuple[str, ...]  # topics the old job read that [source] does not subscribe to
     retention_gone: tuple[str, ...]  # partitions whose records the replay needs are gone (Kafka's retention)
+    subscription: str  # what [source] subscribes to
     kind: str = "kafka"
 
     def describe(self) -> str:
@@ -88,9 +81,23 @@ class KafkaPosition:
             f"from {start}, found from {self.method}"
         )
 
-    def replay_start(self) -> KafkaReplayStart:
+    def refusal(self, resume_from: datetime) -> str | None:
+        """Topics [source] does not read, or records the replay needs that Kafka's retention removed."""
+        if self.foreign_topics:
+            return (
+                f"the old job read topic(s) {', '.join(self.foreign_topics)}, which [source] does not subscribe to "
+                f"({self.subscription}): describe the old job's topics"
+            )
+        if self.retention_gone:
+            return (
+                f"Kafka's retention removed records the windows open at the cut-over (from {resume_from.isoformat()}) "
+                f"need: {'; '.join(self.retention_gone[:4])}"
+            )
+        return None
+
+    def replay_start(self) -> ReplayStart:
         """Where the replay starts, as `recover` states it."""
-        return KafkaReplayStart(parse_offsets(self.replay_offsets) or {}, self.method)
+        return ReplayStart(self.replay_offsets, self.method)
 
 
 def adoption_position(
@@ -123,10 +130,11 @@ def adoption_position(
         f"{tp} (needs {start[tp]}, earliest kept {earliest[tp]})" for tp in partitions if start[tp] < earliest[tp]
     )
     arrived = sum(max(end[tp] - committed.get(tp, earliest[tp]), 0) for tp in partitions)
-    return KafkaPosition(offsets_json(committed), offsets_json(start), method, arrived, foreign, gone)
+    subscription = config.source.subscription
+    return KafkaPosition(offsets_json(committed), offsets_json(start), method, arrived, foreign, gone, subscription)
 
 
-def replay_start(spark: SparkSession, config: TidemarkConfig, resume_from: datetime) -> KafkaReplayStart:
+def replay_start(spark: SparkSession, config: TidemarkConfig, resume_from: datetime) -> ReplayStart:
     """The per-partition offsets a replay from resume_from starts at (every subscribed partition named)."""
     delay_ms = int(config.event_time.watermark.total_seconds() * 1000)
     checkpoint = Checkpoint.open(config.checkpoint.location)
@@ -139,14 +147,16 @@ def replay_start(spark: SparkSession, config: TidemarkConfig, resume_from: datet
             start, batch = logged
             # A partition the log does not name appeared after it was written: from its earliest offset.
             offsets = {tp: max(start.get(tp, earliest[tp]), earliest[tp]) for tp in partitions}
-            return KafkaReplayStart(offsets, f"the surviving offsets log (where batch {batch} started)")
+            return kafka_replay_start(offsets, f"the surviving offsets log (where batch {batch} started)")
         if resume_from <= EPOCH:
-            return KafkaReplayStart(dict(earliest), "the earliest offsets (the sink holds no finished window)")
+            return kafka_replay_start(dict(earliest), "the earliest offsets (the sink holds no finished window)")
         at = resume_from - config.event_time.watermark
         found = admin.offsets_for_time(partitions, int((at - EPOCH).total_seconds() * 1000))
         end = admin.latest(partitions)
         offsets = {tp: end[tp] if (first := found[tp]) is None else first for tp in partitions}
-    return KafkaReplayStart(offsets, f"Kafka offsets-for-times at {at.isoformat()} (resume point minus the watermark)")
+    return kafka_replay_start(
+        offsets, f"Kafka offsets-for-times at {at.isoformat()} (resume point minus the watermark)"
+    )
 
 
 def describe_offsets(offsets: Offsets, limit: int = 8) -> str:
@@ -158,41 +168,16 @@ def describe_offsets(offsets: Offsets, limit: int = 8) -> str:
 
 def newest_kafka_event(spark: SparkSession, config: TidemarkConfig, start: Offsets) -> datetime | None:
     """The newest valid event time from the start offsets to each partition's end (a batch read of that range)."""
-    from pyspark.sql import functions as F
-
-    from tidemark.compat import UTC
-    from tidemark.pipeline.quarantine import event_time_expression
-    from tidemark.pipeline.sources import read_kafka_range
-
     if not start:
         return None
     end = {tp: -1 for tp in start}  # -1: latest, in endingOffsets
-    stream = read_kafka_range(spark, config, offsets_json(start), offsets_json(end))
-    types = dict(stream.frame.dtypes)
-    column = event_time_expression(config, types[config.event_time.column])
-    row = stream.frame.select(F.max(column).alias("newest")).first()
-    newest = row["newest"] if row is not None else None
-    if newest is None:
-        return None
-    assert isinstance(newest, datetime)
-    return datetime.fromtimestamp(newest.timestamp(), tz=UTC) if newest.tzinfo is None else newest.astimezone(UTC)
+    return newest_event(config, read_kafka_range(spark, config, offsets_json(start), offsets_json(end)).frame)
 
 
-def plan_kafka_recovery(
-    spark: SparkSession, config: TidemarkConfig, per_key: bool = False, now: datetime | None = None
-) -> RecoveryPlan:
-    """A recovery plan for a Kafka source: the resume point from the sink, the per-partition start offsets for it,
-    and the newest event time of the data to replay (which bounds max_lookback, as the landing files do)."""
-    probe = plan_recovery(config, None, per_key=per_key, now=now)
-    start = replay_start(spark, config, probe.unclamped_resume_from or EPOCH)
-    newest = newest_kafka_event(spark, config, start.offsets)
-    plan = plan_recovery(config, newest, per_key=per_key, now=now)
-    return replace(plan, source_offsets=start.json, replay=describe_kafka_replay(config, plan.resume_from, start))
-
-
-def describe_kafka_replay(config: TidemarkConfig, resume_from: datetime, start: KafkaReplayStart) -> str:
+def describe_kafka_replay(config: TidemarkConfig, resume_from: datetime, start: ReplayStart) -> str:
     """One line saying where the replay reads each partition from."""
+    offsets = parse_offsets(start.offsets or "") or {}
     return (
-        f"Kafka {config.source.subscription} from {describe_offsets(start.offsets)}, found from {start.method}; "
+        f"Kafka {config.source.subscription} from {describe_offsets(offsets)}, found from {start.method}; "
         f"keeping events with {config.event_time.column} >= {resume_from.isoformat()}"
     )

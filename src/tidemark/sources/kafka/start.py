@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tidemark.checkpoint.kafka import committed_offsets
 from tidemark.config import TidemarkConfig
 from tidemark.errors import SourceError
 from tidemark.formats import Checkpoint
 from tidemark.kafka.admin import all_partitions, kafka_admin
 from tidemark.kafka.offsets import LostRange, Offsets, TopicPartition, describe_lost, lost_ranges
 from tidemark.kafka.options import kafka_access
+from tidemark.sources.kafka.committed import committed_offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
