@@ -124,9 +124,13 @@ def _stop_gracefully(query: StreamingQuery, timeout: timedelta, poll: float = 0.
 
 
 def _wait_for_listener(query: StreamingQuery, counters: RunCounters, lock: threading.Lock) -> None:
-    """Progress events arrive asynchronously: wait (bounded) until the last batch was reported."""
+    """Progress events arrive asynchronously: wait (bounded) until the last batch was reported.
+
+    A trigger that found no new data and ran no batch also leaves a lastProgress (Spark's idle progress, the next
+    batch's id, no `addBatch` time) but sends no progress event: there is nothing to wait for (the wait was 15 s on
+    every restart with nothing new, and on every stop between batches)."""
     last = query.lastProgress
-    if not last:
+    if not last or "addBatch" not in (last.get("durationMs") or {}):
         return
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
