@@ -189,6 +189,14 @@ def test_kill_during_prune_and_rollback_moves_then_rerun(spark: Any, tmp_path: P
     print(f"rollback to {to_batch} dies after {after} of {moves} moves")
     argv = ["recover", str(config_path), "--to-batch", str(to_batch), "--apply"]
     _die_during("move", argv, after)
+    # The dry run over the half-finished rollback says what --apply does first, in one line, and moves nothing.
+    dry = subprocess.run(
+        [sys.executable, "-m", "tidemark.cli.main", *argv[:-1]], capture_output=True, text=True, check=False
+    )
+    errors = [line for line in dry.stderr.splitlines() if line.startswith("error:")]
+    assert dry.returncode == 1 and len(errors) == 1, dry.stderr[-2000:]
+    assert "is not finished" in errors[0] and f"--to-batch {to_batch} --apply' finishes it first" in errors[0]
+    assert list((tmp_path / ".tidemark-archive").glob("journal-*")), "the dry run touched the journal"
     assert main(argv) == 0
     after = {**{f"checkpoint/{k}": v for k, v in _tree(checkpoint).items()}}
     after.update({f"output/{k}": v for k, v in _tree(tmp_path / "output").items()})

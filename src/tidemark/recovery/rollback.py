@@ -158,11 +158,23 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
     # Every precondition before anything moves: no live run, a sink this config wrote. An interrupted move is
     # finished first: a rollback killed mid-way leaves the sink log with a gap (its later files half moved) that
     # the sink check would read as an incomplete log (found by the chaos test, seed 1063731530).
-    ensure_not_running(pipeline_locations(config, Tool.ROLLBACK).checkpoint)
+    locations = pipeline_locations(config, Tool.ROLLBACK)
+    ensure_not_running(locations.checkpoint)
     if apply:
         from tidemark.recovery.apply import finish_interrupted_moves
 
         finish_interrupted_moves(config)
+    else:
+        from tidemark.storage.journal import pending_journals
+
+        pending = pending_journals(locations.archive_base)
+        if pending:
+            # Planned now, the rollback would read the half-moved files as they lie; --apply finishes first.
+            msg = (
+                f"a move that was interrupted is not finished ({pending[0]}): 'tidemark recover --to-batch "
+                f"{to_batch} --apply' finishes it first, then rolls back. Nothing was changed"
+            )
+            raise CheckpointError(msg)
     require_matching_sink(config, "tidemark recover --to-batch", "point the config at the sink its query writes")
     plan = plan_rollback(config, to_batch)
     if apply:
