@@ -36,6 +36,7 @@ from tidemark.formats.layout import (
     source_folder,
 )
 from tidemark.formats.scan import CheckpointScan, StoreScan, scan_checkpoint
+from tidemark.formats.sinklog import SinkLog, read_log
 from tidemark.storage import Backend, Location, Storage, open_storage
 
 log = logging.getLogger(__name__)
@@ -190,6 +191,11 @@ class Checkpoint:
         except CheckpointError as exc:
             log.warning("%s", exc)
             return None
+
+    def sink_log(self, sink: Storage, up_to: int | None = None) -> SinkLog:
+        """The file sink log of this checkpoint's query (Spark's `_spark_metadata`), read past the batches Spark's
+        offline repartition committed, which the checkpoint proves wrote nothing (sinklog.read_log's `empty`)."""
+        return read_log(sink, up_to=up_to, empty=self.repartition_batches)
 
     def repartition_batches(self, batches: list[int]) -> dict[int, tuple[str | None, str | None]]:
         """Which of these batches Spark's offline repartition (4.2+, StreamingCheckpointManager.repartition) wrote,

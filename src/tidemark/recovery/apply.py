@@ -84,7 +84,7 @@ def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
     """
     paths = pipeline_locations(config)
     ensure_not_running(paths.checkpoint)
-    log = read_sink_log(open_storage(paths.sink), empty=Checkpoint.open(paths.checkpoint).repartition_batches)
+    log = Checkpoint.open(paths.checkpoint).sink_log(open_storage(paths.sink))
     entries = tuple(log.files[p] for p in plan.surviving_files if p in log.files)
     marker = RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False, source_offsets=plan.source_offsets)
     archive = parse_location(plan.archive)

@@ -88,7 +88,7 @@ def _floor(value: float) -> float:
 
 def committed_files(paths: PipelineLocations, sink: Storage, checkpoint: Checkpoint) -> set[str]:
     """Every sink file some committed batch is known to have written: sink log, ledger, recovery marker."""
-    known = set(read_sink_log(sink, empty=checkpoint.repartition_batches).files) | set(ledger_files(checkpoint.store))
+    known = set(checkpoint.sink_log(sink).files) | set(ledger_files(checkpoint.store))
     marker = read_recovery_marker(paths.checkpoint)
     for line in marker.entries if marker else ():
         rel = entry_rel(paths.sink, str(json.loads(line)["path"]))

@@ -12,7 +12,6 @@ from tidemark.formats import (
     Checkpoint,
     files_after,
     ledger_files,
-    read_sink_log,
     sink_data_files,
     sink_log_files_after,
     unloadable_stores,
@@ -69,9 +68,9 @@ def _sink_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Locat
         return []
     present = {e.rel for e in sink.list_files()}
     moves = [plan_move(MoveKind.CHECKPOINT_FILE, paths.sink, rel, archive, "sink") for rel in later_log]
-    kept = set(read_sink_log(sink, up_to=to_batch, empty=checkpoint.repartition_batches).files)
+    kept = set(checkpoint.sink_log(sink, up_to=to_batch).files)
     by_ledger = ledger_files(checkpoint.store)
-    newest = set(read_sink_log(sink, empty=checkpoint.repartition_batches).files)
+    newest = set(checkpoint.sink_log(sink).files)
     committed_at = checkpoint.commit_mtime(to_batch)
     cutoff = math.floor(committed_at) if committed_at is not None else None
     for file in sink_data_files(sink):
