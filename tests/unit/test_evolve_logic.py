@@ -20,7 +20,7 @@ from tidemark.cli.main import main
 from tidemark.compat import UTC
 from tidemark.config import load_config
 from tidemark.config.model import PROVIDER_CLASSES, StateStoreKind
-from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
+from tidemark.errors import CheckpointError, CheckpointLocked, StorageError, UsageError
 from tidemark.evolve.check import _check_settings, _Findings
 from tidemark.evolve.partitioning import partition_key
 from tidemark.evolve.rehearse import _forget_last_commit
@@ -221,7 +221,7 @@ def test_repartition_refuses_what_it_cannot_rewrite(tmp_path: Path) -> None:
         repartition_checkpoint(str(v2), 4)
     with pytest.raises(CheckpointError, match="no state metadata"):
         repartition_checkpoint(str(SPARK35 / "hdfs_window"), 4)
-    with pytest.raises(UsageError, match="local checkpoints only"):
+    with pytest.raises(StorageError, match="no AWS credentials found"):  # remote checkpoints are taken (#39)
         repartition_checkpoint("s3a://bucket/ckpt", 4)
     with pytest.raises(UsageError, match="at least 1"):
         repartition_checkpoint(str(same), 0)

@@ -476,9 +476,10 @@ def require_restartable(
     """Before `run` touches anything: refuse, in one line, a checkpoint location that holds something else or a
     checkpoint `tidemark check` rejects for this config. None when the query starts fresh."""
     from tidemark.errors import CheckpointError
-    from tidemark.formats import refuse_foreign
+    from tidemark.formats import finish_checkpoint_swaps, refuse_foreign
     from tidemark.pipeline.sink_check import require_matching_sink
 
+    finish_checkpoint_swaps(config.checkpoint.location)  # a repartition killed during its swap, finished first
     checkpoint = Checkpoint.open(config.checkpoint.location)
     refuse_foreign(checkpoint.store)
     require_matching_sink(

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import logging
 import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,24 +34,27 @@ from tidemark.errors import CheckpointError, UsageError
 from tidemark.evolve.partitioning import store_moves
 from tidemark.evolve.verify import StateComparison, compare_state
 from tidemark.formats import (
-    ARCHIVE_DIR,
     SHUFFLE_PARTITIONS,
     Checkpoint,
     MoveResult,
     StoreMove,
+    checkpoint_archive,
     clone_whole,
     clone_without_state,
     ensure_unlocked,
+    finish_checkpoint_swaps,
     helper_spec,
     operator_entries,
     repoint_schema_paths,
     run_move,
     state_root,
+    swap_in,
+    swap_names,
 )
 from tidemark.spark.lines import Feature, has, lacking, require
 from tidemark.steps import step
-from tidemark.storage import open_storage, parse_location
-from tidemark.storage.journal import Step, finish_pending, journaled
+from tidemark.storage import Location, open_storage, parse_location
+from tidemark.storage.journal import journal_purpose, pending_journals
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -106,12 +112,6 @@ class RepartitionReport:
     def state_version(self) -> int:
         """The state version written, which the next batch loads."""
         return self.batch + 1
-
-
-def _archive_names(checkpoint: Path, now: datetime) -> tuple[Path, Path]:
-    folder = checkpoint.parent / ARCHIVE_DIR
-    stamp = f"{now:%Y%m%dT%H%M%S%fZ}"
-    return folder / f"{checkpoint.name}-before-repartition-{stamp}", folder / f"{checkpoint.name}-repartition-{stamp}"
 
 
 def _refuse_unsupported(checkpoint: Checkpoint, batch: int, conf: dict[str, str], moves: list[StoreMove]) -> None:
@@ -201,21 +201,13 @@ def repartition_checkpoint(
         msg = f"--partitions must be at least 1 (got {partitions})"
         raise UsageError(msg)
     require(Feature.STATE_REWRITE)  # one line naming the Spark whose state store API tidemark's writer uses
-    location = parse_location(path)
-    if not location.is_local:
-        msg = (
-            f"repartition rewrites local checkpoints only; copy {path} to a local folder, repartition it "
-            "there with --to, and copy the result back"
-        )
-        raise UsageError(msg)
-    checkpoint = Checkpoint.open(path)
+    location = _resolved(path)
+    if to is None:
+        _finish_or_refuse_swap(location, path, partitions, apply)
+    checkpoint = Checkpoint.open(location.uri)
     checkpoint.require()
     ensure_unlocked(checkpoint.uri, checkpoint.store)
-    root = Path(location.key)
-    when = now or datetime.now(tz=UTC)
-    archive, staging = _archive_names(root, when)
-    if apply and to is None:
-        finish_pending(str(archive.parent))  # a repartition that crashed between its two renames finishes first
+    archive, staging = swap_names(location, now or datetime.now(tz=UTC))
 
     batch = checkpoint.latest_committed_batch()
     conf = checkpoint.offset(batch).conf
@@ -250,12 +242,12 @@ def repartition_checkpoint(
     version = batch + 1
     _check_loadable(checkpoint, version, old_partitions)
 
-    target = Path(to).resolve() if to is not None else staging
+    target = _resolved(to) if to is not None else staging
     if to is not None:
-        if target == root or root in target.parents:
-            msg = f"--to {to} must be outside the checkpoint {root}"
+        if target.relative_to(location) is not None:
+            msg = f"--to {to} must be outside the checkpoint {location.uri}"
             raise UsageError(msg)
-        if target.exists() and any(target.iterdir()):
+        if next(iter(open_storage(target).list_files("")), None) is not None:
             msg = f"--to {to} exists and is not empty: give a new folder"
             raise UsageError(msg)
     chosen = choose_engine(engine, apply=apply, to=to, provider=provider, new_provider=new_provider, conf=conf)
@@ -268,8 +260,10 @@ def repartition_checkpoint(
     reports: list[StoreReport] = []
     verification: StateComparison | None = None
     new_disk: int | None = None
-    with state_session(root) as (spark, source):
-        new_root = state_root(target) if apply else None
+    # tidemark's writer and Spark's readers work on a local folder: the target itself on a local disk, else a
+    # scratch folder whose verified result is uploaded to the target (formats/swap.py: why the swap is safe).
+    with state_session(location.uri) as (spark, source), _local_work(target, apply) as work:
+        new_root = state_root(work) if apply else None
         try:
             for move in moves:
                 spec = helper_spec(
@@ -287,24 +281,30 @@ def repartition_checkpoint(
                 _misplaced(move, result, old_partitions)
                 reports.append(_report(move, result, _store_disk_bytes(checkpoint, move), old_partitions))
             if apply and chosen is Engine.SPARK:
-                verification = _spark_repartition(spark, source, checkpoint, target, batch, partitions)
+                verification = _spark_repartition(spark, source, checkpoint, work, batch, partitions)
                 _verified(verification, partitions, moves)
                 notes.append(f"written by Spark's own offline repartition as batch {batch + 1}, verified by tidemark")
             elif apply:
-                target.mkdir(parents=True, exist_ok=True)
+                work.mkdir(parents=True, exist_ok=True)
                 updates = {SHUFFLE_PARTITIONS: str(partitions), PROVIDER_KEY: new_provider}
-                clone_without_state(checkpoint, open_storage(str(target)), updates, partitions)
+                clone_without_state(checkpoint, open_storage(str(work)), updates, partitions)
                 if moves:
-                    verification = compare_state(spark, source, open_state_source(target), batch)
+                    verification = compare_state(spark, source, open_state_source(work), batch)
                     _verified(verification, partitions, moves)
+            if apply:
+                new_disk = sum(scan.bytes for scan in Checkpoint.open(str(work)).stores().values())
+                if not target.is_local:
+                    with step("uploading the new checkpoint"):
+                        clone_whole(Checkpoint.open(str(work)), open_storage(target))
+                # Spark 4 records transformWithState's schema files by absolute path: at the checkpoint's own place.
+                repoint_schema_paths(open_storage(target), partitions, open_storage(location if to is None else target))
         except BaseException:
-            if apply and target.exists() and (to is None or target.resolve() != root):
-                shutil.rmtree(target, ignore_errors=True)  # only what this run wrote
+            if apply:
+                _discard(target, location)  # only what this run wrote: the old checkpoint is untouched so far
             raise
-    if apply:
-        new_disk = sum(scan.bytes for scan in Checkpoint.open(str(target)).stores().values())
-        if to is None:
-            _swap(root, archive, staging, partitions)
+    if apply and to is None:
+        swap_in(location, archive, staging)
+        log.info("archived %s as %s", location.uri, archive.uri)
     return RepartitionReport(
         checkpoint=checkpoint.uri,
         batch=batch,
@@ -314,8 +314,8 @@ def repartition_checkpoint(
         new_provider=new_provider,
         stores=tuple(reports),
         applied=apply,
-        new_checkpoint=str(target) if to is not None else checkpoint.uri,
-        archive=None if to is not None else str(archive),
+        new_checkpoint=target.uri if to is not None else checkpoint.uri,
+        archive=None if to is not None else archive.uri,
         new_disk_bytes=new_disk,
         verification=verification,
         notes=tuple(notes),
@@ -396,14 +396,53 @@ def _verified(comparison: StateComparison, partitions: int, moves: list[StoreMov
             raise CheckpointError(msg)
 
 
-def _swap(root: Path, archive: Path, staging: Path, partitions: int) -> None:
-    """Archive the old checkpoint and move the new one into its place (journaled: a rerun finishes it)."""
-    repoint_schema_paths(open_storage(str(staging)), partitions, open_storage(str(root)))
-    parent = parse_location(str(root.parent))
-    rel = archive.parent.name
-    steps = [
-        Step(("parent", root.name), ("parent", f"{rel}/{archive.name}")),
-        Step(("parent", f"{rel}/{staging.name}"), ("parent", root.name)),
-    ]
-    journaled(str(archive.parent), {"parent": parent.uri}, steps, "repartition", {"archive": str(archive)})
-    log.info("archived %s as %s", root, archive)
+def _resolved(path: str) -> Location:
+    """A location as given; a local one made absolute (the swap names its parent)."""
+    location = parse_location(path)
+    return parse_location(str(Path(location.key).resolve())) if location.is_local else location
+
+
+def _finish_or_refuse_swap(location: Location, path: str, partitions: int, apply: bool) -> None:
+    """A repartition killed during its swap: --apply finishes it first (before the half-moved checkpoint is read);
+    a dry run, which writes nothing, says so in one line."""
+    if apply:
+        finish_checkpoint_swaps(location)
+        return
+    pending = [j for j in pending_journals(checkpoint_archive(location)) if journal_purpose(j) == "repartition"]
+    if pending:
+        msg = (
+            f"a repartition of {location.uri} was interrupted during its swap ({pending[0]}): 'tidemark state "
+            f"repartition {path} --partitions {partitions} --apply' (or 'tidemark run') finishes it first"
+        )
+        raise CheckpointError(msg)
+
+
+@contextmanager
+def _local_work(target: Location, apply: bool) -> Iterator[Path]:
+    """Where the new checkpoint is written and verified: the target on a local disk, else a scratch folder
+    (removed afterwards)."""
+    if target.is_local or not apply:
+        yield Path(target.key) if target.is_local else Path(tempfile.gettempdir()) / "unused"
+        return
+    from tidemark.cache import cache_root
+
+    scratch = cache_root() / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="repartition-", dir=scratch))
+    try:
+        yield folder / "checkpoint"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _discard(target: Location, checkpoint: Location) -> None:
+    """Remove a failed repartition's new checkpoint (local or uploaded), never the checkpoint itself."""
+    if target.uri.rstrip("/") == checkpoint.uri.rstrip("/"):
+        return
+    if target.is_local:
+        shutil.rmtree(target.key, ignore_errors=True)
+        return
+    store = open_storage(target)
+    rels = [entry.rel for entry in store.list_files("")]
+    if rels:
+        store.delete_files(rels)

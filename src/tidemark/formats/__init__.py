@@ -146,6 +146,7 @@ from tidemark.formats.state_schema import (
 )
 from tidemark.formats.state_schema import names as field_names
 from tidemark.formats.state_size import StateSize, StoreSize, state_size
+from tidemark.formats.swap import checkpoint_archive, finish_checkpoint_swaps, swap_in, swap_names
 from tidemark.formats.unsafe_row import RowDecodeError, decode_row, fields_from_ddl
 
 __all__ = [
@@ -213,6 +214,7 @@ __all__ = [
     "StoreSize",
     "archive_marker",
     "check_newest_state",
+    "checkpoint_archive",
     "clear_run_lock",
     "clone_whole",
     "clone_without_state",
@@ -227,6 +229,7 @@ __all__ = [
     "fields_from_ddl",
     "files_after",
     "files_through",
+    "finish_checkpoint_swaps",
     "finish_removals",
     "helper_spec",
     "inject_sink_entries",
@@ -298,6 +301,8 @@ __all__ = [
     "state_size",
     "store_schemas",
     "struct_fields",
+    "swap_in",
+    "swap_names",
     "type_signature",
     "unloadable_stores",
     "utc_now_text",

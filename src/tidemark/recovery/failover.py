@@ -44,13 +44,15 @@ def run_with_failover(
 ) -> RunResult:
     """Run the pipeline (the parameters of run_pipeline) after the checks a restart needs.
 
-    Interrupted recoveries, rollbacks or sweeps are finished first (their journals); a recovered
+    Interrupted recoveries, rollbacks, sweeps or repartition swaps are finished first (their journals); a recovered
     checkpoint keeps its replay point; a lost checkpoint next to a committed sink fails or recovers
     as `[checkpoint] on_missing` says; files of a killed batch move aside before its re-run.
     """
+    from tidemark.formats import finish_checkpoint_swaps
     from tidemark.sources import source_of
 
     source_of(config).check()
+    finish_checkpoint_swaps(config.checkpoint.location)  # a `state repartition` killed during its swap
     run = partial(
         run_pipeline,
         available_now=available_now,

@@ -195,11 +195,18 @@ def write_journal(
     steps: Iterable[Step],
     purpose: str,
     meta: dict[str, str] | None = None,
+    *,
+    ordered: bool = False,
 ) -> str:
-    """Write the journal of steps into folder, before anything moves; return its URI."""
+    """Write the journal of steps into folder, before anything moves; return its URI.
+
+    ordered: the steps depend on each other's order (a later step fills what an earlier one emptied, as a swap's
+    second move fills the folder its first one moved away), so the journal records each finished step and a rerun
+    starts after the last one: replaying a finished step would move the later step's files back out. A write per
+    step, so only for journals of a few steps."""
     store = open_storage(folder)
     name = _journal_name()
-    body = {
+    body: dict[str, object] = {
         "version": 1,
         "purpose": purpose,
         "created": datetime.now(tz=UTC).isoformat(),
@@ -207,8 +214,14 @@ def write_journal(
         "roots": roots,
         "steps": [s.to_json() for s in steps],
     }
-    store.write_atomic(name, json.dumps(body, separators=(",", ":")).encode("utf-8"))
+    if ordered:
+        body["done"] = 0
+    store.write_atomic(name, _encode(body))
     return store.uri(name)
+
+
+def _encode(body: dict[str, object]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
 
 # Deletes handed to the store at once (Azure sends them 256 a request).
@@ -229,6 +242,8 @@ def run_journal(journal: str, after: AfterSteps | None = None) -> JournalResult:
         meta = {str(k): str(v) for k, v in (body.get("meta") or {}).items()}
         runner = _Runner({str(k): str(v) for k, v in body["roots"].items()})
         steps = [Step.from_json(s) for s in body["steps"]]
+        ordered = "done" in body
+        done = int(body.get("done", 0))
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         msg = f"the move journal {journal} is unreadable: fix or remove it (it lists an interrupted move)"
         raise StorageError(msg) from exc
@@ -236,6 +251,18 @@ def run_journal(journal: str, after: AfterSteps | None = None) -> JournalResult:
     what = f"{purpose}: {'moving' if moves else 'removing'} files" if purpose else "moving files"
     pending: list[Step] = []  # consecutive deletes in one root, handed to the store together
     with progress_step(what, total=len(steps)) as advance:
+        if ordered:
+            advance(done)
+            for index in range(done, len(steps)):
+                step = steps[index]
+                if step.target is not None:
+                    runner.move(step)
+                else:
+                    runner.delete(step)
+                advance(1)
+                body["done"] = index + 1  # finished: a rerun starts after it
+                folder.write_atomic(location.name, _encode(body))
+            steps = []
         for step in steps:
             same_root = pending and step.source[0] == pending[0].source[0]
             if pending and (step.target is not None or not same_root or len(pending) >= DELETE_BATCH):
@@ -249,7 +276,8 @@ def run_journal(journal: str, after: AfterSteps | None = None) -> JournalResult:
                 pending.append(step)
         runner.delete_all(pending)
         advance(len(pending))
-    result = JournalResult(journal, purpose, len(steps), runner.moved, runner.deleted, runner.done, meta)
+    count = len(body["steps"])
+    result = JournalResult(journal, purpose, count, runner.moved, runner.deleted, runner.done, meta)
     if after is not None:
         after(result)
     folder.delete(location.name)
@@ -266,10 +294,25 @@ def pending_journals(folder: str | Location) -> list[str]:
     return [store.uri(n) for n in names]
 
 
-def finish_pending(folder: str | Location, after: AfterSteps | None = None) -> list[JournalResult]:
-    """Finish every interrupted journal in folder (a rerun after a crash calls this first)."""
+def journal_purpose(journal: str) -> str | None:
+    """What a journal was written for (recovery, rollback, repartition ...); None when it is gone or unreadable."""
+    location = parse_location(journal)
+    data = open_storage(location.parent).read_bytes(location.name)
+    try:
+        return str(json.loads(data)["purpose"]) if data is not None else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def finish_pending(
+    folder: str | Location, after: AfterSteps | None = None, purpose: str | None = None
+) -> list[JournalResult]:
+    """Finish every interrupted journal in folder (a rerun after a crash calls this first); with purpose, only
+    the journals written for it (another's may need its own `after`)."""
     results = []
     for journal in pending_journals(folder):
+        if purpose is not None and journal_purpose(journal) != purpose:
+            continue
         log.warning("finishing the interrupted moves of %s", journal)
         results.append(run_journal(journal, after))
     return results
@@ -282,8 +325,10 @@ def journaled(
     purpose: str,
     meta: dict[str, str] | None = None,
     after: AfterSteps | None = None,
+    *,
+    ordered: bool = False,
 ) -> JournalResult | None:
     """Write the journal, carry it out (then `after`), remove it; None when there is nothing to do."""
     if not steps:
         return None
-    return run_journal(write_journal(folder, roots, steps, purpose, meta), after)
+    return run_journal(write_journal(folder, roots, steps, purpose, meta, ordered=ordered), after)
