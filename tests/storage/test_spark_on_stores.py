@@ -20,7 +20,6 @@ from tests.oracles import assert_matches_oracle, read_valid_events
 from tests.servers import SparkStore
 from tests.storage.spark_stores import cloud_config, events, oracle, raw_sink
 from tidemark.config import TidemarkConfig, load_config
-from tidemark.errors import UsageError
 from tidemark.pipeline.generate import GenerateResult
 from tidemark.recovery.failover import run_with_failover
 from tidemark.storage import open_storage
@@ -217,9 +216,11 @@ def test_analyze_and_report_read_the_progress_log_on_the_store(written: Written,
     assert written_report.batches == written.batches and html.stat().st_size > 0
 
 
-def test_repartition_of_a_cloud_checkpoint_is_one_line_naming_the_local_route(written: Written) -> None:
+def test_a_repartition_dry_run_of_a_cloud_checkpoint_reads_it_and_writes_nothing(written: Written) -> None:
+    """#39: repartition takes checkpoints where they live (tests/storage/test_repartition_cloud.py applies it)."""
     from tidemark.evolve.repartition import repartition_checkpoint
 
-    with pytest.raises(UsageError) as caught:
-        repartition_checkpoint(f"{written.root}/checkpoint", 1)
-    assert "copy" in str(caught.value) and "\n" not in str(caught.value)
+    before = {e.rel for e in open_storage(written.root).list_files("")}
+    report = repartition_checkpoint(f"{written.root}/checkpoint", 1)
+    assert not report.applied and report.stores and report.new_partitions == 1
+    assert {e.rel for e in open_storage(written.root).list_files("")} == before
