@@ -38,13 +38,13 @@ from tidemark.formats import (
     Checkpoint,
     MoveResult,
     StoreMove,
-    checkpoint_archive,
     clone_whole,
     clone_without_state,
     ensure_unlocked,
     finish_checkpoint_swaps,
     helper_spec,
     operator_entries,
+    pending_checkpoint_swaps,
     repoint_schema_paths,
     run_move,
     state_root,
@@ -54,7 +54,6 @@ from tidemark.formats import (
 from tidemark.spark.lines import Feature, has, lacking, require
 from tidemark.steps import step
 from tidemark.storage import Location, open_storage, parse_location
-from tidemark.storage.journal import journal_purpose, pending_journals
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -408,7 +407,7 @@ def _finish_or_refuse_swap(location: Location, path: str, partitions: int, apply
     if apply:
         finish_checkpoint_swaps(location)
         return
-    pending = [j for j in pending_journals(checkpoint_archive(location)) if journal_purpose(j) == "repartition"]
+    pending = pending_checkpoint_swaps(location)
     if pending:
         msg = (
             f"a repartition of {location.uri} was interrupted during its swap ({pending[0]}): 'tidemark state "

@@ -146,7 +146,13 @@ from tidemark.formats.state_schema import (
 )
 from tidemark.formats.state_schema import names as field_names
 from tidemark.formats.state_size import StateSize, StoreSize, state_size
-from tidemark.formats.swap import checkpoint_archive, finish_checkpoint_swaps, swap_in, swap_names
+from tidemark.formats.swap import (
+    checkpoint_archive,
+    finish_checkpoint_swaps,
+    pending_checkpoint_swaps,
+    swap_in,
+    swap_names,
+)
 from tidemark.formats.unsafe_row import RowDecodeError, decode_row, fields_from_ddl
 
 __all__ = [
@@ -255,6 +261,7 @@ __all__ = [
     "parse_schema_file",
     "parse_spark_time",
     "partition_start",
+    "pending_checkpoint_swaps",
     "place_archived_marker",
     "private_copy",
     "progress_log_files",

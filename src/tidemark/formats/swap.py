@@ -18,7 +18,7 @@ from datetime import datetime
 
 from tidemark.formats.layout import ARCHIVE_DIR
 from tidemark.storage import Location, parse_location
-from tidemark.storage.journal import JournalResult, Step, finish_pending, journaled
+from tidemark.storage.journal import JournalResult, Step, finish_pending, journal_purpose, journaled, pending_journals
 
 
 def checkpoint_archive(checkpoint: Location) -> Location:
@@ -55,3 +55,8 @@ def finish_checkpoint_swaps(checkpoint: str | Location) -> list[JournalResult]:
     """Finish a swap a kill interrupted (its journal beside the checkpoint); nothing when there is none."""
     location = parse_location(checkpoint) if isinstance(checkpoint, str) else checkpoint
     return finish_pending(checkpoint_archive(location), purpose=SWAP_PURPOSE)
+
+
+def pending_checkpoint_swaps(checkpoint: Location) -> list[str]:
+    """The journals of swaps a kill interrupted beside the checkpoint (finish_checkpoint_swaps finishes them)."""
+    return [j for j in pending_journals(checkpoint_archive(checkpoint)) if journal_purpose(j) == SWAP_PURPOSE]
