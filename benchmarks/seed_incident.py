@@ -13,6 +13,12 @@ process, serves every phase (every phase reruns); with --persist each phase star
 phases are resumable (each writes <work>/<phase>.json and is skipped when that file exists), but Azurite then
 needs minutes to load 200,000 blobs at every start.
 
+The server (--store): `sql` (default, issue 39) is Azurite on its SQL metadata store backed by a MariaDB this
+script starts in <work>/server (tests/mariadb.py, `make mariadb`), whose cost per request does not grow with the
+container (BENCHMARKS.md, "Azurite on its SQL store"); there the synth phase uploads one empty delta over REST
+and makes the other ~200,000 as copies of its metadata row in MariaDB (the same bytes; REST would take an hour).
+`memory` is the LokiJS store of issue 27's runs (its cost per request grows with the blobs in the account).
+
 Phases:
   grow     Spark writes the real part: a windowed aggregation (15-minute windows, 10-minute watermark, sum),
            the HDFS-backed state store, 200 shuffle partitions, checkpoint and sink on
@@ -35,9 +41,9 @@ Phases:
   inspect  `checkpoint inspect` through the proxy against a per-folder walk (one delimiter listing per folder,
            what Hadoop's FileSystem listing does) of the same checkpoint: requests and time.
   cure     What inspect advises: `checkpoint prune --keep 10 --apply` (batched deletes), then
-           `state repartition --partitions 4 --state-store rocksdb` (tidemark repartitions local checkpoints:
-           the pruned checkpoint is downloaded, repartitioned with --to, and uploaded to job/checkpoint-cured),
-           and the config switched to RocksDB with changelog checkpointing.
+           `state repartition --partitions 4 --state-store rocksdb --apply` where the checkpoint lives (tidemark
+           rewrites and verifies it locally, uploads it beside the old one and swaps the two by a journaled pair
+           of folder moves), and the config switched to RocksDB with changelog checkpointing.
   after    Another landing file, the same run on the cured checkpoint, measured as in `before`; then the whole
            sink (every Parquet file on the server) against the pandas oracle of every landing file.
 Prints and writes <work>/result.json.
@@ -54,6 +60,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -211,7 +218,7 @@ def config(work: Path, phase: str, *, cured: bool = False) -> Path:
     elif not cured:
         conf["spark.sql.streaming.stateStore.maintenanceInterval"] = "1h"  # the measured window is the restart
     checkpoint: dict[str, Any] = {
-        "location": f"{JOB}/checkpoint-cured" if cured else f"{JOB}/checkpoint",
+        "location": f"{JOB}/checkpoint",  # the cure repartitions it in place
         "state_store": "rocksdb" if cured else "hdfs",
         "changelog": cured,
         "min_batches_to_retain": 100,  # Spark's default, as the seed ran
@@ -413,12 +420,21 @@ def phase_synth(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict
         for partition, data in snapshots.items():
             yield f"job/checkpoint/state/0/{partition}/{snapshot_at}.snapshot", data or b""
 
+    socket = os.environ.get("SEED_MARIADB_SOCKET")
     started = time.monotonic()
-    uploaded = Uploader(proxy.upstream_port).put_all(items())
+    uploader = Uploader(proxy.upstream_port)
+    if socket:  # the SQL store: one empty delta over REST, the rest as copies of its metadata row in MariaDB
+        seed = f"job/checkpoint/state/0/0/{last + 2}.delta"
+        uploader.put(seed, delta)
+        uploaded = uploader.put_all(item for item in items() if not item[0].endswith(".delta")) + 1
+        uploaded += copy_deltas(Path(socket), seed, first=last + 2, last=versions)
+    else:
+        uploaded = uploader.put_all(items())
     upload_s = time.monotonic() - started
     proof = prove_readable(spark, last, versions - 1)
     return {
         "synthetic_batches": versions - 1 - last,
+        "deltas_by": "metadata-row copies in MariaDB" if socket else "REST",
         "snapshot_at": snapshot_at,
         "chain": chain,
         "uploaded": uploaded,
@@ -428,6 +444,36 @@ def phase_synth(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict
     }
 
 
+def copy_deltas(socket: Path, seed: str, *, first: int, last: int) -> int:
+    """Every other empty delta (each partition, versions first..last) as a copy of blob `seed`'s metadata row in
+    Azurite's SQL store: the same bytes (one extent), a blob Spark and tidemark read, list and delete as any other
+    (docs/benchmarks: Azurite writes ~61 blobs a second over REST, so 200,000 would take an hour)."""
+    from tests.mariadb import DATABASE
+    from tests.servers import ACCOUNT
+
+    def sql(statement: str) -> str:
+        command = ["mariadb", "--no-defaults", "-S", str(socket), "-uroot", "-N", "-B", "-e", statement]
+        return subprocess.run(command, capture_output=True, text=True, check=True, timeout=1800).stdout
+
+    columns = sql(
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
+        f"WHERE TABLE_SCHEMA = '{DATABASE}' AND TABLE_NAME = 'Blobs' ORDER BY ORDINAL_POSITION"
+    ).split()
+    kept = ", ".join(c for c in columns if c not in ("blobId", "blobName"))
+    before = int(sql(f"SELECT COUNT(*) FROM {DATABASE}.Blobs").strip())
+    step = 20  # partitions a statement
+    for low in range(0, PARTITIONS, step):
+        high = min(PARTITIONS, low + step) - 1
+        name = "CONCAT('job/checkpoint/state/0/', p.seq, '/', v.seq, '.delta')"
+        sql(
+            f"USE {DATABASE}; INSERT INTO Blobs ({kept}, blobName) SELECT {kept}, {name} "
+            f"FROM Blobs, seq_{low}_to_{high} AS p, seq_{first}_to_{last} AS v "
+            f"WHERE accountName = '{ACCOUNT}' AND containerName = '{CONTAINER}' AND blobName = '{seed}' "
+            f"AND NOT (p.seq = 0 AND v.seq = {first})"
+        )
+    return int(sql(f"SELECT COUNT(*) FROM {DATABASE}.Blobs").strip()) - before
+
+
 def prove_readable(spark: Any, last_real: int, last: int) -> dict[str, Any]:
     """Spark's own statestore reader: the newest state equals the last real one; two partitions replay every
     synthetic delta from their first snapshot."""
@@ -435,8 +481,12 @@ def prove_readable(spark: Any, last_real: int, last: int) -> dict[str, Any]:
     spark.streams.active  # noqa: B018 - starts the StateStoreCoordinator the reader's stores report to
     real = spark.read.format("statestore").option("batchId", last_real).load(location)
     newest = spark.read.format("statestore").option("batchId", last).load(location)
-    rows = real.count()
-    differ = real.exceptAll(newest).count() + newest.exceptAll(real).count()
+    # Each read once (a read of the newest state replays every partition's chain: minutes at the full size).
+    real_rows = real.collect()
+    newest_rows = newest.collect()
+    rows = len(real_rows)
+    differ = sum((Counter(map(repr, real_rows)) - Counter(map(repr, newest_rows))).values())
+    differ += sum((Counter(map(repr, newest_rows)) - Counter(map(repr, real_rows))).values())
     replayed = []
     for partition in (0, PARTITIONS - 1):
         frame = (
@@ -447,7 +497,7 @@ def prove_readable(spark: Any, last_real: int, last: int) -> dict[str, Any]:
             .load(location)
         )
         replayed.append(frame.count())
-    expected = [real.where(f"partition_id = {p}").count() for p in (0, PARTITIONS - 1)]
+    expected = [sum(row["partition_id"] == p for row in real_rows) for p in (0, PARTITIONS - 1)]
     if differ or replayed != expected:
         raise RuntimeError(f"Spark's reader disagrees: {differ} rows differ, replayed {replayed} != {expected}")
     return {"rows": rows, "rows_differing": differ, "replayed_partitions": replayed}
@@ -522,7 +572,6 @@ def proxy_connection(proxy: FaultProxy) -> tuple[str, str]:
 def phase_cure(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
     from tidemark.checkpoint.prune import prune_checkpoint
     from tidemark.evolve.repartition import repartition_checkpoint
-    from tidemark.storage import open_storage
 
     before = len(blobs(f"{JOB}/checkpoint"))
     proxy.reset_counts()
@@ -534,30 +583,21 @@ def phase_cure(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[
         "requests": dict(proxy.counts),
         "blobs_after": len(blobs(f"{JOB}/checkpoint")),
     }
-    # tidemark repartitions local checkpoints: download, repartition with --to, upload.
-    local = work / "cure" / "checkpoint"
-    if local.exists():
-        shutil.rmtree(local.parent)
-    store = open_storage(f"{JOB}/checkpoint")
-    names = [rel for rel, _ in blobs(f"{JOB}/checkpoint")]
+    # tidemark repartitions the checkpoint where it lives (issue 39): state read from a local copy, the new
+    # checkpoint written and verified locally, uploaded beside it, swapped in by a journaled pair of folder moves.
+    proxy.reset_counts()
     started = time.monotonic()
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda rel: store.download(rel, str(local / rel)), names))
-    download_s = time.monotonic() - started
-    started = time.monotonic()
-    report = repartition_checkpoint(str(local), 4, apply=True, to=str(work / "cure" / "cured"), state_store="rocksdb")
+    report = repartition_checkpoint(f"{JOB}/checkpoint", 4, apply=True, state_store="rocksdb")
     repartition_s = time.monotonic() - started
-    cured = work / "cure" / "cured"
-    files = [p for p in cured.rglob("*") if p.is_file() and not p.name.endswith(".crc")]
-    uploader = Uploader(proxy.upstream_port)
-    uploader.put_all((f"job/checkpoint-cured/{p.relative_to(cured).as_posix()}", p.read_bytes()) for p in files)
     return {
         "blobs_before": before,
         "prune": prune,
-        "download_s": round(download_s, 1),
+        "repartition_route": "in place (download, rewrite and verify locally, upload, journaled swap)",
         "repartition_s": round(repartition_s, 1),
+        "repartition_requests": dict(proxy.counts),
         "repartition": {"batch": report.batch, "from": report.old_partitions, "to": report.new_partitions},
-        "cured_blobs": len(blobs(f"{JOB}/checkpoint-cured")),
+        "archive": report.archive,
+        "cured_blobs": len(blobs(f"{JOB}/checkpoint")),
     }
 
 
@@ -576,7 +616,7 @@ def phase_after(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict
     )
     assert_matches_oracle(actual, expected)
     return {
-        "checkpoint_blobs": len(blobs(f"{JOB}/checkpoint-cured")),
+        "checkpoint_blobs": len(blobs(f"{JOB}/checkpoint")),
         **result,
         "oracle": {"rows": len(expected), "equal": True, "sink_rows": len(actual)},
     }
@@ -613,6 +653,12 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=SLOTS, help="Spark task slots, local[N] (every phase)")
     parser.add_argument("--phase", choices=[*PHASES, "all"], default="all")
     parser.add_argument("--persist", action="store_true", help="Azurite keeps its data on disk (resumable, slow)")
+    parser.add_argument(
+        "--store",
+        choices=("sql", "memory"),
+        default="sql",
+        help="Azurite's metadata store: MariaDB (flat as the container grows; default) or LokiJS in memory",
+    )
     args = parser.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -621,13 +667,22 @@ def main() -> None:
         (work / f"{args.phase}.json").write_text(json.dumps(result, indent=2, default=str))
         print(json.dumps({args.phase: result}, indent=2, default=str))
         return
-    azurite = None
-    if not args.persist:  # in memory: the server's data lives as long as this process, so every phase reruns
+    azurite: subprocess.Popen[bytes] | None = None
+    sql: Any = None
+    if not args.persist:  # the server's data lives as long as this process, so every phase reruns
         for name in PHASES:
             (work / f"{name}.json").unlink(missing_ok=True)
-        for folder in ("landing", "staged", "configs", "monitor", "quarantine", "cure", "after-sink"):
+        for folder in ("landing", "staged", "configs", "monitor", "quarantine", "cure", "after-sink", "server"):
             shutil.rmtree(work / folder, ignore_errors=True)
-        azurite, port = start_azurite(work, persist=False)
+        if args.store == "sql":
+            from tests.mariadb import start_sql_azurite
+
+            (work / "server").mkdir()
+            sql = start_sql_azurite(work / "server")
+            port = sql.azurite.port
+            os.environ["SEED_MARIADB_SOCKET"] = str(sql.mariadb.socket)
+        else:
+            azurite, port = start_azurite(work, persist=False)
         os.environ["SEED_AZURITE_PORT"] = str(port)
     try:
         for name in PHASES:
@@ -636,12 +691,14 @@ def main() -> None:
             command = [sys.executable, __file__, "--work", str(work), "--phase", name]
             command += ["--versions", str(args.versions), "--chain", str(args.chain)]
             command += ["--latency-ms", str(args.latency_ms), "--rounds", str(args.rounds)]
-            command += ["--partitions", str(args.partitions), "--slots", str(args.slots)]
+            command += ["--partitions", str(args.partitions), "--slots", str(args.slots), "--store", args.store]
             print(f"phase {name} ... ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
             subprocess.run(command, check=True)
     finally:
         if azurite is not None:
             _stop(azurite)
+        if sql is not None:
+            sql.stop()
     summary = {name: json.loads((work / f"{name}.json").read_text()) for name in PHASES}
     before, after = summary["before"], summary["after"]
     summary["ratios"] = {

@@ -272,3 +272,118 @@ def test_kafka_source_output_equals_the_oracle(
         return
     assert done.returncode == 0, done.stderr[-3000:]
     assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(produced))
+
+
+@pytest.mark.smoke("abfs")
+def test_every_command_on_abfs_over_azurite(
+    tmp_path: Path,
+    spark: Any,
+    abfs_store: Any,
+    sql_azurite: Any,
+    capsys: pytest.CaptureFixture[str],
+    refused: Callable[[str], None],
+) -> None:
+    """#27, #39: `tidemark run` (its own JVM, as a user types it) with checkpoint and sink on abfs:// over Azurite's
+    Blob endpoint, then every tidemark command on those URIs: inspect, prune, state stats, check, audit, and recover
+    after the checkpoint is deleted, against the pandas oracle.
+
+    Azurite has no DFS endpoint, but hadoop-azure 3.4.2+ speaks ABFS over the Blob endpoint for accounts without a
+    hierarchical namespace (HADOOP-19226) and reaches an emulator through `fs.azure.abfs.endpoint`: tidemark maps the
+    connection string to those settings and the account key. The key is never printed (not even with --debug),
+    never in Spark's event log (redacted), never on the server, never in the working folder. This Azurite keeps its
+    metadata in MariaDB (tests/mariadb.py): every blob Spark left is a row there. On a line whose hadoop-azure has
+    no ABFS over the Blob endpoint (3.5, 4.0): the one line naming the Spark that has it, nothing written. The
+    in-process commands use the tests' one session, started with the Azure jars (a session started without them
+    keeps going without: the CLI names the class it cannot load, tests/unit/test_cli_exit_codes.py).
+    """
+    import os
+    import subprocess
+
+    from azure.storage.blob import BlobServiceClient
+
+    from tests.storage.spark_stores import cloud_config, raw_sink
+    from tidemark.storage import open_storage
+
+    data = generate_events(tmp_path / "all", events=300, keys=3, files=3, seed=11, span=timedelta(hours=2))
+    files = list(data.files)
+    (tmp_path / "landing").mkdir()
+    _release(files[:2], tmp_path / "landing")
+    root = abfs_store.new_root()
+    event_log = tmp_path / "events"
+    event_log.mkdir()
+    spark_conf = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": f"file://{event_log}",
+        "spark.eventLog.compress": "false",
+    }
+    config = str(cloud_config(tmp_path, root, spark={"conf": spark_conf}))
+    work = tmp_path / "cwd"
+    work.mkdir()
+    connection = abfs_store.env["AZURE_STORAGE_CONNECTION_STRING"]
+    key = connection.split("AccountKey=")[1].split(";")[0]
+    command = [sys.executable, "-m", "tidemark.cli.main", "--debug", "run", config, "--available-now"]
+    env = {**os.environ, **abfs_store.env}
+    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=500, check=False)
+    output = done.stdout + done.stderr
+    assert key not in output
+    server = open_storage(root)
+    if lacking(Feature.ABFS_OVER_BLOB) is not None:
+        lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert done.returncode == 1 and len(lines) == 1, output[-3000:]
+        refused(_one_line_naming(lines[0], Feature.ABFS_OVER_BLOB))
+        assert list(server.list_files()) == []
+        return
+    assert done.returncode == 0, output[-3000:]
+    batches = [[f] for f in files[:2]]  # one file a batch (cloud_config's default)
+    assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw"), window_oracle(batches, WINDOW, WATERMARK))
+
+    # The key: in no output, redacted in the event log, on no blob, and nothing in the working folder.
+    logs = [p for p in event_log.rglob("*") if p.is_file()]
+    text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in logs)
+    assert "fs.azure.account.key.devstoreaccount1.dfs.core.windows.net" in text  # the setting was there...
+    assert key not in text  # ...and redacted
+    blobs = list(server.list_files())
+    for entry in blobs:
+        assert key.encode() not in (server.read_bytes(entry.rel) or b""), entry.rel
+    assert list(work.iterdir()) == []
+    assert sql_azurite.blob_rows() >= len(blobs) > 0  # Azurite's metadata is in MariaDB
+
+    checkpoint = open_storage(f"{root}/checkpoint")
+    commits = [int(e.rel.split("/")[1]) for e in checkpoint.list_files("commits") if e.rel.split("/")[1].isdigit()]
+    code, out, err = _cli(capsys, "checkpoint", "inspect", f"{root}/checkpoint", "--sink", f"{root}/output", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["latest_committed_batch"] == max(commits) and report["walker"] == "flat"
+    assert report["sink"]["latest_batch"] == max(commits)
+
+    before = {e.rel for e in checkpoint.list_files()}
+    code, out, err = _cli(capsys, "checkpoint", "prune", f"{root}/checkpoint", "--keep", "1")
+    assert code == 0, err
+    assert {e.rel for e in checkpoint.list_files()} == before  # a dry run: nothing deleted
+
+    code, out, err = _cli(capsys, "state", "stats", f"{root}/checkpoint", "--json")
+    assert code == 0, err
+    expected_state = window_state_oracle(batches, window=WINDOW, watermark=WATERMARK)
+    assert [(op["id"], op["rows"]) for op in json.loads(out)["operators"]] == [(0, len(expected_state))]
+
+    code, out, err = _cli(capsys, "check", config, "--json")
+    assert code == 0, err
+    assert json.loads(out)["compatible"] is True
+
+    code, out, err = _cli(capsys, "audit", config)
+    assert code == 0, err
+
+    # The checkpoint is lost (every blob under it, ABFS's folder markers too, as deleting the folder in Azure's
+    # tools does), a third file arrives: recover continues exactly once, on the store.
+    container = BlobServiceClient.from_connection_string(connection).get_container_client(
+        root.split("//")[1].split("@")[0]
+    )
+    names = [b.name for b in container.list_blobs(name_starts_with="job/checkpoint/")] + ["job/checkpoint"]
+    for start in range(0, len(names), 256):  # a Blob Batch takes 256
+        container.delete_blobs(*names[start : start + 256])
+    assert list(checkpoint.list_files()) == []
+    _release(files[2:], tmp_path / "landing")
+    code, _, err = _cli(capsys, "recover", config, "--apply")
+    assert code == 0, err
+    everything = window_oracle([[f] for f in files], window=WINDOW, watermark=WATERMARK)
+    assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw-after"), everything)

@@ -1,8 +1,9 @@
 """Issue 39: Azurite on its SQL metadata store, backed by a MariaDB the tests start themselves.
 
-The ABFS tests (test_spark_abfs_cli.py) run Spark and tidemark on such an Azurite for the session; this one proves a
-server of its own starts from an empty data folder, keeps the metadata in MariaDB and the bytes on disk, serves the
-Azure SDK tidemark uses, and stops cleanly by its pids (nothing left listening, MariaDB's clean shutdown logged).
+The ABFS tests (the smoke feature abfs, tests/storage/test_repartition_cloud.py) run Spark and tidemark on such an
+Azurite for the session; this one proves a server of its own starts from an empty data folder, keeps the metadata in
+MariaDB and the bytes on disk, serves the Azure SDK tidemark uses, and stops cleanly by its pids (nothing left
+listening, MariaDB's clean shutdown logged).
 """
 
 from __future__ import annotations

@@ -231,6 +231,20 @@ def test_the_xml_listing_gives_what_the_sdk_models_give(azure_env: Azurite, monk
     assert listed == {rel: i + 1 for i, rel in enumerate(AWKWARD_NAMES)}
 
 
+def test_a_folder_of_only_markers_does_not_exist(azure_env: Azurite) -> None:
+    """#39, found by the abfs smoke test: Hadoop's ABFS leaves an `hdi_isfolder` blob per folder it made; a
+    checkpoint whose files were all deleted is gone for tidemark (recover then starts it anew), markers or not."""
+    container = azure_env.new_container()
+    client = azure_env.service().get_container_client(container)
+    for folder in ("job/checkpoint", "job/checkpoint/commits", "job/checkpoint/state/0/1"):
+        client.upload_blob(folder, b"", metadata={"hdi_isfolder": "true"})
+    client.upload_blob("job/checkpoint-other/x", b"1")  # a sibling whose name starts alike is not below it
+    store = open_storage(azure_env.uri(container, "job"))
+    assert not store.exists("checkpoint") and not store.exists("checkpoint/state")
+    client.upload_blob("job/checkpoint/state/0/1/1.delta", b"1")
+    assert store.exists("checkpoint") and store.exists("checkpoint/state") and not store.exists("checkpoint/commits")
+
+
 def test_the_sdk_listing_serves_when_no_raw_sender(azure_env: Azurite, monkeypatch: pytest.MonkeyPatch):
     """Another SDK version without the pipeline's sender: the same listing through the SDK's models."""
     import tidemark.storage.azure as azure_module

@@ -183,3 +183,20 @@ def test_the_next_command_init_prints_works_as_printed(tmp_path: Path, on_path: 
         [*words[:1], "--version"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert typed.returncode == 0 and typed.stdout.startswith("tidemark "), typed
+
+
+def test_a_class_the_jvm_cannot_load_is_one_line_naming_it() -> None:
+    """A Spark session reused without the jar a command needs (found on Spark 4.2 by the abfs smoke test, where a
+    session another in-process command started had no hadoop-azure): one line naming the class, not a stack."""
+    from tidemark.cli.errors import EXIT_FAILURE, outcome
+
+    stack = (
+        "An error occurred while calling o519.start.\n: java.lang.RuntimeException: java.lang.ClassNotFoundException:"
+        " Class org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem not found\n\tat org.apache.hadoop.conf.Configuration"
+    )
+    result = outcome(RuntimeError(stack))
+    assert result.code == EXIT_FAILURE and result.line is not None
+    assert "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem" in result.line and "\n" not in result.line
+    assert "unexpected error" not in result.line and "its own process" in result.line
+    other = outcome(RuntimeError("java.lang.IllegalStateException: boom"))
+    assert other.line is not None and "unexpected error" in other.line

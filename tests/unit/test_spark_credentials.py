@@ -74,6 +74,7 @@ def test_abfs_on_an_emulator_goes_over_the_blob_endpoint_with_the_key() -> None:
         f"fs.azure.abfs.endpoint.{fqdn}": "127.0.0.1:47000",
         f"fs.azure.fns.account.service.type.{fqdn}": "BLOB",
         f"fs.azure.account.hns.enabled.{fqdn}": "false",
+        "fs.azure.metrics.collection.enabled": "false",
         "fs.azure.always.use.https": "false",
         "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION",
         f"fs.azure.account.key.{fqdn}": KEY,

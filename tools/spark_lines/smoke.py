@@ -59,9 +59,10 @@ TARGETS = ("4.2@3.11", "4.0@3.11", "3.5@3.11", "4.3@3.11", "default@3.12", "defa
 # take less than one after the other (measured in docs/compatibility.md, "What CI runs").
 JOBS = 2
 # Features whose code is all on the JVM side, which another Python does not change (the Delta sink: Delta's jars
-# and a foreachBatch that only calls the writer; the Kafka source: the locked connector jars): the other Pythons on
-# the default Spark leave them out (the full suite runs them on the default Python); README's table says "-" there.
-JVM_ONLY = ("check", "state repartition", "delta", "kafka")
+# and a foreachBatch that only calls the writer; the Kafka source: the locked connector jars; abfs: Hadoop's ABFS
+# driver, and tidemark's own I/O through the same pure-Python Azure SDK wheels on every Python): the other Pythons
+# on the default Spark leave them out (the full suite runs them on the default Python); README's table says "-".
+JVM_ONLY = ("check", "state repartition", "delta", "kafka", "abfs")
 # The packages that make up "the user's Spark": installed first, and tidemark's install must leave them alone.
 SPARK_STACK = ("pyspark", "py4j", "pandas", "pyarrow", "numpy", "protobuf")
 # tidemark's dependency ranges that the lowest/highest variants move (read off the wheel's metadata).
@@ -70,7 +71,7 @@ RANGED = ("pandas", "pyarrow", "numpy", "protobuf")
 TEST_TOOLS = ("pytest", "pytest-timeout", "confluent-kafka")
 # Part of every environment's cache key: bump it when build(), wheelhouse() or the lists above change what an
 # environment holds (a change of this file's comments then rebuilds nothing).
-RECIPE = "2"
+RECIPE = "3"
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,8 @@ def build(target: Target, wheel: Path, uv: str) -> Path:
             "".join(line + "\n" for line in export.splitlines() if requirement_name(line) not in before)
         )
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(constraints)]
-        run([*pip, str(wheel)])
+        # With its Azure extra, as a user on Azure installs it (`tidemark[azure]`): the abfs smoke feature.
+        run([*pip, f"{wheel}[azure]"])
         after = freeze(python)
         changed = {name: f"{before[name]} -> {after.get(name)}" for name in before if after.get(name) != before[name]}
         if changed:

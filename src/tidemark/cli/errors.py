@@ -8,6 +8,7 @@ config, no command), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM. A traceba
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +94,20 @@ def _os_error(exc: OSError) -> str:
     return f"cannot open {name}: {reason}" if name else f"{reason}: {first_line(str(exc))}"
 
 
+# A JVM class Spark could not load, as a Py4JJavaError (or a query failure) carries it in its Java stack.
+_MISSING_CLASS = re.compile(r"java\.lang\.ClassNotFoundException: (?:Class )?([\w.$]+)")
+
+
+def missing_class_line(name: str) -> str:
+    """One line for a class the running JVM cannot load: which jar it is in is fixed when the JVM starts."""
+    return (
+        f"Spark cannot load {name}: its jar is not on this JVM's classpath; jars are fixed when the JVM starts, so a "
+        "Spark session started earlier in this process without it (a notebook's, another command's) keeps going "
+        "without: run the command in its own process (`tidemark ...`), or start the session with the jars "
+        "`tidemark jars list` names"
+    )
+
+
 def outcome(exc: BaseException, command: str = "tidemark") -> Outcome:
     """The line and exit code for an exception that ended a command (command: its words, for the help hint)."""
     if isinstance(exc, EXITS):
@@ -114,6 +129,9 @@ def outcome(exc: BaseException, command: str = "tidemark") -> Outcome:
         NotADirectoryError,
     ):
         return Outcome(EXIT_FAILURE, _error(_os_error(exc)))
+    missing = _MISSING_CLASS.search(str(exc))
+    if missing is not None:
+        return Outcome(EXIT_FAILURE, _error(missing_class_line(missing.group(1))))
     return Outcome(
         EXIT_FAILURE,
         "[bold red]unexpected error:[/bold red] "

@@ -171,12 +171,16 @@ class ObjectStore:
         return missing
 
     def exists(self, rel: str) -> bool:
-        """True for a blob, or a prefix with at least one blob below it."""
+        """True for a blob, or a prefix with at least one blob below it.
+
+        Folder markers do not count: Hadoop's ABFS over the Blob endpoint leaves one empty `hdi_isfolder` blob per
+        folder it made (s3a a `dir/` object), so a checkpoint whose files were all deleted still holds a tree of
+        markers; a delimited listing would report its subfolders, and a move of it would find nothing to move.
+        A flat listing skips them (one request when the prefix holds a file).
+        """
         if rel.strip("/") and self.stat(rel) is not None:
             return True
-        for files, prefixes in self._pages(rel, delimiter=True):
-            return bool(files or prefixes)
-        return False
+        return any(files for files, _ in self._pages(rel, delimiter=False))
 
     def copy(self, source: str, target: str) -> None:
         """Copy one blob server-side."""
