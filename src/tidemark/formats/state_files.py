@@ -16,8 +16,9 @@ import shutil
 import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,18 +93,24 @@ class Needed:
 
     files: list[str]
     shared: dict[str, set[str]]  # "state/<op>/<part>[/<store>]/SSTs" -> file names there
+    sizes: dict[str, int] = field(default_factory=dict)  # what the listings said of each file's size
 
 
 def files_for_versions(checkpoint: Checkpoint, versions: set[int]) -> Needed:
     """Paths (below the checkpoint) a state reader needs to load the given state versions."""
     store = checkpoint.store
     wanted: set[str] = {METADATA}
+    sizes: dict[str, int] = {}
     for folder in (OFFSETS, COMMITS):
         listing = store.list_dir(folder)
-        wanted.update(join(folder, n) for n, _ in (listing.files if listing else []) if n.isdigit())
+        for name, size in listing.files if listing else []:
+            if name.isdigit():
+                wanted.add(join(folder, name))
+                sizes[join(folder, name)] = size
     store_files: dict[str, list[str]] = {}
     shared: dict[str, set[str]] = {}
     for entry in store.list_files(STATE):
+        sizes[entry.rel] = entry.size
         folder, _, name = entry.rel.rpartition("/")
         if name.endswith(".crc"):
             continue
@@ -118,11 +125,20 @@ def files_for_versions(checkpoint: Checkpoint, versions: set[int]) -> Needed:
         for version in versions:
             needed |= _versions_needed(names, version)
         wanted.update(join(folder, n) for n in needed)
-    return Needed(sorted(wanted), shared)
+    return Needed(sorted(wanted), shared, sizes)
+
+
+# Files fetched at once: a restart's state is thousands of small files, each a round trip (20-100 ms on a cloud
+# store), so one at a time took 18 minutes for the 20,400 files of the seed incident's pruned checkpoint.
+FETCH_THREADS = 16
 
 
 def fetch_state(checkpoint: Checkpoint, versions: set[int], target: Path | None = None) -> tuple[Path, FetchReport]:
-    """Copy into a local folder what loading these state versions needs; files already there are kept."""
+    """Copy into a local folder what loading these state versions needs; files already there are kept.
+
+    The files are those the listings named (their sizes too: no request per file to learn it), fetched FETCH_THREADS
+    at a time; a RocksDB snapshot's SST files are known once its zip is here, so they follow in a second round.
+    """
     if checkpoint.store.location.is_local:
         root = Path(checkpoint.store.location.key)
         return root, FetchReport(checkpoint.uri, str(root), 0, 0, 0)
@@ -130,21 +146,36 @@ def fetch_state(checkpoint: Checkpoint, versions: set[int], target: Path | None 
     needed = files_for_versions(checkpoint, versions)
     fetched = cached = files = 0
     pending = list(needed.files)
-    while pending:
-        rel = pending.pop()
-        local = folder / rel
-        entry = checkpoint.store.stat(rel)
-        if entry is None:
-            continue
-        files += 1
-        if local.exists() and local.stat().st_size == entry.size:
-            cached += entry.size
-        else:
-            fetched += checkpoint.store.download(rel, str(local))
-        if classify(local.name)[0] is FileKind.ZIP:
-            pending.extend(_sst_paths(rel, local, needed.shared))
+    with ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="tidemark-fetch") as pool:
+        while pending:
+            rels, pending = pending, []
+            fetch = lambda rel: _fetch_one(checkpoint, folder, rel, needed.sizes.get(rel))  # noqa: E731
+            for rel, got in zip(rels, pool.map(fetch, rels), strict=True):
+                if got is None:  # gone since the listing (Spark's maintenance), or never there
+                    continue
+                files += 1
+                fetched += got[0]
+                cached += got[1]
+                if classify(Path(rel).name)[0] is FileKind.ZIP:
+                    pending.extend(_sst_paths(rel, folder / rel, needed.shared))
     log.info("fetched %d bytes of %s into %s (%d bytes already cached)", fetched, checkpoint.uri, folder, cached)
     return folder, FetchReport(checkpoint.uri, str(folder), files, fetched, cached)
+
+
+def _fetch_one(checkpoint: Checkpoint, folder: Path, rel: str, size: int | None) -> tuple[int, int] | None:
+    """(bytes fetched, bytes already cached) of one file, or None when it is not on the store."""
+    if size is None:
+        entry = checkpoint.store.stat(rel)
+        if entry is None:
+            return None
+        size = entry.size
+    local = folder / rel
+    if local.exists() and local.stat().st_size == size:
+        return 0, size
+    try:
+        return checkpoint.store.download(rel, str(local)), 0
+    except FileNotFoundError:
+        return None
 
 
 def _sst_paths(zip_rel: str, local: Path, shared: dict[str, set[str]]) -> list[str]:
