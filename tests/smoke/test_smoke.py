@@ -380,7 +380,7 @@ def test_every_command_on_abfs_over_azurite(
     )
     names = [b.name for b in container.list_blobs(name_starts_with="job/checkpoint/")] + ["job/checkpoint"]
     for start in range(0, len(names), 256):  # a Blob Batch takes 256
-        container.delete_blobs(*names[start : start + 256])
+        container.delete_blobs(*names[start : start + 256], raise_on_any_failure=False)
     assert list(checkpoint.list_files()) == []
     _release(files[2:], tmp_path / "landing")
     code, _, err = _cli(capsys, "recover", config, "--apply")

@@ -168,7 +168,7 @@ class _Runner:
             source.delete(rel)  # only once its copy is there: a rerun finds each file in one place or the other
 
         # A folder of an object store moves file by file, each a few round trips: MOVE_THREADS files at once (the
-        # seed incident's checkpoint, 20,000 files at 20 ms a request, took half an hour one at a time). Each
+        # seed incident's pruned checkpoint: 20,400 files at 20 ms a request, ~30 minutes one at a time). Each
         # file's copy-then-delete stands alone, so any subset finished before a crash is a state a rerun finishes.
         if len(files) == 1:
             one(files[0])
