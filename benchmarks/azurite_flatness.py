@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.mariadb import DATABASE, SqlAzurite, start_sql_azurite  # noqa: E402
+from tests.mariadb import DATABASE, SqlAzurite, copyable_blob_columns, start_sql_azurite  # noqa: E402
 from tests.servers import ACCOUNT  # noqa: E402
 
 FOLDER_BLOBS = 100
@@ -49,15 +49,10 @@ def _rate(count: int, call: Callable[[int], object]) -> float:
 
 def _grow_by_copies(server: SqlAzurite, container: str, seed: str, copies: int) -> None:
     """Copy the metadata row of blob `seed` `copies` times, named fill/<n>, in MariaDB."""
-    columns = server.mariadb.sql(
-        "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
-        f"WHERE TABLE_SCHEMA = '{DATABASE}' AND TABLE_NAME = 'Blobs' ORDER BY ORDINAL_POSITION"
-    ).split()
-    kept = [c for c in columns if c not in ("blobId", "blobName")]  # blobId: the auto-increment key
+    select = copyable_blob_columns(server.mariadb.sql)
     chunk = 50_000
     for start in range(0, copies, chunk):
         end = min(copies, start + chunk) - 1
-        select = ", ".join(kept)
         server.mariadb.sql(
             f"USE {DATABASE}; INSERT INTO Blobs ({select}, blobName) "
             f"SELECT {select}, CONCAT('fill/', LPAD(seq, 7, '0')) FROM Blobs, "

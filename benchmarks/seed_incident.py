@@ -448,18 +448,13 @@ def copy_deltas(socket: Path, seed: str, *, first: int, last: int) -> int:
     """Every other empty delta (each partition, versions first..last) as a copy of blob `seed`'s metadata row in
     Azurite's SQL store: the same bytes (one extent), a blob Spark and tidemark read, list and delete as any other
     (docs/benchmarks: Azurite writes ~61 blobs a second over REST, so 200,000 would take an hour)."""
-    from tests.mariadb import DATABASE
+    from tests.mariadb import DATABASE, copyable_blob_columns, run_sql
     from tests.servers import ACCOUNT
 
     def sql(statement: str) -> str:
-        command = ["mariadb", "--no-defaults", "-S", str(socket), "-uroot", "-N", "-B", "-e", statement]
-        return subprocess.run(command, capture_output=True, text=True, check=True, timeout=1800).stdout
+        return run_sql(socket, statement, timeout=1800)
 
-    columns = sql(
-        "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
-        f"WHERE TABLE_SCHEMA = '{DATABASE}' AND TABLE_NAME = 'Blobs' ORDER BY ORDINAL_POSITION"
-    ).split()
-    kept = ", ".join(c for c in columns if c not in ("blobId", "blobName"))
+    kept = copyable_blob_columns(sql)
     before = int(sql(f"SELECT COUNT(*) FROM {DATABASE}.Blobs").strip())
     step = 20  # partitions a statement
     for low in range(0, PARTITIONS, step):

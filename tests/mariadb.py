@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +89,25 @@ def _template() -> Path:
     return template
 
 
+def run_sql(socket: Path, statement: str, timeout: float = 300) -> str:
+    """Run one statement as root over a server's socket; its tab-separated output."""
+    command = ["mariadb", "--no-defaults", "-S", str(socket), "-uroot", "-N", "-B", "-e", statement]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"mariadb: {done.stderr.strip()}")
+    return done.stdout
+
+
+def copyable_blob_columns(sql: Callable[[str], str]) -> str:
+    """The columns of Azurite's `Blobs` table a copied row keeps (all but its key and its name), comma-separated:
+    the benchmarks grow a container by copying one real blob's row under new names."""
+    columns = sql(
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
+        f"WHERE TABLE_SCHEMA = '{DATABASE}' AND TABLE_NAME = 'Blobs' ORDER BY ORDINAL_POSITION"
+    ).split()
+    return ", ".join(c for c in columns if c not in ("blobId", "blobName"))
+
+
 @dataclass
 class MariaDB:
     """A running MariaDB server: its data folder, port, socket and the Azurite database's URL."""
@@ -113,11 +132,7 @@ class MariaDB:
 
     def sql(self, statement: str) -> str:
         """Run one statement as root over the socket; its tab-separated output."""
-        command = ["mariadb", "--no-defaults", "-S", str(self.socket), "-uroot", "-N", "-B", "-e", statement]
-        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
-        if done.returncode != 0:
-            raise RuntimeError(f"mariadb: {done.stderr.strip()}")
-        return done.stdout
+        return run_sql(self.socket, statement)
 
     def stop(self) -> None:
         if self.process.poll() is None:
