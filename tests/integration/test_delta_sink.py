@@ -197,3 +197,92 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
     kinds = {v.kind.value: v for v in audit_sink(load_config(config)).violations}
     assert set(kinds) == {"batch-written-twice", "duplicate-key"}, kinds
     assert kinds["batch-written-twice"].batches == (0,) and kinds["duplicate-key"].count == 3
+
+
+def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`recover --to-batch` on a Delta sink: one commit removes the later batches' files and sets the pipeline's
+    transaction back; a kill between that commit and the checkpoint's moves is refused by `run` and finished by the
+    rollback run again; the rerun equals the oracle; a compacted table refuses in one line."""
+    from tidemark.formats import mark_sink_rollback, read_sink_rollback
+    from tidemark.recovery.rollback import roll_back
+    from tidemark.sinks import sink_of
+
+    data = generate_events(tmp_path / "landing", events=400, keys=3, files=4, seed=11)
+    files = list(data.files)
+    config = write_config(tmp_path, sink={"format": "delta", "path": "output"})
+    assert _run(config).returncode == 0
+    output = tmp_path / "output"
+    before = DeltaTable(str(output))
+    committed = sorted(_commits(tmp_path))
+    assert committed[-1] >= 3
+
+    settings = load_config(config)
+    dry = roll_back(settings, 1)
+    assert dry.plan.table is not None and not dry.applied
+    undone = [c.batch for c in dry.plan.table.undone]
+    assert undone and all(b > 1 for b in undone) and dry.plan.table.reset_to is not None
+    assert DeltaTable(str(output)).version() == before.version()  # a dry run writes nothing
+    assert main(["recover", str(config), "--to-batch", "1"]) == 0
+    assert f"{len(undone)} commit(s) of batches after 1 undone" in capsys.readouterr().out
+
+    # Killed between the table's undo commit and the checkpoint's moves: the table is back, the checkpoint not.
+    checkpoint = open_storage(str(tmp_path / "checkpoint"))
+    transaction = read_sink_transaction(checkpoint)
+    assert transaction is not None
+    mark_sink_rollback(checkpoint, 1)
+    sink_of(settings).apply_table_rollback(checkpoint, dry.plan.table)
+    table = DeltaTable(str(output))
+    assert table.version() == before.version() + 1
+    assert table.transaction_version(transaction.app_id) == transaction.version_of(1)
+    assert len(table.file_uris()) == len(before.file_uris()) - len(dry.plan.table.files)
+    refused = _run(config)
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.returncode != 0 and "--to-batch 1 --apply" in lines[-1] and "Traceback" not in refused.stderr
+    assert sorted(_commits(tmp_path)) == committed  # the run changed nothing
+
+    finished = roll_back(settings, 1, apply=True)
+    assert finished.plan.table is not None and finished.plan.table.reset_to is None  # the table was done already
+    assert sorted(_commits(tmp_path)) == [0, 1] and read_sink_rollback(checkpoint) is None
+    assert DeltaTable(str(output)).version() == before.version() + 1
+
+    done = _run(config)
+    assert done.returncode == 0, done.stderr[-2000:]
+    _assert_exact(output, _expected(files))
+    table = DeltaTable(str(output))
+    newest = max(_commits(tmp_path))
+    assert table.transaction_version(transaction.app_id) == transaction.version_of(newest)
+    audit = audit_sink(load_config(config))
+    assert audit.ok, audit.violations
+    assert any("undone by `tidemark recover --to-batch`" in n for n in audit.notes), audit.notes
+    assert sum(r.rows or 0 for r in audit.batches) == len(_table(output))
+
+    # A compaction rewrote every batch's files with the others': batch 2's rows cannot be taken out alone.
+    table.optimize.compact()
+    assert main(["recover", str(config), "--to-batch", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no longer live" in err[0] and "OPTIMIZE" in err[0], err
+
+
+def test_a_lost_checkpoint_is_recovered_by_the_run_itself_when_on_missing_says_so(tmp_path: Path) -> None:
+    """`[checkpoint] on_missing = "recover"` on a Delta sink: the run finds its checkpoint gone next to a table that
+    holds this pipeline's commits, recovers (only the windows the table lacks) and goes on."""
+    data = generate_events(tmp_path / "all", events=400, keys=3, files=4, seed=5)
+    files = list(data.files)
+    (tmp_path / "landing").mkdir()
+    config = write_config(tmp_path, sink={"format": "delta", "path": "output"}, checkpoint={"on_missing": "recover"})
+    for file in files[:2]:
+        shutil.copy2(file, tmp_path / "landing" / file.name)
+    assert _run(config).returncode == 0
+    version = DeltaTable(str(tmp_path / "output")).version()
+    shutil.rmtree(tmp_path / "checkpoint")
+    for file in files[2:]:
+        shutil.copy2(file, tmp_path / "landing" / file.name)
+    recovered = _run(config)
+    assert recovered.returncode == 0, recovered.stderr[-2000:]
+    assert "is gone: recovering" in recovered.stderr, recovered.stderr[-2000:]
+    assert DeltaTable(str(tmp_path / "output")).version() > version
+    _assert_exact(tmp_path / "output", _expected(files))
+    audit = audit_sink(load_config(config))
+    assert audit.ok, audit.violations

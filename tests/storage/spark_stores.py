@@ -65,3 +65,28 @@ def cloud_config(tmp_path: Path, root: str, **overrides: dict[str, Any]) -> Path
     folder = tmp_path / "config"
     folder.mkdir(exist_ok=True)
     return write_config(folder, **tables)
+
+
+def delete_tree(uri: str) -> None:
+    """Every object below uri deleted, Hadoop's folder markers too (WASB/ABFS `hdi_isfolder` blobs, s3a's `dir/`
+    keys), as deleting the folder with the service's own tools does (tidemark's listings skip markers)."""
+    import os
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    prefix = parts.path.strip("/")
+    if parts.scheme in ("wasb", "wasbs", "abfs", "abfss"):
+        from azure.storage.blob import BlobServiceClient
+
+        service = BlobServiceClient.from_connection_string(os.environ["AZURE_STORAGE_CONNECTION_STRING"])
+        container = service.get_container_client(parts.netloc.split("@")[0])
+        names = [b.name for b in container.list_blobs(name_starts_with=f"{prefix}/")] + [prefix]
+        for start in range(0, len(names), 256):  # a Blob Batch takes 256
+            container.delete_blobs(*names[start : start + 256], raise_on_any_failure=False)
+        return
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    listed = client.list_objects_v2(Bucket=parts.netloc, Prefix=f"{prefix}/")
+    keys = [{"Key": o["Key"]} for o in listed.get("Contents", [])] + [{"Key": f"{prefix}/"}]
+    client.delete_objects(Bucket=parts.netloc, Delete={"Objects": keys})

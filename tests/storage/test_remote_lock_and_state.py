@@ -66,3 +66,36 @@ def test_state_stats_on_azurite_fetch_only_what_they_need(
     assert mine == theirs
     again = state_stats(uri)  # the cache: nothing new to fetch
     assert again.fetched is not None and again.fetched.bytes_fetched == 0
+
+
+_DIES_HOLDING = """
+import os, sys, time
+from tidemark.formats import RunLock
+lock = RunLock(sys.argv[1], "killed-run", heartbeat_seconds=10.0).__enter__()
+print("held", flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_lease_whose_holder_died_on_this_host_is_broken_at_once(azure_env: Azurite) -> None:
+    """A killed run leaves its lease for up to a minute; its restart on the same host takes the lock at once, and
+    a holder that is alive keeps it."""
+    import subprocess
+    import sys
+    import time
+
+    checkpoint = azure_env.uri(azure_env.new_container(), "ck")
+    died = subprocess.run(
+        [sys.executable, "-c", _DIES_HOLDING, checkpoint], capture_output=True, text=True, check=False
+    )
+    assert died.returncode == -9 and "held" in died.stdout, died.stderr[-2000:]
+    held = read_lock(checkpoint)
+    assert held is not None and held.run_id == "killed-run"
+    started = time.monotonic()
+    with RunLock(checkpoint, "restart"):
+        assert time.monotonic() - started < 10  # the lease lasts 35 s: it was broken, not waited out
+        info = read_lock(checkpoint)
+        assert info is not None and info.run_id == "restart"
+        with pytest.raises(CheckpointLocked, match="restart"), RunLock(checkpoint, "third"):
+            pass  # a live holder's lease is never broken
+    assert read_lock(checkpoint) is None

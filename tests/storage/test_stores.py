@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -302,7 +304,9 @@ def test_deleting_many_files_reports_what_was_not_a_file(store_root: str):
     assert {e.rel for e in store.list_files()} == set(FILES) - set(gone)
 
 
-def test_a_journal_of_deletes_on_azure_sends_256_a_request(azurite: Azurite, monkeypatch: pytest.MonkeyPatch):
+def test_a_journal_of_deletes_on_azure_sends_256_a_request_several_at_once(
+    azurite: Azurite, monkeypatch: pytest.MonkeyPatch
+):
     from tests.fault_proxy import FaultProxy
     from tidemark.storage.journal import Step, journaled
 
@@ -321,10 +325,25 @@ def test_a_journal_of_deletes_on_azure_sends_256_a_request(azurite: Azurite, mon
         store.write_atomic("state/0/keep", b"k")
         proxy.keep_log = True
         proxy.reset_counts()
+        # Each batch request is held a moment at the proxy: the batches are sent at once, so they overlap there.
+        flight = {"now": 0, "most": 0}
+        guard = threading.Lock()
+
+        def hold(request: Any) -> bool:
+            with guard:
+                flight["now"] += 1
+                flight["most"] = max(flight["most"], flight["now"])
+            time.sleep(0.5)
+            with guard:
+                flight["now"] -= 1
+            return False
+
+        proxy.on("POST", r".", hold)  # only Blob Batch requests are POSTs here
         steps = [Step(("checkpoint", rel)) for rel in [*names, "state/0/missing"]]
         result = journaled(parse_location(root).join("_tidemark/journal"), {"checkpoint": root}, steps, "prune")
         batches = [target for method, target in proxy.log if method == "POST" and "comp=batch" in target]
         assert len(batches) == math.ceil(601 / 256)
+        assert flight["most"] == len(batches)  # all three in flight together (BATCH_THREADS at once)
         # No blob is deleted one by one: the only DELETE is the journal's own, once done (sent again only when
         # the SDK retried it on a slow answer, as on a loaded box).
         deletes = {urlsplit(target).path for method, target in proxy.log if method == "DELETE"}

@@ -23,7 +23,7 @@ from tidemark.storage import open_storage
 SRC = Path(__file__).resolve().parents[2] / "src" / "tidemark"
 
 
-def _append(path: Path, rows: int, app: str | None, version: int | None, part: str = "a") -> None:
+def _append(path: Path, rows: int, app: str | None, version: int | None, part: str = "a 00:15") -> None:
     frame = pa.table({"k": [part] * rows, "v": list(range(rows))})
     props = CommitProperties(app_transactions=[Transaction(app, version)]) if app is not None else None
     write_deltalake(str(path), frame, mode="append", partition_by=["k"], commit_properties=props)
@@ -37,7 +37,9 @@ def test_the_log_reader_agrees_with_delta_rs_across_a_checkpoint(tmp_path: Path)
     DeltaTable(str(table)).create_checkpoint()  # what came before is now read from the checkpoint's Parquet
     _append(table, 5, None, None, part="c")
     _append(table, 1, "tidemark:p", 2)
-    DeltaTable(str(table)).delete("v = 0 AND k = 'a'")  # a remove and an add in one commit
+    # A partition value Hadoop escapes in the folder name and Delta encodes again in the log (a window start's colon):
+    # paths read from the checkpoint's Parquet and from the commits must be the same names.
+    DeltaTable(str(table)).delete("v = 0 AND k = 'a 00:15'")  # a remove and an add in one commit
     delta = DeltaTable(str(table))
     snapshot = read_snapshot(open_storage(str(table)), every_commit=True)
     assert snapshot.version == delta.version() == 5
@@ -160,3 +162,30 @@ def test_commits_removed_by_log_retention_are_said_not_counted_missing(tmp_path:
     assert {f"{table}/{p}" for p in snapshot.files} == {
         u.removeprefix("file://") for u in DeltaTable(str(table)).file_uris()
     }
+
+
+def test_an_error_raised_in_a_foreach_batch_function_is_named_in_the_one_line() -> None:
+    """Spark wraps what the sink's foreachBatch function raised in py4j's "Python Proxy" text; the line shows the
+    Python exception and its detail (here Delta's refusal of an append), not "Traceback (most recent call last):"."""
+    from tidemark.pipeline.run import _first_line
+
+    text = "\n".join(
+        [
+            "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch "
+            "sink. Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent "
+            "call last):",
+            '  File "/x/pyspark/sql/utils.py", line 162, in call',
+            "    raise converted from None",
+            "pyspark.errors.exceptions.captured.AnalysisException: [DELTA_METADATA_MISMATCH] A metadata mismatch "
+            "was detected when writing to the Delta table.",
+            "- Partition columns do not match the partition columns of the table.",
+            "Given: [`windowStart`]",
+            "Table: []",
+            "",
+            "\tat org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink.callBatchWriter(x.scala:60)",
+        ]
+    )
+    line = _first_line(text)
+    assert line.startswith("AnalysisException: [DELTA_METADATA_MISMATCH]"), line
+    assert "Given: [`windowStart`] Table: []" in line and "Traceback" not in line
+    assert _first_line("plain failure\nsecond") == "plain failure"

@@ -88,6 +88,12 @@ def _render_rollback(result: RollbackResult) -> None:
     out.print(table)
     if plan.moves:
         out.print(_moves_table(plan.moves))
+    if plan.table is not None:
+        rows = "?" if plan.table.rows is None else f"{plan.table.rows:,}"
+        out.print(
+            f"table {escape(plan.table.uri)}: {len(plan.table.undone)} commit(s) of batches after {plan.to_batch} "
+            f"undone by one commit ({len(plan.table.files)} file(s), {rows} rows, kept for time travel)"
+        )
     for note in plan.notes:
         out.print(f"[yellow]note:[/yellow] {escape(note)}")
     if result.applied:

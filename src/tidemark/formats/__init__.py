@@ -21,12 +21,14 @@ from tidemark.formats.batches import (
 from tidemark.formats.checkpoint import Checkpoint, CheckpointStatus
 from tidemark.formats.clone import clone_whole, clone_without_state, is_store_data, repoint_schema_paths
 from tidemark.formats.delta_log import (
+    ROLLBACK_OPERATION,
     AddedFile,
     DeltaCommit,
     DeltaSnapshot,
     is_delta_table,
     read_commit,
     read_snapshot,
+    write_rollback_commit,
 )
 from tidemark.formats.entries import (
     SHUFFLE_PARTITIONS,
@@ -114,7 +116,14 @@ from tidemark.formats.sink_layout import (
     read_sink_layout,
     sink_windows,
 )
-from tidemark.formats.sink_transaction import SinkTransaction, read_sink_transaction, write_sink_transaction
+from tidemark.formats.sink_transaction import (
+    SinkTransaction,
+    clear_sink_rollback,
+    mark_sink_rollback,
+    read_sink_rollback,
+    read_sink_transaction,
+    write_sink_transaction,
+)
 from tidemark.formats.sinklog import LogFile as SinkLogFile
 from tidemark.formats.sinklog import SinkLog, entry_rel, partition_start, require_sink
 from tidemark.formats.sinklog import batch_entries as sink_batch_entries
@@ -166,6 +175,7 @@ __all__ = [
     "QUARANTINE_SUFFIX",
     "RECOVERY_PLAN_FILE",
     "ROCKSDB_CAP_FIELD",
+    "ROLLBACK_OPERATION",
     "SHUFFLE_PARTITIONS",
     "TIMER_FAMILIES",
     "TIME_POSTFIX",
@@ -222,6 +232,7 @@ __all__ = [
     "check_newest_state",
     "checkpoint_archive",
     "clear_run_lock",
+    "clear_sink_rollback",
     "clone_whole",
     "clone_without_state",
     "committed_data_files",
@@ -252,6 +263,7 @@ __all__ = [
     "locked_message",
     "log_features",
     "log_path_for",
+    "mark_sink_rollback",
     "marker_paths",
     "merge_delimiter",
     "multi_values",
@@ -276,6 +288,7 @@ __all__ = [
     "read_recovery_marker",
     "read_sink_layout",
     "read_sink_log",
+    "read_sink_rollback",
     "read_sink_transaction",
     "read_snapshot",
     "read_source_logs",
@@ -316,6 +329,7 @@ __all__ = [
     "what_is_there",
     "with_checksums",
     "write_recovery_marker",
+    "write_rollback_commit",
     "write_sink_transaction",
     "zip_references",
 ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -26,6 +26,9 @@ from tidemark.errors import CheckpointError
 from tidemark.storage import Storage
 
 DELTA_LOG_DIR = "_delta_log"
+# The operation of the commit `tidemark recover --to-batch` makes: it removes the files of the batches it undoes and
+# sets the pipeline's transaction back to the batch it keeps (Delta's newest `txn` per app id wins on replay).
+ROLLBACK_OPERATION = "TIDEMARK ROLLBACK"
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 
@@ -39,6 +42,8 @@ class AddedFile:
     size: int
     rows: int | None
     data_change: bool
+    log_path: str = ""  # the path as the log spells it (URI-encoded), what a `remove` of the file must repeat
+    partition_values: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,12 +121,20 @@ def _rows_of(stats: object) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
+def _partition_values(raw: object) -> tuple[tuple[str, str | None], ...]:
+    """A commit's JSON map, or a checkpoint's Parquet map (pyarrow: a list of pairs)."""
+    pairs = raw.items() if isinstance(raw, dict) else raw if isinstance(raw, list) else []
+    return tuple((str(k), None if v is None else str(v)) for k, v in pairs)
+
+
 def _added(action: dict[str, Any]) -> AddedFile:
     return AddedFile(
         path=unquote(str(action["path"])),
         size=int(action.get("size") or 0),
         rows=_rows_of(action.get("stats")),
         data_change=bool(action.get("dataChange", True)),
+        log_path=str(action["path"]),
+        partition_values=_partition_values(action.get("partitionValues")),
     )
 
 
@@ -161,7 +174,8 @@ def _read_checkpoint(table: Storage, parts: list[str]) -> tuple[dict[str, AddedF
         for row in frame.to_pylist():
             add, txn = row.get("add"), row.get("txn")
             if add:
-                files[str(add["path"])] = _added(add)
+                added = _added(add)  # keyed by the decoded path, as the commits' actions are
+                files[added.path] = added
             if txn:
                 transactions[str(txn["appId"])] = int(txn["version"])
     return files, transactions
@@ -213,3 +227,51 @@ def read_snapshot(table: Storage, *, every_commit: bool = False) -> DeltaSnapsho
         oldest_commit=min(commits) if commits else None,
         commits=tuple(read),
     )
+
+
+def write_rollback_commit(
+    table: Storage,
+    read_version: int,
+    *,
+    app_id: str,
+    txn_version: int,
+    files: Sequence[AddedFile],
+    to_batch: int,
+    now_ms: int,
+) -> int:
+    """Commit read_version + 1: remove files and set app_id's transaction back to txn_version. The commit file is
+    created only if no other writer made that version first (put-if-absent, Delta's own rule for a commit)."""
+    version = read_version + 1
+    actions: list[dict[str, Any]] = [
+        {
+            "commitInfo": {
+                "timestamp": now_ms,
+                "operation": ROLLBACK_OPERATION,
+                "operationParameters": {"appId": app_id, "toBatch": str(to_batch), "txnVersion": str(txn_version)},
+                "readVersion": read_version,
+                "isBlindAppend": False,
+                "userMetadata": f"tidemark recover --to-batch {to_batch}",
+            }
+        },
+        {"txn": {"appId": app_id, "version": txn_version, "lastUpdated": now_ms}},
+        *(
+            {
+                "remove": {
+                    "path": f.log_path or f.path,
+                    "deletionTimestamp": now_ms,
+                    "dataChange": True,
+                    "extendedFileMetadata": True,
+                    "partitionValues": dict(f.partition_values),
+                    "size": f.size,
+                }
+            }
+            for f in files
+        ),
+    ]
+    data = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
+    if not table.write_atomic(f"{DELTA_LOG_DIR}/{version:020d}.json", data, exclusive=True):
+        msg = (
+            f"{table.uri(DELTA_LOG_DIR)}: another writer committed version {version} meanwhile: run the rollback again"
+        )
+        raise CheckpointError(msg)
+    return version

@@ -27,6 +27,8 @@ LEDGER_DIR = f"{TIDEMARK_DIR}/ledger"
 JOURNAL_DIR = f"{TIDEMARK_DIR}/journal"
 RECOVERY_MARKER = f"{TIDEMARK_DIR}/recovery.json"
 SINK_TRANSACTION = f"{TIDEMARK_DIR}/sink-transaction.json"
+# A table sink's rollback under way: written before the table's undo commit, removed once the checkpoint is rolled back.
+SINK_ROLLBACK = f"{TIDEMARK_DIR}/sink-rollback.json"
 # tidemark's own folders and files beside a checkpoint or a sink (not inside Spark's layout):
 ARCHIVE_DIR = ".tidemark-archive"  # beside the sink (recover, rollback) or the checkpoint (state repartition)
 RECOVERY_PLAN_FILE = "plan.json"  # in a recovery's archive folder: the plan it carried out

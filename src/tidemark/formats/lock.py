@@ -240,6 +240,21 @@ class _LeaseHolder:
         self._lease = lease
 
     def acquire(self, data: bytes) -> bool:
+        if self._lease.acquire(data):
+            return True
+        # The lease of a holder known to be gone (its process died on this host, or its heartbeat stopped) is broken
+        # at once rather than waited out: a killed run's restart would otherwise be refused for up to a minute. The
+        # break holds only while the lock blob is as read, so of two restarts racing for it one wins.
+        entry = self._fs.stat(LOCK_FILE)
+        current = _read(self._fs)
+        if current is None or lock_is_live(current):
+            return False
+        log.warning("breaking the lease of a stale lock (%s)", current)
+        try:
+            self._lease.break_dead(entry.etag if entry is not None else None)
+        except Exception as exc:  # another run broke or took it first
+            log.info("cannot break the stale lease: %s", exc)
+            return False
         return bool(self._lease.acquire(data))
 
     def beat(self, data: bytes) -> None:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 
 from tidemark.errors import CheckpointError
-from tidemark.formats.layout import SINK_TRANSACTION
+from tidemark.formats.layout import SINK_ROLLBACK, SINK_TRANSACTION
 from tidemark.storage import Storage
 
 
@@ -50,3 +50,25 @@ def write_sink_transaction(checkpoint: Storage, transaction: SinkTransaction) ->
     """Keep the checkpoint's sink transaction (written once, before its first batch)."""
     body = {"app_id": transaction.app_id, "base": transaction.base, "table": transaction.table}
     checkpoint.write_atomic(SINK_TRANSACTION, json.dumps(body).encode("utf-8"))
+
+
+def mark_sink_rollback(checkpoint: Storage, to_batch: int) -> None:
+    """Say, before a table sink's undo commit, that the checkpoint is being rolled back to to_batch."""
+    checkpoint.write_atomic(SINK_ROLLBACK, json.dumps({"to_batch": to_batch}).encode("utf-8"))
+
+
+def read_sink_rollback(checkpoint: Storage) -> int | None:
+    """The batch an unfinished rollback of a table sink goes back to, None when none is under way."""
+    data = checkpoint.read_bytes(SINK_ROLLBACK)
+    if data is None:
+        return None
+    try:
+        return int(json.loads(data)["to_batch"])
+    except (ValueError, KeyError, TypeError) as exc:
+        msg = f"{checkpoint.uri(SINK_ROLLBACK)} is damaged ({exc}): finish the rollback by running it again"
+        raise CheckpointError(msg) from exc
+
+
+def clear_sink_rollback(checkpoint: Storage) -> None:
+    """The rollback is finished: the table and the checkpoint both end at its batch."""
+    checkpoint.delete(SINK_ROLLBACK)

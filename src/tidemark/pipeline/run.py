@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import threading
 import time
@@ -462,7 +463,18 @@ def _failure_message(session: SparkSession, config: TidemarkConfig, text: str) -
     return redact(line)
 
 
+# The exception a foreachBatch function raised, as py4j hands it back inside Spark's error ("...Python Proxy...").
+_PYTHON_RAISED = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Exception|Error)): (.+)$")
+
+
 def _first_line(text: str) -> str:
+    if "Python Proxy" in text:
+        lines = [line.strip() for line in text.splitlines()]
+        for index in range(len(lines) - 1, -1, -1):
+            match = _PYTHON_RAISED.match(lines[index])
+            if match and not match.group(1).startswith("Py4J"):
+                details = [ln for ln in lines[index + 1 : index + 5] if ln and not ln.startswith(("at ", "File "))]
+                return " ".join([f"{match.group(1)}: {match.group(2)}", *details])[:400]
     for line in text.splitlines():
         if line.strip():
             return line.strip()[:400]

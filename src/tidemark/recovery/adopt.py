@@ -34,7 +34,7 @@ from tidemark.formats import (
 )
 from tidemark.recovery.archive import pipeline_locations
 from tidemark.recovery.replay import EPOCH, replay_config
-from tidemark.sinks import Tool
+from tidemark.sinks import Tool, sink_of
 from tidemark.sources import SourcePosition, source_of
 from tidemark.storage import Location, open_storage, parse_location
 
@@ -95,16 +95,23 @@ def _check_new_locations(config: TidemarkConfig, old_checkpoint: Location, old_s
     paths = pipeline_locations(config, Tool.ADOPT)
     if paths.checkpoint.uri.rstrip("/") == old_checkpoint.uri.rstrip("/"):
         _refuse("[checkpoint] location is the old job's checkpoint: give tidemark a new folder")
-    if old_sink is not None and paths.sink.uri.rstrip("/") == old_sink.uri.rstrip("/"):
+    sink = sink_of(config)
+    in_place = old_sink is not None and paths.sink.uri.rstrip("/") == old_sink.uri.rstrip("/")
+    if in_place and not sink.adopts_in_place:
         _refuse("[sink] path is the old job's sink: tidemark writes the windows from the cut-over to a new folder")
     problem = what_is_there(open_storage(paths.checkpoint), empty_ok=True)
     if problem is not None or Checkpoint.open(paths.checkpoint).offset_batches():
         _refuse(f"{paths.checkpoint.uri} already holds something: [checkpoint] location must be a new folder")
     if read_recovery_marker(paths.checkpoint) is not None:
         _refuse(f"{paths.checkpoint.uri} already carries a replay point: it was adopted or recovered before")
-    sink = open_storage(paths.sink)
-    if sink.exists("") and any(True for _ in sink.list_files()):
-        _refuse(f"the sink {paths.sink.uri} already holds files: [sink] path must be a new folder")
+    if in_place:
+        if sink.holds_output():
+            _refuse(f"the table {paths.sink.uri} already holds this pipeline's commits: it was adopted before")
+        return
+    store = open_storage(paths.sink)
+    if store.exists("") and any(True for _ in store.list_files()):
+        also = " (or the old job's table)" if sink.adopts_in_place else ""
+        _refuse(f"the sink {paths.sink.uri} already holds files: [sink] path must be a new folder{also}")
 
 
 def plan_adoption(

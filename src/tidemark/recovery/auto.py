@@ -69,12 +69,13 @@ def prepare_failover(config: TidemarkConfig, spark: SparkSession | None) -> date
     if checkpoint_state(paths.checkpoint) is CheckpointStatus.PRESENT:
         sweep_failed_batch_files(config)
         return None
-    if not read_sink_log(open_storage(paths.sink)).exists:
+    sink = sink_of(config)
+    if not sink.holds_output():
         return None
     if config.checkpoint.on_missing == "fail":
         msg = (
-            f"the checkpoint {paths.checkpoint} is missing or empty but the sink {paths.sink} already holds "
-            "committed batches: a new query would skip them as already committed. Run "
+            f"the checkpoint {paths.checkpoint} is missing or empty but the sink {paths.sink} already holds this "
+            f"pipeline's output: a new query would {sink.lost_checkpoint_risk}. Run "
             '`tidemark recover CONFIG` to see the plan (then --apply), or set [checkpoint] on_missing = "recover"'
         )
         raise CheckpointError(msg)

@@ -22,7 +22,7 @@ from tidemark.pipeline.quarantine import read_marker as read_quarantine_marker
 from tidemark.pipeline.quarantine import write_marker as write_quarantine_marker
 from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
 from tidemark.recovery.plan import ensure_not_running
-from tidemark.sinks import Tool
+from tidemark.sinks import TableRollback, Tool, sink_of
 from tidemark.storage import Location, open_storage
 
 
@@ -40,6 +40,7 @@ class RollbackPlan:
     state_version: int  # the state version the next run loads (to_batch + 1)
     moves: tuple[Move, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    table: TableRollback | None = None  # a table sink's undo commit (Delta), in place of moving its files
 
 
 def _checkpoint_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
@@ -121,13 +122,16 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
         )
         raise UsageError(msg)
     archive = paths.archive_for(now).join(f"rollback-to-{to_batch}")
+    table = sink_of(config).plan_table_rollback(checkpoint.store, to_batch)
     moves = [
         *_checkpoint_moves(checkpoint, paths, archive, to_batch),
-        *_sink_moves(checkpoint, paths, archive, to_batch),
+        *(_sink_moves(checkpoint, paths, archive, to_batch) if table is None else []),
         *_quarantine_moves(paths, archive, to_batch),
     ]
     undone = sorted({*(b for b in offsets if b > to_batch), *(b for b in commits if b > to_batch)})
     notes = [] if undone else [f"batch {to_batch} is already the newest batch: nothing to roll back"]
+    if table is not None:
+        notes.extend(table.notes)
     return RollbackPlan(
         checkpoint=paths.checkpoint.uri,
         sink=paths.sink.uri,
@@ -139,6 +143,7 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
         state_version=to_batch + 1,
         moves=tuple(moves),
         notes=tuple(notes),
+        table=table,
     )
 
 
@@ -184,5 +189,17 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
         done = read_quarantine_marker(config.quarantine.path)
         if done is not None and done > to_batch:
             write_quarantine_marker(config.quarantine.path, to_batch)
-        perform(list(plan.moves), paths, "rollback", {"archive": plan.archive})
+        if plan.table is not None:
+            # The mark first: a run refuses while it is there, so a kill between the table's undo commit and the
+            # checkpoint's moves cannot let the old batches run on against the rolled-back table. Run again, the
+            # rollback finds the table done and finishes the checkpoint.
+            from tidemark.formats import clear_sink_rollback, mark_sink_rollback
+
+            store = open_storage(paths.checkpoint.uri)
+            mark_sink_rollback(store, to_batch)
+            sink_of(config).apply_table_rollback(store, plan.table)
+            perform(list(plan.moves), paths, "rollback", {"archive": plan.archive})
+            clear_sink_rollback(store)
+        else:
+            perform(list(plan.moves), paths, "rollback", {"archive": plan.archive})
     return RollbackResult(plan, apply)

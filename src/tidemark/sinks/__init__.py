@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tidemark.config import SinkFormat, TidemarkConfig
-from tidemark.sinks.base import BatchHook, Sink, TableCommit, TableOutput, Tool
+from tidemark.sinks.base import BatchHook, Sink, TableCommit, TableOutput, TableRollback, Tool
 from tidemark.sinks.console import ConsoleSink
 from tidemark.sinks.delta import DeltaSink
 from tidemark.sinks.parquet import ParquetSink
@@ -25,6 +25,7 @@ __all__ = [
     "Sink",
     "TableCommit",
     "TableOutput",
+    "TableRollback",
     "Tool",
     "sink_of",
 ]

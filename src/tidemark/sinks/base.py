@@ -64,6 +64,28 @@ class TableOutput:
         return self.first_batch_held is not None and batch >= self.first_batch_held
 
 
+@dataclass(frozen=True)
+class TableRollback:
+    """How a table sink undoes a checkpoint's batches after to_batch: one commit of its own log."""
+
+    uri: str
+    to_batch: int
+    undone: tuple[TableCommit, ...]  # this checkpoint's commits of later batches, still live in the table
+    reset_to: int | None  # the transaction version the table goes back to; None: it is there already
+    notes: tuple[str, ...] = ()
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The data files the undo commit removes from the table (they stay on storage for time travel)."""
+        return tuple(f for c in self.undone for f in c.files)
+
+    @property
+    def rows(self) -> int | None:
+        """Rows those files hold, None when a commit's stats lack a count."""
+        counts = [c.rows for c in self.undone]
+        return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+
+
 class Sink(ABC):
     """A pipeline's sink, built from its config (sinks.sink_of)."""
 
@@ -72,6 +94,11 @@ class Sink(ABC):
     # The exactly-once tools that vouch for this sink; the others refuse with exactly_once_gap.
     vouched_by: ClassVar[frozenset[Tool]] = frozenset(Tool)
     exactly_once_gap: ClassVar[str | None] = None
+    # True when `tidemark adopt` may write into the old job's own sink (its commits tell writers apart); a sink whose
+    # log belongs to one query (Spark's file sink) gets a new folder.
+    adopts_in_place: ClassVar[bool] = False
+    # What a new query would do to this sink's committed output if its checkpoint were lost.
+    lost_checkpoint_risk: ClassVar[str] = "write its output again"
 
     def __init__(self, config: TidemarkConfig) -> None:
         self.config = config
@@ -94,6 +121,10 @@ class Sink(ABC):
     def configure(self, writer: DataStreamWriter, output: DataFrame) -> DataStreamWriter:
         """The streaming writer, pointed at this sink (the checkpoint, trigger and query name are set already)."""
 
+    def holds_output(self) -> bool:
+        """True when the sink already holds batches this pipeline committed (a new checkpoint would repeat them)."""
+        return False
+
     def batch_hook(self) -> BatchHook | None:
         """What to record after each committed batch (tidemark's ledger), None for nothing."""
         return None
@@ -113,6 +144,18 @@ class Sink(ABC):
         if not self.vouches(tool):
             msg = f"{tool.value} refused: {self.exactly_once_gap or 'not for this sink'}"
             raise UsageError(msg)
+
+    def plan_table_rollback(self, checkpoint: Storage, to_batch: int) -> TableRollback | None:
+        """A table sink's undoing of the batches after to_batch (through its own log); None for a sink whose files
+        the rollback moves aside (Parquet, by Spark's file sink log and tidemark's ledger)."""
+        del checkpoint, to_batch
+        return None
+
+    def apply_table_rollback(self, checkpoint: Storage, plan: TableRollback) -> None:
+        """Carry out plan_table_rollback's plan (the checkpoint keeps a mark of it until the rollback ends)."""
+        del checkpoint, plan
+        msg = f"{type(self).__name__} has no table to roll back"
+        raise NotImplementedError(msg)
 
     def table_output(self, checkpoint: Storage) -> TableOutput | None:
         """A table sink's own record of the checkpoint's batches; None for a sink audited through Spark's file

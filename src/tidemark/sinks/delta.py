@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tidemark.config import SinkFormat
-from tidemark.errors import EnvironmentProblem, InputError
-from tidemark.sinks.base import Sink, TableCommit, TableOutput, Tool
+from tidemark.errors import CheckpointError, EnvironmentProblem, InputError
+from tidemark.sinks.base import Sink, TableCommit, TableOutput, TableRollback, Tool
 from tidemark.sinks.parquet import ParquetSink
 from tidemark.spark.artifacts import JarFeature
 
@@ -46,11 +46,10 @@ class DeltaSink(Sink):
 
     format: ClassVar[SinkFormat] = SinkFormat.DELTA
     jar_groups: ClassVar[frozenset[JarFeature]] = frozenset({JarFeature.DELTA})
-    vouched_by: ClassVar[frozenset[Tool]] = frozenset({Tool.AUDIT, Tool.RECOVER})
-    exactly_once_gap: ClassVar[str | None] = (
-        "it does not handle a Delta sink yet (docs/delta.md); the Delta sink itself is exactly once through "
-        "restarts and kills (its commits carry tidemark's transaction ids): keep its checkpoint"
-    )
+    vouched_by: ClassVar[frozenset[Tool]] = frozenset(Tool)
+
+    lost_checkpoint_risk: ClassVar[str] = "write every window again"
+    adopts_in_place: ClassVar[bool] = True
 
     @property
     def app_id(self) -> str:
@@ -68,6 +67,7 @@ class DeltaSink(Sink):
             CheckpointStatus,
             SinkTransaction,
             read_recovery_marker,
+            read_sink_rollback,
             read_sink_transaction,
             read_snapshot,
             write_sink_transaction,
@@ -77,6 +77,14 @@ class DeltaSink(Sink):
         checkpoint = open_storage(self.config.checkpoint.location)
         kept = read_sink_transaction(checkpoint)
         table = self.path or ""
+        undoing = read_sink_rollback(checkpoint)
+        if undoing is not None:
+            msg = (
+                f"a rollback of {self.config.checkpoint.location} to batch {undoing} was interrupted (the table may "
+                f"already be rolled back, the checkpoint not): finish it with `tidemark recover CONFIG --to-batch "
+                f"{undoing} --apply` before running"
+            )
+            raise InputError(msg)
         if kept is not None and kept.table == table:
             return kept
         last = read_snapshot(open_storage(table)).transactions.get(self.app_id)
@@ -95,6 +103,13 @@ class DeltaSink(Sink):
         write_sink_transaction(checkpoint, made)
         return made
 
+    def holds_output(self) -> bool:
+        """True when the table has a commit carrying this pipeline's transaction."""
+        from tidemark.formats import read_snapshot
+        from tidemark.storage import open_storage
+
+        return self.app_id in read_snapshot(open_storage(self.path or "")).transactions
+
     # Files per output partition per batch: the same stage shape as the Parquet sink's (sinks/parquet.py).
     writers = ParquetSink.writers
 
@@ -111,7 +126,7 @@ class DeltaSink(Sink):
 
     def table_output(self, checkpoint: Storage) -> TableOutput | None:
         """The checkpoint's batches as the table's log holds them: commits carrying its transaction, by batch."""
-        from tidemark.formats import read_sink_transaction, read_snapshot
+        from tidemark.formats import ROLLBACK_OPERATION, read_sink_transaction, read_snapshot
         from tidemark.storage import open_storage
 
         table = self.path or ""
@@ -126,7 +141,19 @@ class DeltaSink(Sink):
         mine: list[TableCommit] = []
         others: list[str] = []
         earlier = 0
+        undone = 0
         for commit in snapshot.commits:
+            if (
+                commit.operation == ROLLBACK_OPERATION
+                and transaction is not None
+                and commit.app_id == transaction.app_id
+            ):
+                # `recover --to-batch`: the commits of the batches after the one it kept are undone (their files
+                # removed by this commit); the re-run batches write their versions again.
+                kept_batch = transaction.batch_of(commit.txn_version or 0)
+                undone += sum(1 for c in mine if c.batch > kept_batch)
+                mine = [c for c in mine if c.batch <= kept_batch]
+                continue
             if transaction is not None and commit.app_id == transaction.app_id and commit.txn_version is not None:
                 batch = transaction.batch_of(commit.txn_version)
                 if batch < 0:  # this pipeline's, from a checkpoint before this one (a recovery started a new one)
@@ -138,6 +165,8 @@ class DeltaSink(Sink):
                 others.append(commit.app_id or commit.operation or "unknown")
         if earlier:
             notes.append(f"{earlier} commit(s) by this pipeline's earlier checkpoints (before a recovery)")
+        if undone:
+            notes.append(f"{undone} commit(s) undone by `tidemark recover --to-batch` (their files removed)")
         first = None
         if snapshot.oldest_commit is not None and snapshot.oldest_commit > 0:
             first = mine[0].batch if mine else None
@@ -156,12 +185,85 @@ class DeltaSink(Sink):
             log_trimmed=bool(snapshot.oldest_commit),
         )
 
+    def plan_table_rollback(self, checkpoint: Storage, to_batch: int) -> TableRollback:
+        """The commits of this checkpoint's batches after to_batch, to be removed by one commit that also sets the
+        pipeline's transaction back to to_batch's version; refused in one line where their files are no longer
+        live on their own (a compaction rewrote them) or the log no longer reaches them."""
+        from tidemark.formats import read_sink_transaction, read_snapshot
+        from tidemark.storage import open_storage
+
+        transaction = read_sink_transaction(checkpoint)
+        if transaction is None:
+            msg = (
+                f"{checkpoint.uri('')} keeps no Delta transaction (tidemark did not write this table from it): its "
+                "batches' commits cannot be told apart from other writers', so they cannot be rolled back"
+            )
+            raise CheckpointError(msg)
+        output = self.table_output(checkpoint)
+        assert output is not None
+        if not output.checks_batch(to_batch + 1):
+            msg = (
+                f"Delta's log retention removed the commits of the batches after {to_batch} from {output.uri}: they "
+                "cannot be taken out one by one; pick a later batch"
+            )
+            raise CheckpointError(msg)
+        undone = tuple(c for c in output.commits if c.batch > to_batch)
+        live = set(output.live_files)
+        for commit in undone:
+            gone = [f for f in commit.files if f not in live]
+            if gone:
+                msg = (
+                    f"batch {commit.batch}'s files (table version {commit.version}) are no longer live in "
+                    f"{output.uri} (a later commit, such as OPTIMIZE, rewrote them with other rows): its rows cannot "
+                    "be taken out alone; pick a later batch, or RESTORE the table by hand"
+                )
+                raise CheckpointError(msg)
+        current = read_snapshot(open_storage(transaction.table)).transactions.get(transaction.app_id)
+        target = transaction.version_of(to_batch)
+        reset = target if undone or (current is not None and current > target) else None
+        notes: tuple[str, ...] = ()
+        if reset is not None:
+            notes = (f"the table's transaction {transaction.app_id} goes back to version {target} (batch {to_batch})",)
+        return TableRollback(output.uri, to_batch, undone, reset, notes)
+
+    def apply_table_rollback(self, checkpoint: Storage, plan: TableRollback) -> None:
+        """One commit: the undone batches' files removed, the transaction set back (nothing when already done)."""
+        import time
+
+        from tidemark.formats import read_sink_transaction, read_snapshot, write_rollback_commit
+        from tidemark.storage import open_storage
+
+        if plan.reset_to is None:
+            return
+        transaction = read_sink_transaction(checkpoint)
+        assert transaction is not None
+        table = open_storage(transaction.table)
+        snapshot = read_snapshot(table)
+        assert snapshot.version is not None
+        files = [snapshot.files[f] for f in plan.files]
+        version = write_rollback_commit(
+            table,
+            snapshot.version,
+            app_id=transaction.app_id,
+            txn_version=plan.reset_to,
+            files=files,
+            to_batch=plan.to_batch,
+            now_ms=int(time.time() * 1000),
+        )
+        log.info("rolled %s back to batch %d in commit %d", transaction.table, plan.to_batch, version)
+
     def configure(self, writer: DataStreamWriter, output: DataFrame) -> DataStreamWriter:
         """A foreachBatch writer appending each batch with the transaction (app id, base + batch)."""
         _require_delta(output)
+        from tidemark.formats import read_snapshot
+        from tidemark.storage import open_storage
+
         transaction = self.transaction()
         path = self.path or ""
-        partition_by = list(self.config.partition_by)
+        # A new table gets the config's partitions; an existing one keeps its own (Delta refuses an append that
+        # names others: a table tidemark adopted from a plain job, or one made by hand, may have none).
+        exists = read_snapshot(open_storage(path)).exists
+        partition_by = [] if exists else list(self.config.partition_by)
         name = self.config.pipeline.name
 
         first = [True]

@@ -18,6 +18,7 @@ class ParquetSink(Sink):
     """Parquet files, committed per batch in the sink's metadata log; every exactly-once tool vouches for it."""
 
     format: ClassVar[SinkFormat] = SinkFormat.PARQUET
+    lost_checkpoint_risk: ClassVar[str] = "skip its first batches as already committed (Spark's file sink log)"
 
     def writers(self, task_slots: int) -> int | None:
         """How many tasks run the stage that writes a batch's Parquet output; None leaves Spark's plan.
@@ -49,6 +50,13 @@ class ParquetSink(Sink):
         if self.config.sink.retention:
             writer = writer.option("retention", self.config.sink.retention)
         return writer
+
+    def holds_output(self) -> bool:
+        """True when the folder has Spark's file sink log (a query committed batches into it)."""
+        from tidemark.formats import read_sink_log
+        from tidemark.storage import open_storage
+
+        return read_sink_log(open_storage(self.path or "")).exists
 
     def batch_hook(self) -> BatchHook | None:
         """Record, after each committed batch, the sink files it added (evidence Spark's retention cannot erase)."""
