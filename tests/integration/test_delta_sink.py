@@ -205,6 +205,7 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
     """`recover --to-batch` on a Delta sink: one commit removes the later batches' files and sets the pipeline's
     transaction back; a kill between that commit and the checkpoint's moves is refused by `run` and finished by the
     rollback run again; the rerun equals the oracle; a compacted table refuses in one line."""
+    from tidemark.errors import UsageError
     from tidemark.formats import mark_sink_rollback, read_sink_rollback
     from tidemark.recovery.rollback import roll_back
     from tidemark.sinks import sink_of
@@ -241,6 +242,8 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
     assert refused.returncode != 0 and "--to-batch 1 --apply" in lines[-1] and "Traceback" not in refused.stderr
     assert sorted(_commits(tmp_path)) == committed  # the run changed nothing
+    with pytest.raises(UsageError, match="--to-batch 1 --apply"):  # not another batch while the table is at 1
+        roll_back(settings, 2)
 
     finished = roll_back(settings, 1, apply=True)
     assert finished.plan.table is not None and finished.plan.table.reset_to is None  # the table was done already

@@ -121,6 +121,16 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
             f"offsets/{to_batch - 1} is gone from {paths.checkpoint} (pruned?): pick a later batch"
         )
         raise UsageError(msg)
+    from tidemark.formats import read_sink_rollback
+
+    interrupted = read_sink_rollback(checkpoint.store)
+    if interrupted is not None and interrupted != to_batch:
+        # Its table is already back at that batch: another target would leave the table and the checkpoint apart.
+        msg = (
+            f"a rollback to batch {interrupted} was interrupted: finish it first with --to-batch {interrupted} "
+            "--apply, then roll back further if needed"
+        )
+        raise UsageError(msg)
     archive = paths.archive_for(now).join(f"rollback-to-{to_batch}")
     table = sink_of(config).plan_table_rollback(checkpoint.store, to_batch)
     moves = [
