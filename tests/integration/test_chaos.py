@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,27 @@ def _wait_for(phase: str, root: Path, rng: random.Random, driver: subprocess.Pop
     time.sleep(rng.uniform(0.0, 0.2))
 
 
+def run_until_killed(argv: list[str], wait: Callable[[subprocess.Popen[bytes]], None], log: Path | None = None) -> int:
+    """`tidemark <argv>` in its own process group until `wait` returns, then the whole driver (Python and its JVM)
+    SIGKILLed if it still runs; its exit code. The one JVM-per-kill harness of the chaos tests."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    with log.open("wb") if log is not None else open(os.devnull, "wb") as output:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "tidemark.cli.main", *argv],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait(driver)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=60)
+    return driver.returncode
+
+
 def test_ten_kills_in_a_row_then_finish(spark: Any, tmp_path: Path) -> None:
     rng = random.Random(_seed())
     data = generate_events(
@@ -84,23 +107,13 @@ def test_ten_kills_in_a_row_then_finish(spark: Any, tmp_path: Path) -> None:
         shutil.copy2(file, tmp_path / "landing" / file.name)
         time.sleep(0.02)
     config_path = write_config(tmp_path, trigger={"mode": "processing-time", "interval": "1 second"})
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     plan = [rng.choice(PHASES) for _ in range(KILLS)]
     print(f"kill phases: {plan}")
     for phase in plan:
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "tidemark.cli.main", "run", str(config_path), "--available-now"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
+        run_until_killed(
+            ["run", str(config_path), "--available-now"],
+            partial(_wait_for, phase, tmp_path, rng),
         )
-        try:
-            _wait_for(phase, tmp_path, rng, driver)
-        finally:
-            if driver.poll() is None:
-                os.killpg(driver.pid, signal.SIGKILL)  # the whole driver: Python and its JVM
-            driver.wait(timeout=60)
     assert main(["run", str(config_path), "--available-now"]) == 0
 
     _assert_matches_oracle(spark, tmp_path / "output", _expected(files))

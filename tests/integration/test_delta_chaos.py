@@ -10,20 +10,18 @@ The seed is printed; set TIDEMARK_CHAOS_SEED to replay a failure.
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
-import signal
 import subprocess
-import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import write_config
-from tests.integration.test_chaos import _batches, _parquet, _seed
-from tests.integration.test_delta_sink import _assert_exact
+from tests.integration.test_chaos import _batches, _parquet, _seed, run_until_killed
+from tests.integration.test_delta_sink import _assert_exact, _run
 from tests.integration.test_recovery import _expected
 from tests.oracles import count_malformed
 from tidemark.cli.main import main
@@ -80,31 +78,14 @@ def test_eight_driver_kills_on_a_delta_sink_then_finish(tmp_path: Path) -> None:
         sink={"format": "delta", "path": "output"},
         trigger={"mode": "processing-time", "interval": "1 second"},
     )
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     plan = [rng.choice(PHASES) for _ in range(KILLS)]
     print(f"kill phases: {plan}")
     for phase in plan:
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "tidemark.cli.main", "run", str(config_path), "--available-now"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
+        run_until_killed(
+            ["run", str(config_path), "--available-now"],
+            partial(_wait_for, phase, tmp_path, rng),
         )
-        try:
-            _wait_for(phase, tmp_path, rng, driver)
-        finally:
-            if driver.poll() is None:
-                os.killpg(driver.pid, signal.SIGKILL)  # the whole driver: Python and its JVM
-            driver.wait(timeout=60)
-    finish = subprocess.run(
-        [sys.executable, "-m", "tidemark.cli.main", "run", str(config_path), "--available-now"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    finish = _run(config_path)
     assert finish.returncode == 0, finish.stderr[-2000:]
 
     _assert_exact(tmp_path / "output", _expected(files))

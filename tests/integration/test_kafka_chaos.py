@@ -10,19 +10,17 @@ TIDEMARK_CHAOS_SEED to replay a failure.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import subprocess
-import sys
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers import read_sink, write_config
-from tests.integration.test_chaos import PHASES, _seed, _wait_for
+from tests.integration.test_chaos import PHASES, _seed, _wait_for, run_until_killed
 from tests.kafka_broker import KafkaBroker
 from tests.kafka_data import START, Produced, kafka_oracle, make_events, malformed_positions, produce
 from tests.oracles import assert_matches_oracle
@@ -100,26 +98,16 @@ def test_eight_driver_kills_while_producing_then_run_to_the_end(
     producer.start()
     plan = [rng.choice(PHASES) for _ in range(KILLS)]
     print(f"kill phases: {plan}")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     try:
         for number, phase in enumerate(plan):
             log = tmp_path / f"driver-{number}.log"
-            with log.open("wb") as output:
-                driver = subprocess.Popen(
-                    [sys.executable, "-m", "tidemark.cli.main", "run", str(config)],
-                    env=env,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            try:
-                _wait_for(phase, tmp_path, rng, driver)
-            finally:
-                if driver.poll() is None:
-                    os.killpg(driver.pid, signal.SIGKILL)  # the whole driver: Python and its JVM
-                driver.wait(timeout=60)
+            code = run_until_killed(
+                ["run", str(config)],
+                partial(_wait_for, phase, tmp_path, rng),
+                log,
+            )
             ended = log.read_text(errors="replace")[-2000:]
-            assert driver.returncode == -signal.SIGKILL, f"driver {number} ended on its own: {ended}"
+            assert code == -signal.SIGKILL, f"driver {number} ended on its own: {ended}"
     finally:
         producer.stop.set()
         producer.join(timeout=60)

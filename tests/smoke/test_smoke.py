@@ -299,9 +299,7 @@ def test_every_command_on_abfs_over_azurite(
     import os
     import subprocess
 
-    from azure.storage.blob import BlobServiceClient
-
-    from tests.storage.spark_stores import cloud_config, raw_sink
+    from tests.storage.spark_stores import cloud_config, delete_tree, raw_sink
     from tidemark.storage import open_storage
 
     data = generate_events(tmp_path / "all", events=300, keys=3, files=3, seed=11, span=timedelta(hours=2))
@@ -375,12 +373,7 @@ def test_every_command_on_abfs_over_azurite(
 
     # The checkpoint is lost (every blob under it, ABFS's folder markers too, as deleting the folder in Azure's
     # tools does), a third file arrives: recover continues exactly once, on the store.
-    container = BlobServiceClient.from_connection_string(connection).get_container_client(
-        root.split("//")[1].split("@")[0]
-    )
-    names = [b.name for b in container.list_blobs(name_starts_with="job/checkpoint/")] + ["job/checkpoint"]
-    for start in range(0, len(names), 256):  # a Blob Batch takes 256
-        container.delete_blobs(*names[start : start + 256], raise_on_any_failure=False)
+    delete_tree(f"{root}/checkpoint")
     assert list(checkpoint.list_files()) == []
     _release(files[2:], tmp_path / "landing")
     code, _, err = _cli(capsys, "recover", config, "--apply")
