@@ -228,3 +228,69 @@ def test_prune_on_tidemarks_defaults_keeps_the_changelog_chain(
         assert got["k"].tolist() == expected["k"].tolist()
         assert got["s"].astype("int64").tolist() == expected["s"].astype("int64").tolist()
         assert (got["start"] == expected["start"]).all()
+
+
+# A file source and a file sink whose compacted logs Spark was told to keep whole (as after a long stop, or the
+# seed incident's grown checkpoint: Spark deletes the entries before a compaction one request at a time, inside
+# the next batch).
+_KEPT_LOGS = {
+    "spark.sql.streaming.fileSink.log.compactInterval": "3",
+    "spark.sql.streaming.fileSink.log.deletion": "false",
+    "spark.sql.streaming.fileSource.log.compactInterval": "3",
+    "spark.sql.streaming.fileSource.log.deletion": "false",
+}
+
+
+def _log_ids(folder: Path) -> dict[str, int]:
+    return {n: int(n.split(".")[0]) for n in os.listdir(folder) if n.split(".")[0].isdigit()}
+
+
+def test_prune_with_sink_takes_the_compacted_logs_entries_and_restart_matches(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    conf = (HDFS, "false", "1", "true")
+    source = tmp_path / "in"
+    write_input(source, range(7))
+    _in_order(source)
+    plain, pruned = tmp_path / "plain", tmp_path / "pruned"
+    with runtime_conf(spark, _KEPT_LOGS):
+        run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
+    shutil.copytree(plain, pruned)
+    sink_log, source_log = pruned / "out/_spark_metadata", pruned / "ck/sources/0"
+    before = {folder: _log_ids(folder) for folder in (sink_log, source_log)}
+
+    dry = prune_checkpoint(str(pruned / "ck"), keep=2, sink=str(pruned / "out"))
+    assert {folder: _log_ids(folder) for folder in (sink_log, source_log)} == before  # a dry run removes nothing
+    result = prune_checkpoint(str(pruned / "ck"), keep=2, apply=True, sink=str(pruned / "out"))
+    assert result.sink_paths == dry.sink_paths
+    for folder in (sink_log, source_log):
+        # What stays: the newest compaction at or below the oldest kept batch, and every entry after it.
+        compactions = [b for n, b in before[folder].items() if n.endswith(".compact") and b <= result.keep_from_batch]
+        assert compactions, f"{folder} has a compaction the kept batches read"
+        expected_gone = {n for n, b in before[folder].items() if b < max(compactions)}
+        assert expected_gone, f"{folder} had entries before that compaction"
+        assert set(before[folder]) - set(_log_ids(folder)) == expected_gone
+    assert {f"_spark_metadata/{n}" for n in before[sink_log]} - {
+        f"_spark_metadata/{n}" for n in _log_ids(sink_log)
+    } == set(result.sink_paths)
+    assert inspect_checkpoint(str(pruned / "ck"), sink=str(pruned / "out")).findings == []
+
+    write_input(source, range(7, 9))
+    _in_order(source)
+    with runtime_conf(spark, _KEPT_LOGS):
+        run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
+        run_query(spark, source, windowed, pruned / "ck", pruned / "out", conf)
+    expected = _expected(source)
+    for folder in (plain, pruned):
+        got = _read_output(folder / "out")
+        assert got["k"].tolist() == expected["k"].tolist()
+        assert got["s"].astype("int64").tolist() == expected["s"].astype("int64").tolist()
+        assert (got["start"] == expected["start"]).all()
+
+
+def test_prune_with_a_sink_that_has_no_log_is_one_line(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    from tidemark.errors import UsageError
+
+    (tmp_path / "not-a-sink").mkdir()
+    with pytest.raises(UsageError, match="has no _spark_metadata log"):
+        prune_checkpoint(str(checkpoints["hdfs_dedup_window"]), keep=1, sink=str(tmp_path / "not-a-sink"))

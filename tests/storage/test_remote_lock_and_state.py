@@ -14,7 +14,9 @@ from tests.storage.test_remote_checkpoints import upload
 from tests.streaming_queries import ROCKSDB, run_query, windowed, write_input
 from tidemark.errors import CheckpointLocked
 from tidemark.formats import LOCK_FILE, RunLock, read_lock
+from tidemark.session import runtime_conf
 from tidemark.state.stats import state_stats
+from tidemark.storage import open_storage
 
 
 def test_the_run_lock_refuses_a_second_run_on_every_store(store_root: str) -> None:
@@ -66,6 +68,20 @@ def test_state_stats_on_azurite_fetch_only_what_they_need(
     assert mine == theirs
     again = state_stats(uri)  # the cache: nothing new to fetch
     assert again.fetched is not None and again.fetched.bytes_fetched == 0
+    # The same URI now holds another checkpoint (as after `state repartition` in place, or a checkpoint deleted
+    # and started again): other partitions, files of the same names. The answer is the new checkpoint's, not a mix.
+    with runtime_conf(spark, {"spark.sql.shuffle.partitions": "3"}):
+        write_input(tmp_path / "in2", range(3))
+        run_query(spark, tmp_path / "in2", windowed, tmp_path / "ck2", tmp_path / "out2", conf)
+    store = open_storage(uri)
+    store.delete_files([e.rel for e in store.list_files()])
+    upload(tmp_path / "ck2", uri)
+    local2 = state_stats(str(tmp_path / "ck2"))
+    remote2 = state_stats(uri)
+    mine = {k: v for k, v in dataclasses.asdict(remote2).items() if k not in strip}
+    theirs = {k: v for k, v in dataclasses.asdict(local2).items() if k not in strip}
+    assert mine == theirs
+    assert {len(o.partitions) for o in remote2.operators} == {3} != {len(o.partitions) for o in remote.operators}
 
 
 _DIES_HOLDING = """

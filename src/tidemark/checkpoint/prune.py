@@ -8,8 +8,16 @@ from typing import Any
 
 from tidemark.checkpoint.report import FolderCount, KindCount
 from tidemark.errors import CheckpointError, UsageError
-from tidemark.formats import Checkpoint, ensure_unlocked, files_through, finish_removals, remove_files
-from tidemark.storage import Backend
+from tidemark.formats import (
+    SINK_LOG_DIR,
+    Checkpoint,
+    compacted_log_through,
+    ensure_unlocked,
+    files_through,
+    finish_removals,
+    remove_files,
+)
+from tidemark.storage import Backend, Storage, join, open_storage
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +41,34 @@ class PruneResult:
     history_from_batch: int | None = None  # C - keep + 1: the oldest of the N committed batches kept
     finished_files: int = 0  # removed now to finish a prune an interruption left part-way
     finished_already_gone: int = 0  # files that interrupted prune had removed before it stopped
+    sink: str | None = None  # the file sink whose `_spark_metadata` log was pruned too (--sink)
+    sink_paths: list[str] = field(default_factory=list)  # below the sink folder
+
+
+def _sink_log_through(sink: str, batch: int) -> tuple[Storage, list[str], int]:
+    """The entries of a file sink's `_spark_metadata` log that no batch from `batch` on reads (the store, their
+    paths below the sink folder, their bytes)."""
+    store = open_storage(sink)
+    picked = compacted_log_through(store, SINK_LOG_DIR, batch)
+    if picked is None:
+        msg = f"{sink} has no {SINK_LOG_DIR} log (a Spark file sink's): --sink names the folder the query writes to"
+        raise UsageError(msg)
+    listing, names = picked
+    sizes = dict(listing.files)
+    rels = [join(SINK_LOG_DIR, n) for n in names]
+    return store, rels, sum(sizes[n] for n in names)
 
 
 def prune_checkpoint(
-    path: str, keep: int, apply: bool = False, backend: Backend = "auto", spark: Any | None = None
+    path: str,
+    keep: int,
+    apply: bool = False,
+    backend: Backend = "auto",
+    spark: Any | None = None,
+    sink: str | None = None,
 ) -> PruneResult:
-    """Plan (and with apply, do) the removal of log entries and state files older than N committed batches need."""
+    """Plan (and with apply, do) the removal of log entries and state files older than N committed batches need;
+    with `sink` (a file sink's folder), its `_spark_metadata` entries before the compaction those batches read."""
     if keep < 1:
         msg = f"--keep must be at least 1 (got {keep}): it is how many committed batches of history to keep"
         raise UsageError(msg)
@@ -57,11 +87,15 @@ def prune_checkpoint(
     keep_from = max(0, min(committed - keep + 1, latest - 1))
     found = files_through(checkpoint, keep_from - 1, latest)
     paths = found.paths
+    by_folder = [FolderCount(name, f, b) for name, (f, b) in sorted(found.by_top_folder().items())]
+    sink_store, sink_paths, sink_bytes = _sink_log_through(sink, keep_from) if sink else (None, [], 0)
+    if sink_paths:
+        by_folder.append(FolderCount(f"sink {SINK_LOG_DIR}", len(sink_paths), sink_bytes))
     if apply:
         ensure_unlocked(path, checkpoint.store)  # again: a run may have started while we planned
         # Journaled: a crash part-way leaves the list of what was still to go, and the next prune finishes it.
-        remove_files(checkpoint, paths, "prune")
-        log.info("removed %d files from %s", len(paths), path)
+        remove_files(checkpoint, paths, "prune", (sink_store, sink_paths) if sink_store is not None else None)
+        log.info("removed %d files from %s and %d from its sink log", len(paths), path, len(sink_paths))
     return PruneResult(
         path=path,
         keep=keep,
@@ -69,13 +103,15 @@ def prune_checkpoint(
         latest_offset_batch=offset_batches[-1] if offset_batches else None,
         latest_committed_batch=committed,
         keep_from_batch=keep_from,
-        files=len(paths),
-        bytes=sum(found.sizes.values()),
-        by_folder=[FolderCount(name, f, b) for name, (f, b) in sorted(found.by_top_folder().items())],
+        files=len(paths) + len(sink_paths),
+        bytes=sum(found.sizes.values()) + sink_bytes,
+        by_folder=by_folder,
         by_kind={k: KindCount(f, b) for k, (f, b) in found.kinds.items() if f},
         notes=found.notes,
         paths=paths,
         history_from_batch=max(0, committed - keep + 1),
         finished_files=sum(r.deleted_files for r in finished),
         finished_already_gone=sum(r.already_done for r in finished),
+        sink=sink,
+        sink_paths=sink_paths,
     )

@@ -226,11 +226,18 @@ def prune_command(
         bool, typer.Option("--apply/--dry-run", help="Really remove the files (default: dry run).")
     ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    sink: Annotated[
+        str | None,
+        typer.Option(
+            "--sink",
+            help="A file sink's output folder: its _spark_metadata entries before the kept batches' compaction go too.",
+        ),
+    ] = None,
 ) -> None:
     """Remove old log entries and state files Spark will never need again (dry run unless --apply)."""
     from tidemark.checkpoint.prune import prune_checkpoint
 
-    result = prune_checkpoint(path, keep, apply=apply)
+    result = prune_checkpoint(path, keep, apply=apply, sink=sink)
     if json_output:
         print_json(result)
     else:

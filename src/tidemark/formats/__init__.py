@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tidemark.formats.batches import (
     FileSet,
+    compacted_log_through,
     delete_files,
     files_after,
     files_through,
@@ -71,6 +72,7 @@ from tidemark.formats.layout import (
     QUARANTINE_DONE_FILE,
     QUARANTINE_SUFFIX,
     RECOVERY_PLAN_FILE,
+    SINK_LOG_DIR,
     FileKind,
     quarantine_batch,
     quarantine_batch_name,
@@ -177,6 +179,7 @@ __all__ = [
     "ROCKSDB_CAP_FIELD",
     "ROLLBACK_OPERATION",
     "SHUFFLE_PARTITIONS",
+    "SINK_LOG_DIR",
     "TIMER_FAMILIES",
     "TIME_POSTFIX",
     "TIME_PREFIX",
@@ -237,6 +240,7 @@ __all__ = [
     "clone_without_state",
     "committed_data_files",
     "compact_ledger",
+    "compacted_log_through",
     "decode_row",
     "delete_files",
     "ensure_unlocked",

@@ -82,6 +82,22 @@ class FileSet:
 # --- through batch N: what no restart from a later batch reads -----------------------------------------------
 
 
+def compacted_log_through(fs: Storage, folder: str, batch: int) -> tuple[DirListing, list[str]] | None:
+    """Entries of a compacted log (a file source's `sources/<n>`, a file sink's `_spark_metadata`) that reading it
+    at `batch` or later never needs: every entry before the newest compaction at or below `batch` (a compaction
+    holds all entries before it). The rule of Spark's own CompactibleFileStreamLog.deleteExpiredLog, which runs
+    at the next batch and deletes them one request at a time (on WASB ~7 requests each, inside that batch)."""
+    listing = fs.list_dir(folder)
+    if listing is None:
+        return None
+    parsed = {name: b for name, _ in listing.files if (b := sink_log_batch(name)) is not None}
+    compactions = [b for b, compact in parsed.values() if compact and b <= batch]
+    if not compactions:
+        return listing, []
+    newest = max(compactions)
+    return listing, sorted(name for name, (b, _) in parsed.items() if b < newest)
+
+
 def _log_through(found: FileSet, fs: Storage, folder: str, last: int) -> None:
     listing = fs.list_dir(folder)
     if listing is None:
@@ -222,6 +238,11 @@ def files_through(checkpoint: Checkpoint, batch: int, newest_planned: int) -> Fi
     with step(f"listing {checkpoint.uri}: what batch {batch} and older hold"):
         _log_through(found, checkpoint.store, OFFSETS, batch)
         _log_through(found, checkpoint.store, COMMITS, batch)
+        sources = checkpoint.store.list_dir(SOURCES)
+        for source in sorted(sources.dirs if sources else []):
+            picked = compacted_log_through(checkpoint.store, join(SOURCES, source), batch + 1)
+            if picked is not None:
+                found.add(picked[0], picked[1], dict(picked[0].files))
         # Batch b writes state version b + 1; the planned batch `newest_planned` may have written newest_planned + 1.
         _state_through(found, checkpoint, (batch + 2, newest_planned + 1))
     return found
@@ -278,14 +299,19 @@ def files_after(checkpoint: Checkpoint, batch: int, *, keep_planned: bool = Fals
 # --- removing them ---------------------------------------------------------------------------------------------
 
 
-def remove_files(checkpoint: Checkpoint, paths: list[str], purpose: str) -> JournalResult | None:
-    """Delete files of the checkpoint, journaled first: a crash part-way leaves what was still to go for the next
-    call of `finish_removals`. The journal's folders go again once empty: nothing of tidemark's is left behind."""
+def remove_files(
+    checkpoint: Checkpoint, paths: list[str], purpose: str, sink: tuple[Storage, list[str]] | None = None
+) -> JournalResult | None:
+    """Delete files of the checkpoint (and of its sink's log, below `sink`'s store), journaled first: a crash
+    part-way leaves what was still to go for the next call of `finish_removals`. The journal's folders go again
+    once empty: nothing of tidemark's is left behind."""
     steps = [Step(("checkpoint", rel)) for rel in paths]
+    roots = {"checkpoint": checkpoint.store.uri()}
+    if sink is not None and sink[1]:
+        roots["sink"] = sink[0].uri()
+        steps += [Step(("sink", rel)) for rel in sink[1]]
     try:
-        return journaled(
-            checkpoint.store.location.join(JOURNAL_DIR), {"checkpoint": checkpoint.store.uri()}, steps, purpose
-        )
+        return journaled(checkpoint.store.location.join(JOURNAL_DIR), roots, steps, purpose)
     finally:
         _drop_empty_folders(checkpoint)
 

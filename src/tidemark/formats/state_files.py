@@ -10,6 +10,7 @@ the metadata file and the operator and schema metadata are small and copied whol
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -38,7 +39,7 @@ from tidemark.formats.layout import (
     crc_companions,
 )
 from tidemark.formats.snapshot_zip import zip_references
-from tidemark.storage import join
+from tidemark.storage import FileEntry, join
 
 if TYPE_CHECKING:
     from tidemark.formats.checkpoint import Checkpoint
@@ -93,24 +94,26 @@ class Needed:
 
     files: list[str]
     shared: dict[str, set[str]]  # "state/<op>/<part>[/<store>]/SSTs" -> file names there
-    sizes: dict[str, int] = field(default_factory=dict)  # what the listings said of each file's size
+    entries: dict[str, FileEntry] = field(default_factory=dict)  # what the listings said of each file
 
 
 def files_for_versions(checkpoint: Checkpoint, versions: set[int]) -> Needed:
     """Paths (below the checkpoint) a state reader needs to load the given state versions."""
     store = checkpoint.store
     wanted: set[str] = {METADATA}
-    sizes: dict[str, int] = {}
+    entries: dict[str, FileEntry] = {}
+    metadata = store.stat(METADATA)
+    if metadata is not None:
+        entries[METADATA] = metadata
     for folder in (OFFSETS, COMMITS):
-        listing = store.list_dir(folder)
-        for name, size in listing.files if listing else []:
-            if name.isdigit():
-                wanted.add(join(folder, name))
-                sizes[join(folder, name)] = size
+        for entry in store.list_files(folder):
+            if entry.rel.rpartition("/")[2].isdigit():
+                wanted.add(entry.rel)
+                entries[entry.rel] = entry
     store_files: dict[str, list[str]] = {}
     shared: dict[str, set[str]] = {}
     for entry in store.list_files(STATE):
-        sizes[entry.rel] = entry.size
+        entries[entry.rel] = entry
         folder, _, name = entry.rel.rpartition("/")
         if name.endswith(".crc"):
             continue
@@ -125,7 +128,7 @@ def files_for_versions(checkpoint: Checkpoint, versions: set[int]) -> Needed:
         for version in versions:
             needed |= _versions_needed(names, version)
         wanted.update(join(folder, n) for n in needed)
-    return Needed(sorted(wanted), shared, sizes)
+    return Needed(sorted(wanted), shared, entries)
 
 
 # Files fetched at once: a restart's state is thousands of small files, each a round trip (20-100 ms on a cloud
@@ -134,48 +137,90 @@ FETCH_THREADS = 16
 
 
 def fetch_state(checkpoint: Checkpoint, versions: set[int], target: Path | None = None) -> tuple[Path, FetchReport]:
-    """Copy into a local folder what loading these state versions needs; files already there are kept.
+    """Make a local folder hold what loading these state versions needs, and nothing else.
 
     The files are those the listings named (their sizes too: no request per file to learn it), fetched FETCH_THREADS
     at a time; a RocksDB snapshot's SST files are known once its zip is here, so they follow in a second round.
+    A file already in the folder is kept only when the listing shows the very file fetched before (its size,
+    modification time and version tag, kept beside the files in FETCHED): a checkpoint rewritten under the same URI
+    (`state repartition` in place, a checkpoint deleted and started again) has files of the same names and often
+    the same sizes. Files the versions do not need are removed, so the folder never shows a reader partitions or
+    versions the checkpoint no longer has.
     """
     if checkpoint.store.location.is_local:
         root = Path(checkpoint.store.location.key)
         return root, FetchReport(checkpoint.uri, str(root), 0, 0, 0)
     folder = target or cache_folder(checkpoint.uri)
     needed = files_for_versions(checkpoint, versions)
+    before = _read_fetched(folder)
+    (folder / FETCHED).unlink(missing_ok=True)  # a fetch killed half way trusts nothing it left
+    now: dict[str, list[object]] = {}
     fetched = cached = files = 0
     pending = list(needed.files)
     with ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="tidemark-fetch") as pool:
         while pending:
             rels, pending = pending, []
-            fetch = lambda rel: _fetch_one(checkpoint, folder, rel, needed.sizes.get(rel))  # noqa: E731
+            fetch = lambda rel: _fetch_one(checkpoint, folder, rel, needed.entries.get(rel), before)  # noqa: E731
             for rel, got in zip(rels, pool.map(fetch, rels), strict=True):
                 if got is None:  # gone since the listing (Spark's maintenance), or never there
                     continue
                 files += 1
                 fetched += got[0]
                 cached += got[1]
+                now[rel] = got[2]
                 if classify(Path(rel).name)[0] is FileKind.ZIP:
                     pending.extend(_sst_paths(rel, folder / rel, needed.shared))
+    _remove_unneeded(folder, set(now))
+    (folder / FETCHED).write_text(json.dumps(now, sort_keys=True))
     log.info("fetched %d bytes of %s into %s (%d bytes already cached)", fetched, checkpoint.uri, folder, cached)
     return folder, FetchReport(checkpoint.uri, str(folder), files, fetched, cached)
 
 
-def _fetch_one(checkpoint: Checkpoint, folder: Path, rel: str, size: int | None) -> tuple[int, int] | None:
-    """(bytes fetched, bytes already cached) of one file, or None when it is not on the store."""
-    if size is None:
+# Beside the fetched files: each one's identity on the store when it was fetched (rel -> [size, mtime, etag]).
+FETCHED = ".tidemark-fetched.json"
+
+
+def _identity(entry: FileEntry) -> list[object]:
+    return [entry.size, entry.mtime, entry.etag]
+
+
+def _read_fetched(folder: Path) -> dict[str, list[object]]:
+    try:
+        known = json.loads((folder / FETCHED).read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def _fetch_one(
+    checkpoint: Checkpoint, folder: Path, rel: str, entry: FileEntry | None, before: dict[str, list[object]]
+) -> tuple[int, int, list[object]] | None:
+    """(bytes fetched, bytes already cached, the file's identity) of one file, or None when it is not on the
+    store."""
+    if entry is None:
         entry = checkpoint.store.stat(rel)
         if entry is None:
             return None
-        size = entry.size
+    identity = _identity(entry)
     local = folder / rel
-    if local.exists() and local.stat().st_size == size:
-        return 0, size
+    known = entry.mtime is not None or entry.etag is not None
+    if known and before.get(rel) == identity and local.exists() and local.stat().st_size == entry.size:
+        return 0, entry.size, identity
     try:
-        return checkpoint.store.download(rel, str(local)), 0
+        return checkpoint.store.download(rel, str(local)), 0, identity
     except FileNotFoundError:
         return None
+
+
+def _remove_unneeded(folder: Path, keep: set[str]) -> None:
+    """Remove from the fetch folder every file (and then empty folder) that is not one of `keep`."""
+    for path in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):
+                path.rmdir()
+        elif rel not in keep and rel != FETCHED:
+            path.unlink()
 
 
 def _sst_paths(zip_rel: str, local: Path, shared: dict[str, set[str]]) -> list[str]:
