@@ -71,6 +71,26 @@ def _cli(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
+def _hive(root: Path) -> dict[str, object]:
+    """[spark] settings of a Hive metastore on Derby under root (a catalog that outlives each run's JVM)."""
+    return {
+        "conf": {
+            "spark.sql.catalogImplementation": "hive",
+            "spark.sql.warehouse.dir": str(root / "warehouse"),
+            "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore'};create=true",
+            "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
+        }
+    }
+
+
+def audit_sink_line(config: Path) -> str:
+    """`tidemark audit CONFIG`'s one line when it cannot run (it must exit 1)."""
+    done = _cli(["audit", str(config)])
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 1 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    return lines[0]
+
+
 def _commits(root: Path) -> set[int]:
     return {int(p.name) for p in (root / "checkpoint" / "commits").glob("[0-9]*")}
 
@@ -204,7 +224,11 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
 ) -> None:
     """`recover --to-batch` on a Delta sink: one commit removes the later batches' files and sets the pipeline's
     transaction back; a kill between that commit and the checkpoint's moves is refused by `run` and finished by the
-    rollback run again; the rerun equals the oracle; a compacted table refuses in one line."""
+    rollback run again; the rerun equals the oracle; a compacted table refuses in one line.
+
+    The sink is a catalog table (`[sink] table`, a Hive metastore on Derby that outlives each run's JVM): the
+    first run creates it, every run resolves the name again, and the tools (rollback, audit) find its folder in the
+    checkpoint without Spark."""
     from tidemark.errors import UsageError
     from tidemark.formats import mark_sink_rollback, read_sink_rollback
     from tidemark.recovery.rollback import roll_back
@@ -212,9 +236,13 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
 
     data = generate_events(tmp_path / "landing", events=400, keys=3, files=4, seed=11)
     files = list(data.files)
-    config = write_config(tmp_path, sink={"format": "delta", "path": "output"})
-    assert _run(config).returncode == 0
-    output = tmp_path / "output"
+    config = write_config(tmp_path, sink={"format": "delta", "path": None, "table": "events"}, spark=_hive(tmp_path))
+    assert "is not known yet" in audit_sink_line(config)  # no run has resolved the name: one line, exit 1
+    first = _run(config)
+    assert first.returncode == 0, first.stderr[-2000:]
+    output = tmp_path / "warehouse" / "events"  # the Hive catalog's managed location of `events`
+    recorded = read_sink_transaction(open_storage(str(tmp_path / "checkpoint")))
+    assert recorded is not None and Path(recorded.table) == output
     before = DeltaTable(str(output))
     committed = sorted(_commits(tmp_path))
     assert committed[-1] >= 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -51,6 +52,10 @@ def test_user_spark_conf_wins(tmp_path: Path) -> None:
         ({"aggregation": {"slide": "1 hour"}}, "slide must be positive and not longer"),
         ({"aggregation": {"key": ["user name"]}}, "is not a plain column name"),
         ({"sink": {"writers": 0}}, "'sink.writers'"),
+        ({"sink": {"path": None, "table": "events"}}, "sink.table is for format 'delta'"),
+        ({"sink": {"format": "delta", "table": "events"}}, "give sink.path or sink.table, not both"),
+        ({"sink": {"format": "delta", "path": None, "table": "db.my events"}}, "is not a table name"),
+        ({"sink": {"format": "delta", "path": None}}, "sink.path (or sink.table, a catalog table) is required"),
         (
             {"aggregation": {"kind": "custom", "processor": "m:P", "window": None}, "sink": {"writers": 2}},
             "sink.writers applies to window and session aggregations",
@@ -104,3 +109,23 @@ def test_output_writers_follow_the_task_slots_unless_set(tmp_path: Path) -> None
     assert output_writers(load_config(dynamic), task_slots=8) is None
     console = {"format": "console", "path": None}
     assert output_writers(load_config(write_config(tmp_path, sink=console)), task_slots=8) is None
+
+
+def test_a_delta_table_name_is_a_sink_with_no_path_until_a_run_records_it(tmp_path: Path) -> None:
+    from tidemark.errors import InputError
+    from tidemark.formats import SinkTransaction, write_sink_transaction
+    from tidemark.recovery.archive import pipeline_locations
+    from tidemark.sinks import sink_of
+    from tidemark.storage import open_storage
+
+    config = load_config(write_config(tmp_path, sink={"format": "delta", "path": None, "table": "lake.`events 2`"}))
+    assert config.sink.table == "lake.`events 2`"
+    sink = sink_of(config)
+    assert sink.path is None and "start the pipeline once" in (sink.unresolved() or "")
+    with pytest.raises(InputError, match=re.escape("lake.`events 2` is not known yet")):
+        pipeline_locations(config)
+    checkpoint = open_storage(config.checkpoint.location)
+    write_sink_transaction(checkpoint, SinkTransaction("tidemark:x", 0, str(tmp_path / "wh" / "events")))
+    resolved = sink_of(config)
+    assert resolved.path == str(tmp_path / "wh" / "events") and resolved.unresolved() is None
+    assert pipeline_locations(config).sink.key == str(tmp_path / "wh" / "events")

@@ -341,6 +341,9 @@ class SinkConfig(_Table):
 
     format: SinkFormat = SinkFormat.PARQUET
     path: str | None = None
+    # A catalog table instead of a path (Delta only): its location is resolved through the session's catalog when
+    # the pipeline starts and kept in the checkpoint, where the tools read it without Spark.
+    table: str | None = None
     partition_by: list[str] | None = None  # default: ["windowStart"] for kind "window", none otherwise
     retention: str | None = None  # the file sink's metadata log retention, e.g. "7d"
     # Tasks of the stage that updates state and writes each batch, i.e. files per output partition per batch
@@ -349,10 +352,25 @@ class SinkConfig(_Table):
 
     @model_validator(mode="after")
     def _check(self) -> SinkConfig:
-        if self.format is not SinkFormat.CONSOLE and not self.path:
-            msg = f"sink.path is required for format '{self.format.value}'"
+        if self.table is not None:
+            if self.format is not SinkFormat.DELTA:
+                msg = f"sink.table is for format 'delta' (a catalog table), not '{self.format.value}': give sink.path"
+                raise ValueError(msg)
+            if self.path:
+                msg = "give sink.path or sink.table, not both (a catalog table's location is the catalog's)"
+                raise ValueError(msg)
+            if not _TABLE_NAME.fullmatch(self.table):
+                msg = f"sink.table {self.table!r} is not a table name (name, schema.name or catalog.schema.name)"
+                raise ValueError(msg)
+        elif self.format is not SinkFormat.CONSOLE and not self.path:
+            extra = " (or sink.table, a catalog table)" if self.format is SinkFormat.DELTA else ""
+            msg = f"sink.path{extra} is required for format '{self.format.value}'"
             raise ValueError(msg)
         return self
+
+
+# A table name as a catalog takes it: up to three dot-separated parts, each plain or back-quoted.
+_TABLE_NAME = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|`[^`]+`)(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|`[^`]+`)){0,2}")
 
 
 class StateStoreKind(StrEnum):

@@ -17,6 +17,7 @@ from tidemark.formats.batches import (
     files_through,
     finish_removals,
     remove_files,
+    sink_files_after,
     unloadable_stores,
 )
 from tidemark.formats.checkpoint import Checkpoint, CheckpointStatus
@@ -312,6 +313,7 @@ __all__ = [
     "sink_batch_files",
     "sink_data_files",
     "sink_entries_in",
+    "sink_files_after",
     "sink_log_files",
     "sink_log_files_after",
     "sink_log_folder",

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from tidemark.compat import UTC, StrEnum
 from tidemark.config import TidemarkConfig
-from tidemark.errors import UsageError
+from tidemark.errors import InputError, UsageError
 from tidemark.formats import ARCHIVE_DIR
 from tidemark.sinks import Tool, sink_of
 from tidemark.storage import Location, parse_location
@@ -73,8 +73,12 @@ def _inside(path: Location, folder: Location) -> bool:
 
 def pipeline_locations(config: TidemarkConfig, tool: Tool = Tool.RECOVER) -> PipelineLocations:
     """Resolve the pipeline's checkpoint, sink and quarantine; refuse a sink or a layout the tool cannot handle."""
-    sink_of(config).refuse(tool)
-    sink = parse_location(config.sink.path or "")
+    pipeline_sink = sink_of(config)
+    pipeline_sink.refuse(tool)
+    unknown = pipeline_sink.unresolved()
+    if unknown is not None:
+        raise InputError(unknown)
+    sink = parse_location(pipeline_sink.path or "")
     checkpoint = parse_location(config.checkpoint.location)
     quarantine = parse_location(config.quarantine.path)
     archive = sink.parent.join(ARCHIVE_DIR)

@@ -62,8 +62,11 @@ def run_with_failover(
         on_warning=on_warning,
         spark=spark,
     )
-    if not sink_of(config).vouches(Tool.FAILOVER):
+    sink = sink_of(config)
+    if not sink.vouches(Tool.FAILOVER) or sink.unresolved() is not None:
         # A plain run; a recovered checkpoint keeps its replay filter, so a restart keeps the query it replayed with.
+        # A catalog table whose location no run has recorded yet is first resolved by this run; a new checkpoint on
+        # a table that already holds this pipeline's output is refused there (sinks/delta.py, transaction).
         marker = read_recovery_marker(parse_location(config.checkpoint.location))
         return run(config, replay_from=replay_from or (marker.resume_from if marker is not None else None))
     finish_interrupted_moves(config)

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError, UsageError
-from tidemark.formats import (
-    Checkpoint,
-    files_after,
-    ledger_files,
-    sink_data_files,
-    sink_log_files_after,
-    unloadable_stores,
-    with_checksums,
-)
+from tidemark.formats import Checkpoint, files_after, sink_files_after, unloadable_stores
 from tidemark.pipeline.quarantine import quarantine_entries_after
 from tidemark.pipeline.quarantine import read_marker as read_quarantine_marker
 from tidemark.pipeline.quarantine import write_marker as write_quarantine_marker
@@ -58,36 +49,13 @@ def _checkpoint_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive:
 
 
 def _sink_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
-    """The sink log files after to_batch and the data files of the batches after it.
-
-    A file belongs to a later batch when the ledger or the newest sink log says so; a file listed nowhere
-    moves only when it is newer than the commit of to_batch (an expired log entry names an older one).
-    """
-    sink = open_storage(paths.sink)
-    later_log = sink_log_files_after(sink, to_batch)
-    if later_log is None:
+    """The sink log files after to_batch and the data files of the batches after it (formats' sink_files_after)."""
+    picked = sink_files_after(checkpoint, open_storage(paths.sink), to_batch)
+    if picked is None:
         return []
-    present = {e.rel for e in sink.list_files()}
-    moves = [plan_move(MoveKind.CHECKPOINT_FILE, paths.sink, rel, archive, "sink") for rel in later_log]
-    kept = set(checkpoint.sink_log(sink, up_to=to_batch).files)
-    by_ledger = ledger_files(checkpoint.store)
-    newest = set(checkpoint.sink_log(sink).files)
-    committed_at = checkpoint.commit_mtime(to_batch)
-    cutoff = math.floor(committed_at) if committed_at is not None else None
-    for file in sink_data_files(sink):
-        if file.rel in kept:
-            continue
-        writer = by_ledger.get(file.rel)
-        if writer is not None:
-            later = writer > to_batch
-        elif file.rel in newest:
-            later = True
-        else:
-            later = cutoff is None or (file.mtime is not None and math.floor(file.mtime) >= cutoff)
-        if later:
-            rels = with_checksums(file.rel, present)
-            moves.extend(plan_move(MoveKind.ROLLED_BACK_FILE, paths.sink, rel, archive, "sink") for rel in rels)
-    return moves
+    log_files, data = picked
+    moves = [plan_move(MoveKind.CHECKPOINT_FILE, paths.sink, rel, archive, "sink") for rel in log_files]
+    return moves + [plan_move(MoveKind.ROLLED_BACK_FILE, paths.sink, rel, archive, "sink") for rel in data]
 
 
 def _quarantine_moves(paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:

@@ -108,6 +108,11 @@ class Sink(ABC):
         """Where the output lives (a folder or a table's folder); None for a sink that keeps nothing."""
         return self.config.sink.path
 
+    def unresolved(self) -> str | None:
+        """Why the output's location is not known without a Spark session (a catalog table no run has resolved
+        yet), in one line; None when it is known."""
+        return None
+
     def spark_settings(self) -> Mapping[str, str]:
         """Settings the session needs for this sink (under the config's own explicit ones)."""
         return {}

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+    from tidemark.config import TidemarkConfig
     from tidemark.formats import SinkTransaction
     from tidemark.storage import Storage
 
@@ -50,6 +51,75 @@ class DeltaSink(Sink):
 
     lost_checkpoint_risk: ClassVar[str] = "write every window again"
     adopts_in_place: ClassVar[bool] = True
+
+    def __init__(self, config: TidemarkConfig) -> None:
+        super().__init__(config)
+        self._location: str | None = None  # a catalog table's folder, once resolved or read from the checkpoint
+
+    @property
+    def path(self) -> str | None:
+        """The table's folder: `[sink] path`, or for `[sink] table` the location its checkpoint recorded when the
+        pipeline resolved it through the catalog (None before that)."""
+        if self.config.sink.path or self.config.sink.table is None:
+            return self.config.sink.path
+        if self._location is None:
+            from tidemark.formats import read_sink_transaction
+            from tidemark.storage import open_storage
+
+            kept = read_sink_transaction(open_storage(self.config.checkpoint.location))
+            self._location = kept.table if kept is not None else None
+        return self._location
+
+    def unresolved(self) -> str | None:
+        """One line when `[sink] table`'s location is not known without Spark (the checkpoint has not recorded it)."""
+        if self.path is not None:
+            return None
+        return (
+            f"the location of the Delta table {self.config.sink.table} is not known yet: the checkpoint "
+            f"{self.config.checkpoint.location} records it when `tidemark run` first resolves the name through the "
+            "catalog (start the pipeline once), or set [sink] path to the table's folder (DESCRIBE DETAIL shows it)"
+        )
+
+    def _table_path(self) -> str:
+        """The table's folder, or the one line saying it is not known yet."""
+        path = self.path
+        if path is None:
+            raise InputError(self.unresolved() or "the Delta sink has no path")
+        return path
+
+    def resolve_table(self, output: DataFrame) -> str:
+        """The folder of `[sink] table` as the session's catalog has it; a table the catalog lacks is created empty
+        (the output's columns, the config's partitions). Refused in one line: a table of another format, a
+        catalog that now points the name at another folder than this checkpoint wrote to."""
+        from tidemark.storage import parse_location
+
+        name = self.config.sink.table or ""
+        spark = output.sparkSession
+        try:
+            if not spark.catalog.tableExists(name):
+                empty = spark.createDataFrame([], output.schema).write.format("delta")
+                partitions = list(self.config.partition_by)
+                (empty.partitionBy(*partitions) if partitions else empty).saveAsTable(name)
+            detail = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0].asDict()
+        except Exception as exc:
+            first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+            msg = f"[sink] table {name}: the catalog could not resolve or create it: {first[:300]}"
+            raise InputError(msg) from exc
+        if str(detail.get("format", "")).lower() != "delta":
+            msg = f"[sink] table {name} is a {detail.get('format')} table, not Delta: name a Delta table or a new one"
+            raise InputError(msg)
+        found = parse_location(str(detail["location"]))
+        location = found.key if found.is_local else found.uri
+        recorded = self.path
+        if recorded is not None and parse_location(recorded) != parse_location(location):
+            msg = (
+                f"[sink] table {name} is now {location} in the catalog, but the checkpoint "
+                f"{self.config.checkpoint.location} wrote to {recorded}: point the name back, or start a new "
+                "checkpoint for the new table"
+            )
+            raise InputError(msg)
+        self._location = location
+        return location
 
     @property
     def app_id(self) -> str:
@@ -76,7 +146,7 @@ class DeltaSink(Sink):
 
         checkpoint = open_storage(self.config.checkpoint.location)
         kept = read_sink_transaction(checkpoint)
-        table = self.path or ""
+        table = self._table_path()
         undoing = read_sink_rollback(checkpoint)
         if undoing is not None:
             msg = (
@@ -108,7 +178,7 @@ class DeltaSink(Sink):
         from tidemark.formats import read_snapshot
         from tidemark.storage import open_storage
 
-        return self.app_id in read_snapshot(open_storage(self.path or "")).transactions
+        return self.app_id in read_snapshot(open_storage(self._table_path())).transactions
 
     # Files per output partition per batch: the same stage shape as the Parquet sink's (sinks/parquet.py).
     writers = ParquetSink.writers
@@ -129,7 +199,7 @@ class DeltaSink(Sink):
         from tidemark.formats import ROLLBACK_OPERATION, read_sink_transaction, read_snapshot
         from tidemark.storage import open_storage
 
-        table = self.path or ""
+        table = self._table_path()
         snapshot = read_snapshot(open_storage(table), every_commit=True)
         transaction = read_sink_transaction(checkpoint)
         notes: list[str] = []
@@ -258,8 +328,10 @@ class DeltaSink(Sink):
         from tidemark.formats import read_snapshot
         from tidemark.storage import open_storage
 
+        if self.config.sink.table is not None:
+            self.resolve_table(output)
         transaction = self.transaction()
-        path = self.path or ""
+        path = self._table_path()
         # A new table gets the config's partitions; an existing one keeps its own (Delta refuses an append that
         # names others: a table tidemark adopted from a plain job, or one made by hand, may have none).
         exists = read_snapshot(open_storage(path)).exists
