@@ -45,6 +45,8 @@ def test_an_executed_batch_is_waited_for_until_the_listener_has_it(caplog: pytes
         time.sleep(0.3)
         with lock:
             counters.last_batch = 5
+        with lock:  # then its hooks ran (pipeline/listener.py)
+            counters.hooked_batch = 5
 
     reporter = threading.Thread(target=report)
     reporter.start()
@@ -54,3 +56,30 @@ def test_an_executed_batch_is_waited_for_until_the_listener_has_it(caplog: pytes
         seen = counters.last_batch
     reporter.join()
     assert seen == 5 and "did not arrive" not in caplog.text  # it returned only once the event was in
+
+
+def test_the_last_batch_s_hooks_are_waited_for_before_the_run_returns(caplog: pytest.LogCaptureFixture) -> None:
+    """The event is in but its hooks (the sink's ledger entry) still write: the run waits for them."""
+    counters, lock = RunCounters(last_batch=5, hooked_batch=4), threading.Lock()
+
+    def hooks() -> None:
+        time.sleep(0.3)
+        with lock:
+            counters.hooked_batch = 5
+
+    runner = threading.Thread(target=hooks)
+    runner.start()
+    with caplog.at_level(logging.WARNING):
+        _wait_for_listener(_Query(EXECUTED), counters, lock)  # type: ignore[arg-type]
+    with lock:
+        hooked = counters.hooked_batch
+    runner.join()
+    assert hooked == 5 and not caplog.text
+
+
+def test_hooks_that_never_finish_are_given_up_on_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    counters = RunCounters(last_batch=5, hooked_batch=4)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        _wait_for_listener(_Query(EXECUTED), counters, threading.Lock(), hooks_timeout=0.2)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 5 and "hooks did not finish" in caplog.text

@@ -37,6 +37,7 @@ class RunCounters:
     records: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     last_progress: dict[str, Any] | None = None
     hook_errors: list[str] = field(default_factory=list)
+    hooked_batch: int | None = None  # the newest batch whose hooks (the sink's ledger, the caller's) have all run
 
 
 def make_handler(
@@ -77,5 +78,7 @@ def make_handler(
             except Exception as exc:  # a reporting hook must never take the query down
                 log.warning("progress hook failed: %s", exc)
                 counters.hook_errors.append(str(exc))
+        with lock:
+            counters.hooked_batch = batch_id
 
     return handle, counters, lock

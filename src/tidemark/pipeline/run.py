@@ -124,22 +124,43 @@ def _stop_gracefully(query: StreamingQuery, timeout: timedelta, poll: float = 0.
     return True
 
 
-def _wait_for_listener(query: StreamingQuery, counters: RunCounters, lock: threading.Lock) -> None:
-    """Progress events arrive asynchronously: wait (bounded) until the last batch was reported.
+# How long a run waits, after its last batch's progress event, for that batch's hooks to finish.
+HOOKS_TIMEOUT_S = 60.0
+
+
+def _wait_for_listener(
+    query: StreamingQuery, counters: RunCounters, lock: threading.Lock, hooks_timeout: float = HOOKS_TIMEOUT_S
+) -> None:
+    """Progress events arrive asynchronously: wait (bounded) until the last batch was reported and its hooks ran.
 
     A trigger that found no new data and ran no batch also leaves a lastProgress (Spark's idle progress, the next
     batch's id, no `addBatch` time) but sends no progress event: there is nothing to wait for (the wait was 15 s on
-    every restart with nothing new, and on every stop between batches)."""
+    every restart with nothing new, and on every stop between batches). The hooks (the sink's ledger entry of the
+    batch, a caller's) are waited for too: a run that returned while they were still writing to a cloud store had
+    them fail at the interpreter's exit ("cannot schedule new futures after shutdown", the seed incident's run 3)
+    and the batch's ledger entry was never written."""
     last = query.lastProgress
     if not last or "addBatch" not in (last.get("durationMs") or {}):
         return
+    batch = int(last["batchId"])
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+    hooks_deadline: float | None = None
+    while True:
+        now = time.monotonic()
         with lock:
-            if counters.last_batch is not None and counters.last_batch >= last["batchId"]:
-                return
+            reported = counters.last_batch is not None and counters.last_batch >= batch
+            hooked = counters.hooked_batch is not None and counters.hooked_batch >= batch
+        if hooked:
+            return
+        if reported and hooks_deadline is None:
+            hooks_deadline = now + hooks_timeout
+        if hooks_deadline is not None and now >= hooks_deadline:
+            log.warning("batch %d's progress hooks did not finish within %.0fs", batch, hooks_timeout)
+            return
+        if hooks_deadline is None and now >= deadline:
+            log.warning("the last progress event did not arrive in time; counts may be short by one batch")
+            return
         time.sleep(0.05)
-    log.warning("the last progress event did not arrive in time; counts may be short by one batch")
 
 
 def _leak_hook(
