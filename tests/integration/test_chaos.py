@@ -31,8 +31,9 @@ from tidemark.checkpoint.prune import prune_checkpoint
 from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.formats import Checkpoint
+from tidemark.formats import read_quarantine_marker as read_marker
 from tidemark.pipeline.generate import generate_events
-from tidemark.pipeline.quarantine import read_marker, read_quarantine
+from tidemark.pipeline.quarantine import read_quarantine
 from tidemark.recovery.audit import audit_sink
 from tidemark.recovery.rollback import plan_rollback
 

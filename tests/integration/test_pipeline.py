@@ -11,8 +11,9 @@ from tests.helpers import QUARANTINE_TIME, read_sink, write_config
 from tests.oracles import assert_matches_oracle, count_malformed, window_oracle
 from tidemark.config import load_config
 from tidemark.formats import Checkpoint
+from tidemark.formats import write_quarantine_marker as write_marker
 from tidemark.pipeline.generate import generate_events
-from tidemark.pipeline.quarantine import batch_name, read_quarantine, write_marker
+from tidemark.pipeline.quarantine import batch_name, read_quarantine
 from tidemark.pipeline.run import StopReason, run_pipeline
 
 pytestmark = pytest.mark.integration

@@ -107,6 +107,9 @@ from tidemark.formats.progress_log import (
 from tidemark.formats.progress_log import log_files as progress_log_files
 from tidemark.formats.progress_log import read_log as read_progress_log
 from tidemark.formats.progress_writer import ProgressLogWriter, log_path_for, utc_now_text
+from tidemark.formats.quarantine_files import entries_after as quarantine_entries_after
+from tidemark.formats.quarantine_files import read_marker as read_quarantine_marker
+from tidemark.formats.quarantine_files import write_marker as write_quarantine_marker
 from tidemark.formats.recovery_marker import RecoveryMarker, archive_marker, marker_paths, place_archived_marker
 from tidemark.formats.recovery_marker import read_marker as read_recovery_marker
 from tidemark.formats.recovery_marker import write_marker as write_recovery_marker
@@ -284,12 +287,14 @@ __all__ = [
     "progress_log_files",
     "quarantine_batch",
     "quarantine_batch_name",
+    "quarantine_entries_after",
     "read_commit",
     "read_health",
     "read_ledger",
     "read_lock",
     "read_progress",
     "read_progress_log",
+    "read_quarantine_marker",
     "read_recovery_marker",
     "read_sink_layout",
     "read_sink_log",
@@ -334,6 +339,7 @@ __all__ = [
     "utc_now_text",
     "what_is_there",
     "with_checksums",
+    "write_quarantine_marker",
     "write_recovery_marker",
     "write_rollback_commit",
     "write_sink_transaction",

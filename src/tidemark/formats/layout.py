@@ -35,6 +35,7 @@ RECOVERY_PLAN_FILE = "plan.json"  # in a recovery's archive folder: the plan it 
 QUARANTINE_PREFIX = "batch-"  # quarantine/batch-<id:012>.jsonl (driver-written) or batch-<id:012>/ (executors)
 QUARANTINE_SUFFIX = ".jsonl"
 QUARANTINE_DONE_FILE = "_SUCCESS"  # in an executor-written batch folder, once every part file landed
+QUARANTINE_MARKER = "_last_batch"  # the newest batch whose malformed records were written (or found to be none)
 
 
 def quarantine_batch_name(batch_id: int) -> str:

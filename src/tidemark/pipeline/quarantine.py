@@ -267,23 +267,6 @@ def write_batch(quarantine_dir: str, batch_id: int, rows: list[dict[str, Any]]) 
     return QuarantinedBatch(batch_id, len(rows), store.uri(name))
 
 
-MARKER = "_last_batch"
-
-
-def read_marker(quarantine_dir: str) -> int | None:
-    """The newest batch whose malformed records were written (or found to be none)."""
-    data = open_storage(quarantine_dir).read_bytes(MARKER)
-    try:
-        return int(data.decode("utf-8").strip()) if data is not None else None
-    except (UnicodeDecodeError, ValueError):
-        return None
-
-
-def write_marker(quarantine_dir: str, batch_id: int) -> None:
-    """Record that every batch up to batch_id has had its malformed records written."""
-    open_storage(quarantine_dir).write_atomic(MARKER, str(batch_id).encode("utf-8"))
-
-
 def _folder_lines(store: Storage, folder: str) -> Iterator[bytes]:
     """The lines of a batch folder Spark wrote, only once its job committed (a `_SUCCESS` file)."""
     if not store.exists(f"{folder}/{QUARANTINE_DONE_FILE}"):
@@ -312,19 +295,6 @@ def iter_quarantine(quarantine_dir: str) -> Iterator[dict[str, Any]]:
             continue
         with store.open_read(name) as handle:
             yield from (json.loads(line) for line in handle if line.strip())
-
-
-def quarantine_entries_after(quarantine_dir: str, batch: int) -> list[str]:
-    """The quarantine files (`batch-<id>.jsonl`) and folders (`batch-<id>/`, executor-written) after a batch."""
-    listing = open_storage(quarantine_dir).list_dir("")
-    if listing is None:
-        return []
-    found = []
-    for name in sorted([n for n, _ in listing.files] + list(listing.dirs)):
-        found_batch = quarantine_batch(name)
-        if found_batch is not None and found_batch > batch:
-            found.append(name)
-    return found
 
 
 def read_quarantine(quarantine_dir: str) -> list[dict[str, Any]]:

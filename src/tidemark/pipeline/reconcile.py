@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.config import TidemarkConfig
 from tidemark.formats import Checkpoint
+from tidemark.formats import read_quarantine_marker as read_marker
+from tidemark.formats import write_quarantine_marker as write_marker
 from tidemark.pipeline.quarantine import (
     malformed_frame,
     newest_event_ms,
-    read_marker,
     unique_records,
     write_batch,
     write_malformed,
-    write_marker,
 )
 from tidemark.sources import BatchInput, source_of
 

@@ -7,10 +7,15 @@ from datetime import datetime
 
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError, UsageError
-from tidemark.formats import Checkpoint, files_after, sink_files_after, unloadable_stores
-from tidemark.pipeline.quarantine import quarantine_entries_after
-from tidemark.pipeline.quarantine import read_marker as read_quarantine_marker
-from tidemark.pipeline.quarantine import write_marker as write_quarantine_marker
+from tidemark.formats import (
+    Checkpoint,
+    files_after,
+    quarantine_entries_after,
+    read_quarantine_marker,
+    sink_files_after,
+    unloadable_stores,
+    write_quarantine_marker,
+)
 from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
 from tidemark.recovery.plan import ensure_not_running
 from tidemark.sinks import TableRollback, Tool, sink_of
