@@ -294,26 +294,3 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
     assert main(["recover", str(config), "--to-batch", "1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no longer live" in err[0] and "OPTIMIZE" in err[0], err
-
-
-def test_a_lost_checkpoint_is_recovered_by_the_run_itself_when_on_missing_says_so(tmp_path: Path) -> None:
-    """`[checkpoint] on_missing = "recover"` on a Delta sink: the run finds its checkpoint gone next to a table that
-    holds this pipeline's commits, recovers (only the windows the table lacks) and goes on."""
-    data = generate_events(tmp_path / "all", events=400, keys=3, files=4, seed=5)
-    files = list(data.files)
-    (tmp_path / "landing").mkdir()
-    config = write_config(tmp_path, sink={"format": "delta", "path": "output"}, checkpoint={"on_missing": "recover"})
-    for file in files[:2]:
-        shutil.copy2(file, tmp_path / "landing" / file.name)
-    assert _run(config).returncode == 0
-    version = DeltaTable(str(tmp_path / "output")).version()
-    shutil.rmtree(tmp_path / "checkpoint")
-    for file in files[2:]:
-        shutil.copy2(file, tmp_path / "landing" / file.name)
-    recovered = _run(config)
-    assert recovered.returncode == 0, recovered.stderr[-2000:]
-    assert "is gone: recovering" in recovered.stderr, recovered.stderr[-2000:]
-    assert DeltaTable(str(tmp_path / "output")).version() > version
-    _assert_exact(tmp_path / "output", _expected(files))
-    audit = audit_sink(load_config(config))
-    assert audit.ok, audit.violations
