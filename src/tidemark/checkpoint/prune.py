@@ -16,6 +16,7 @@ from tidemark.formats import (
     files_through,
     finish_removals,
     remove_files,
+    with_checksums,
 )
 from tidemark.storage import Backend, Storage, join, open_storage
 
@@ -54,9 +55,9 @@ def _sink_log_through(sink: str, batch: int) -> tuple[Storage, list[str], int]:
         msg = f"{sink} has no {SINK_LOG_DIR} log (a Spark file sink's): --sink names the folder the query writes to"
         raise UsageError(msg)
     listing, names = picked
-    sizes = dict(listing.files)
-    rels = [join(SINK_LOG_DIR, n) for n in names]
-    return store, rels, sum(sizes[n] for n in names)
+    sizes = {join(SINK_LOG_DIR, n): size for n, size in listing.files}
+    rels = [rel for n in names for rel in with_checksums(join(SINK_LOG_DIR, n), set(sizes))]
+    return store, rels, sum(sizes[rel] for rel in rels)
 
 
 def prune_checkpoint(

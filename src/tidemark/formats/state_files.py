@@ -171,6 +171,7 @@ def fetch_state(checkpoint: Checkpoint, versions: set[int], target: Path | None 
                 if classify(Path(rel).name)[0] is FileKind.ZIP:
                     pending.extend(_sst_paths(rel, folder / rel, needed.shared))
     _remove_unneeded(folder, set(now))
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / FETCHED).write_text(json.dumps(now, sort_keys=True))
     log.info("fetched %d bytes of %s into %s (%d bytes already cached)", fetched, checkpoint.uri, folder, cached)
     return folder, FetchReport(checkpoint.uri, str(folder), files, fetched, cached)
