@@ -47,6 +47,7 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
         "{old_checkpoint}": "demo/checkpoint",
         "{old_sink}": "demo/output",
         "/data/checkpoints/orders": "demo/checkpoint",
+        "/data/out/orders": "demo/output",
         "job.toml": "demo/tidemark.toml",
         "runs/orders/progress": "demo/checkpoint-monitor",
         "s3://bucket/ckpt/orders": "demo/checkpoint",
