@@ -141,6 +141,17 @@ def _expected(source: Path) -> pd.DataFrame:
     return closed.sort_values(["start", "k"]).reset_index(drop=True)
 
 
+def _assert_both_match_oracle(source: Path, *roots: Path) -> None:
+    """Each root's `out` (the unpruned and the pruned copy after the same restart) equals the pandas oracle."""
+    expected = _expected(source)
+    for folder in roots:
+        got = _read_output(folder / "out")
+        assert len(got) == len(expected)
+        assert got["k"].tolist() == expected["k"].tolist()
+        assert got["s"].astype("int64").tolist() == expected["s"].astype("int64").tolist()
+        assert (got["start"] == expected["start"]).all()
+
+
 @pytest.mark.parametrize(
     "conf", [(ROCKSDB, "false", "1", "true"), (HDFS, "false", "1", "true")], ids=["rocksdb", "hdfs"]
 )
@@ -161,13 +172,7 @@ def test_prune_then_restart_gives_the_same_output(
     write_input(source, range(3, 5))
     run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
     run_query(spark, source, windowed, pruned / "ck", pruned / "out", conf)
-    expected = _expected(source)
-    for folder in (plain, pruned):
-        got = _read_output(folder / "out")
-        assert len(got) == len(expected)
-        assert got["k"].tolist() == expected["k"].tolist()
-        assert got["s"].astype("int64").tolist() == expected["s"].astype("int64").tolist()
-        assert (got["start"] == expected["start"]).all()
+    _assert_both_match_oracle(source, plain, pruned)
 
 
 def _in_order(source: Path) -> None:
@@ -222,12 +227,7 @@ def test_prune_on_tidemarks_defaults_keeps_the_changelog_chain(
     with runtime_conf(spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}):
         run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
         run_query(spark, source, windowed, pruned / "ck", pruned / "out", conf)
-    expected = _expected(source)
-    for folder in (plain, pruned):
-        got = _read_output(folder / "out")
-        assert got["k"].tolist() == expected["k"].tolist()
-        assert got["s"].astype("int64").tolist() == expected["s"].astype("int64").tolist()
-        assert (got["start"] == expected["start"]).all()
+    _assert_both_match_oracle(source, plain, pruned)
 
 
 # A file source and a file sink whose compacted logs Spark was told to keep whole (as after a long stop, or the
@@ -283,12 +283,7 @@ def test_prune_with_sink_takes_the_compacted_logs_entries_and_restart_matches(
     with runtime_conf(spark, _KEPT_LOGS):
         run_query(spark, source, windowed, plain / "ck", plain / "out", conf)
         run_query(spark, source, windowed, pruned / "ck", pruned / "out", conf)
-    expected = _expected(source)
-    for folder in (plain, pruned):
-        got = _read_output(folder / "out")
-        assert got["k"].tolist() == expected["k"].tolist()
-        assert got["s"].astype("int64").tolist() == expected["s"].astype("int64").tolist()
-        assert (got["start"] == expected["start"]).all()
+    _assert_both_match_oracle(source, plain, pruned)
 
 
 def test_prune_with_a_sink_that_has_no_log_is_one_line(checkpoints: dict[str, Path], tmp_path: Path) -> None:
