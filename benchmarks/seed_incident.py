@@ -276,7 +276,8 @@ def measured_run(work: Path, config_path: Path, proxy: FaultProxy) -> dict[str, 
     """Run available-now; time and count requests until the first batch's commit reaches the proxy."""
     from tidemark.config import load_config
     from tidemark.formats import Checkpoint
-    from tidemark.recovery.failover import run_with_failover
+    from tidemark.pipeline.run import run_pipeline
+    from tidemark.recovery.failover import Failover
 
     settings = load_config(config_path)
     first_batch = (Checkpoint.open(settings.checkpoint.location).latest_committed_batch() or 0) + 1
@@ -293,7 +294,9 @@ def measured_run(work: Path, config_path: Path, proxy: FaultProxy) -> dict[str, 
     proxy.on("PUT", rf"/checkpoint(-cured)?/commits/{first_batch}$", at_commit)
     proxy.reset_counts()
     started = time.monotonic()
-    result = run_with_failover(settings, spark=spark, available_now=True, on_progress=progress.append)
+    result = run_pipeline(
+        settings, spark=spark, available_now=True, on_progress=progress.append, prestarts=[Failover()]
+    )
     ended = time.monotonic()
     proxy.clear_hooks()
     first = next((p for p in progress if int(p.get("batchId", -1)) == first_batch), {})

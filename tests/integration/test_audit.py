@@ -13,8 +13,9 @@ from tests.helpers import write_config
 from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
+from tidemark.pipeline.run import run_pipeline
 from tidemark.recovery.audit import ViolationKind, audit_sink
-from tidemark.recovery.failover import run_with_failover
+from tidemark.recovery.failover import Failover
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.integration
 def clean_run(spark: Any, tmp_path: Path) -> Path:
     generate_events(tmp_path / "landing", events=400, keys=4, files=4, seed=16)
     config_path = write_config(tmp_path)
-    run_with_failover(load_config(config_path), spark=spark)
+    run_pipeline(load_config(config_path), spark=spark, prestarts=[Failover()])
     return config_path
 
 

@@ -26,8 +26,9 @@ from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.formats import read_recovery_marker
 from tidemark.pipeline.generate import generate_events
+from tidemark.pipeline.run import run_pipeline
 from tidemark.recovery.audit import audit_sink
-from tidemark.recovery.failover import run_with_failover as run_pipeline
+from tidemark.recovery.failover import Failover
 from tidemark.storage import parse_location
 
 pytestmark = pytest.mark.integration
@@ -72,13 +73,15 @@ def test_checkpoint_deleted_mid_stream_recovers_automatically(spark: Any, tmp_pa
         write_config(tmp_path, source={"max_files_per_trigger": 2}, checkpoint={"on_missing": "recover"})
     )
     _release(files[:2], landing)
-    run_pipeline(config)
+    run_pipeline(config, prestarts=[Failover()])
     first_run = {p: p.stat().st_mtime_ns for p in sink.rglob("*.parquet")}
     assert first_run
     shutil.rmtree(tmp_path / "checkpoint")  # the fault: checkpoint gone, sink and its log still there
     _release(files[2:], landing)
 
-    run_pipeline(config)  # on_missing = "recover": archive, replay from the resume point, repair the log
+    run_pipeline(
+        config, prestarts=[Failover()]
+    )  # on_missing = "recover": archive, replay from the resume point, repair the log
 
     marker = read_recovery_marker(parse_location(str(tmp_path / "checkpoint")))
     assert marker is not None and marker.injected
@@ -97,7 +100,7 @@ def test_corrupt_newest_state_file_rolls_back_to_batch(spark: Any, tmp_path: Pat
     landing, sink = tmp_path / "landing", tmp_path / "output"
     config_path = write_config(tmp_path)  # one file per batch: batches 0, 1, 2 and a no-data batch 3
     _release(files, landing)
-    run_pipeline(load_config(config_path))
+    run_pipeline(load_config(config_path), prestarts=[Failover()])
     store = tmp_path / "checkpoint" / "state" / "0" / "0"
     newest = max(
         (p for p in store.iterdir() if p.suffix in (".changelog", ".zip") and p.name[0].isdigit()),

@@ -13,7 +13,8 @@ from tests.helpers import write_config
 from tests.integration.test_recovery import _expected, _landing, _release
 from tidemark.config import load_config
 from tidemark.formats import read_ledger, read_sink_log
-from tidemark.recovery.failover import run_with_failover
+from tidemark.pipeline.run import run_pipeline
+from tidemark.recovery.failover import Failover
 from tidemark.storage.local import LocalFS
 
 pytestmark = pytest.mark.integration
@@ -35,7 +36,7 @@ def test_expired_log_entries_are_never_moved_on_restart(spark: Any, tmp_path: Pa
         _release(files[released : released + step], tmp_path / "landing")
         released += step
         before = {p: p.stat().st_mtime_ns for p in sink.rglob("*.parquet")}
-        run_with_failover(config, spark=spark)
+        run_pipeline(config, spark=spark, prestarts=[Failover()])
         # Nothing a committed batch wrote moved, and nothing was archived.
         assert all(p.exists() and p.stat().st_mtime_ns == m for p, m in before.items())
         assert not (tmp_path / ".tidemark-archive").exists()

@@ -19,7 +19,8 @@ from tidemark.formats import progress_log_files
 from tidemark.monitor.analyze import analyze
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.quarantine import read_quarantine
-from tidemark.recovery.failover import run_with_failover
+from tidemark.pipeline.run import run_pipeline
+from tidemark.recovery.failover import Failover
 from tidemark.storage import open_storage
 
 pytestmark = pytest.mark.integration
@@ -48,7 +49,7 @@ def test_quarantine_and_progress_log_on_a_store(
     work = tmp_path / "cwd"
     work.mkdir()
     monkeypatch.chdir(work)
-    result = run_with_failover(config, spark=spark, available_now=True)
+    result = run_pipeline(config, spark=spark, available_now=True, prestarts=[Failover()])
 
     assert list(work.iterdir()) == []  # nothing written locally under a URI-shaped name
     assert not (tmp_path / "s3a:").exists() and not (tmp_path / "wasbs:").exists()

@@ -27,7 +27,8 @@ from tidemark.config import load_config
 from tidemark.evolve.repartition import repartition_checkpoint
 from tidemark.formats import SHUFFLE_PARTITIONS, Checkpoint, swap_names
 from tidemark.pipeline.generate import generate_events
-from tidemark.recovery.failover import run_with_failover
+from tidemark.pipeline.run import run_pipeline
+from tidemark.recovery.failover import Failover
 from tidemark.storage import open_storage, parse_location
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -51,13 +52,13 @@ def _run_half_then_repartition_then_rest(
         shutil.copy2(file, landing / Path(file).name)
     root = store.new_root()
     config = load_config(cloud_config(tmp_path, root))
-    run_with_failover(config, spark=spark, available_now=True)
+    run_pipeline(config, spark=spark, available_now=True, prestarts=[Failover()])
     checkpoint = f"{root}/checkpoint"
     before = Checkpoint.open(checkpoint).latest_committed_batch()
     repartition(checkpoint)
     for file in data.files[1:]:
         shutil.copy2(file, landing / Path(file).name)
-    run_with_failover(config, spark=spark, available_now=True)
+    run_pipeline(config, spark=spark, available_now=True, prestarts=[Failover()])
     after = Checkpoint.open(checkpoint)
     newest = after.latest_committed_batch()
     assert newest > before + 1, "the run after the repartition committed no batch"

@@ -21,7 +21,8 @@ from tests.servers import SparkStore
 from tests.storage.spark_stores import cloud_config, events, oracle, raw_sink
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.pipeline.generate import GenerateResult
-from tidemark.recovery.failover import run_with_failover
+from tidemark.pipeline.run import run_pipeline
+from tidemark.recovery.failover import Failover
 from tidemark.storage import open_storage
 
 pytestmark = pytest.mark.integration
@@ -67,9 +68,9 @@ def written(request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest
     before = frozenset(tmp.iterdir())
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.chdir(work)
-        result = run_with_failover(config, spark=spark, available_now=True)
+        result = run_pipeline(config, spark=spark, available_now=True, prestarts=[Failover()])
     assert store.proxy.counts["write"] > 0  # Spark's and tidemark's requests went through the proxy
-    local_result = run_with_failover(local, spark=spark, available_now=True)
+    local_result = run_pipeline(local, spark=spark, available_now=True, prestarts=[Failover()])
     assert local_result.batches == result.batches
     return Written(store, root, config, local_root, local, data, result.batches, work, tmp, before)
 

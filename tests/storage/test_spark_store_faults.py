@@ -24,7 +24,8 @@ from tests.servers import SparkStore
 from tests.storage.spark_stores import FAST_WASB_RETRIES, cloud_config, events, oracle, raw_sink
 from tidemark.config import load_config
 from tidemark.errors import TidemarkError
-from tidemark.recovery.failover import run_with_failover
+from tidemark.pipeline.run import run_pipeline
+from tidemark.recovery.failover import Failover
 from tidemark.storage import open_storage
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -66,7 +67,7 @@ def test_driver_killed_while_it_puts_a_commit_then_restarted_is_exact(
 
     # The killed run's lock (a blob lease) would outlive it by up to 35 s; its holder is dead on this host, so the
     # restart breaks the lease and runs at once.
-    result = run_with_failover(load_config(config_path), spark=spark, available_now=True)
+    result = run_pipeline(load_config(config_path), spark=spark, available_now=True, prestarts=[Failover()])
     assert result.first_batch == 1  # batch 1 ran again
     assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw"), oracle(data))
 
@@ -89,7 +90,7 @@ def test_storage_gone_for_30_seconds_mid_run_then_a_rerun_is_exact(
     wasb_store.proxy.on("PUT", r"/job/checkpoint/commits/1$", outage)
     started = time.monotonic()
     try:
-        first = run_with_failover(config, spark=spark, available_now=True)
+        first = run_pipeline(config, spark=spark, available_now=True, prestarts=[Failover()])
         outcome = f"rode it out: {first.batches} batches"
     except TidemarkError as exc:
         outcome = str(exc)
@@ -97,7 +98,7 @@ def test_storage_gone_for_30_seconds_mid_run_then_a_rerun_is_exact(
     assert went_down.is_set(), outcome
     assert time.monotonic() - started >= 30 or "rode it out" not in outcome
     wasb_store.proxy.clear_hooks()
-    run_with_failover(config, spark=spark, available_now=True)
+    run_pipeline(config, spark=spark, available_now=True, prestarts=[Failover()])
     assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw"), oracle(data))
 
 
@@ -112,7 +113,7 @@ def test_503_on_a_tenth_of_requests_with_latency_is_exact(
     store.proxy.latency = 0.005
     store.proxy.error_rate = 0.10
     try:
-        run_with_failover(config, spark=spark, available_now=True)
+        run_pipeline(config, spark=spark, available_now=True, prestarts=[Failover()])
         assert store.proxy.errors > 10
     finally:
         store.calm()

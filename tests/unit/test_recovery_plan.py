@@ -27,6 +27,7 @@ from tidemark.formats import (
     record_batch,
     sink_data_files,
 )
+from tidemark.pipeline.start import launched
 from tidemark.recovery.apply import archive_and_mark, finish_interrupted_moves, interrupted_recovery
 from tidemark.recovery.archive import MoveKind
 from tidemark.recovery.auto import prepare_failover, sweep_failed_batch_files
@@ -220,20 +221,26 @@ def test_inject_goes_into_newest_compact(pipeline: tuple[TidemarkConfig, dict[st
     assert len(_log(p["sink"])) == 5
 
 
+def _failover(config: TidemarkConfig) -> datetime | None:
+    """prepare_failover on the start `tidemark run` plans (no Spark starts unless a recovery needs it)."""
+    with launched(config) as launch:
+        return prepare_failover(launch)
+
+
 def test_failover_fail_mode_raises_with_next_step(pipeline: tuple[TidemarkConfig, dict[str, Path]]) -> None:
     config, _ = pipeline
     with pytest.raises(CheckpointError, match="tidemark recover"):
-        prepare_failover(config, None)
+        _failover(config)
 
 
 def test_failover_does_nothing_for_a_fresh_or_healthy_pipeline(tmp_path: Path) -> None:
     config = load_config(write_config(tmp_path))
-    assert prepare_failover(config, None) is None  # nothing anywhere
+    assert _failover(config) is None  # nothing anywhere
     checkpoint = tmp_path / "checkpoint" / "offsets"
     checkpoint.mkdir(parents=True)
     (checkpoint / "0").write_text("v1\n{}\n")
     _write_log(tmp_path / "output", "0", [])
-    assert prepare_failover(config, None) is None  # checkpoint present
+    assert _failover(config) is None  # checkpoint present
 
 
 def test_failover_keeps_the_resume_point_of_a_recovered_checkpoint(
@@ -242,7 +249,7 @@ def test_failover_keeps_the_resume_point_of_a_recovered_checkpoint(
     config, _ = pipeline
     plan = plan_recovery(config, newest_event_time=T0 + timedelta(hours=1))
     archive_and_mark(config, plan)
-    assert prepare_failover(config, None) == plan.resume_from
+    assert _failover(config) == plan.resume_from
 
 
 def test_recover_refuses_rate_source(tmp_path: Path) -> None:

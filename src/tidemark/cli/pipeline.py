@@ -76,26 +76,28 @@ def run(
     from tidemark.config import load_config
     from tidemark.config.rocksdb import rows_tracked
     from tidemark.durations import parse_duration
-    from tidemark.evolve.check import require_restartable
+    from tidemark.evolve.check import RestartCheck
     from tidemark.monitor.publish import endpoint_lines
-    from tidemark.needs import session_conf
-    from tidemark.recovery.failover import run_with_failover
+    from tidemark.pipeline.run import run_pipeline
+    from tidemark.pipeline.start import JarsFetch
+    from tidemark.recovery.failover import Failover
 
     settings = load_config(config)
     deadline = parse_duration(max_duration) if max_duration else None
     err.print(f"[bold]tidemark[/bold] running [cyan]{settings.pipeline.name}[/cyan] on {settings.spark.master}")
-    # Jars fetched (first run) and verified here, with progress, before the session starts.
-    session_conf(settings, progress=download_progress(), hint=f"tidemark jars fetch {config}")
-    # Before anything is touched: a checkpoint this config cannot continue is refused in one line.
-    require_restartable(settings, str(config), allow=frozenset(code.upper() for code in allow or []))
     for line in endpoint_lines(settings.monitor):
         err.print(escape(line))
-    result = run_with_failover(
+    # Jars fetched (first run) and verified with progress before the session starts; before anything is touched, a
+    # checkpoint this config cannot continue is refused in one line (RestartCheck); then failover, then the query.
+    restart = RestartCheck(str(config), frozenset(code.upper() for code in allow or []))
+    result = run_pipeline(
         settings,
         available_now=available_now or None,
         max_duration=deadline,
         on_progress=_BatchLines(rows_tracked(settings.spark_conf())),
         on_warning=lambda text: err.print(f"[yellow]warning:[/yellow] {escape(text)}"),
+        prestarts=(restart, Failover()),
+        fetch=JarsFetch(download_progress(), f"tidemark jars fetch {config}"),
     )
     if result.interrupted:
         err.print(

@@ -34,6 +34,9 @@ from tidemark.spark.lines import Feature, first_line_with, lacking
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tidemark.pipeline.run import RunResult
+    from tidemark.pipeline.start import Launch, StartPoint
+
 FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 OFFSET_LOG_KEY = "spark.sql.streaming.offsetLog.formatVersion"
 SOURCE_EVOLUTION_KEY = "spark.sql.streaming.queryEvolution.enableSourceEvolution"
@@ -472,12 +475,19 @@ def require_restartable(
     *,
     allow: frozenset[str] = frozenset(),
     spark: SparkSession | None = None,
+    launch: Launch | None = None,
 ) -> CheckReport | None:
     """Before `run` touches anything: refuse, in one line, a checkpoint location that holds something else or a
-    checkpoint `tidemark check` rejects for this config. None when the query starts fresh."""
+    checkpoint `tidemark check` rejects for this config. None when the query starts fresh.
+
+    launch: the run's planned start; its session (started here when the check needs Spark) is the one the run
+    then uses, with the store and RocksDB cap the run planned (the cap is one per JVM and the first store opened
+    sets it), and the state is read with them. spark: a session to check on (planned here otherwise).
+    """
     from tidemark.errors import CheckpointError
     from tidemark.formats import finish_checkpoint_swaps, refuse_foreign
     from tidemark.pipeline.sink_check import require_matching_sink
+    from tidemark.pipeline.start import launched
 
     finish_checkpoint_swaps(config.checkpoint.location)  # a repartition killed during its swap, finished first
     checkpoint = Checkpoint.open(config.checkpoint.location)
@@ -489,16 +499,11 @@ def require_restartable(
         return None
     if spark is not None:
         report = check_config(config, config_path, allow=allow, spark=spark)
+    elif launch is not None:
+        report = check_config(config, config_path, allow=allow, spark=launch.session(), read_with=launch.config)
     else:
-        from tidemark.needs import pipeline_session
-        from tidemark.plan.store_start import plan_start
-
-        # A new session is the one the run then reuses: started with the store and RocksDB cap the run plans, and
-        # the check reads the state with them too (the cap is one per JVM and the first store opened sets it). An
-        # active one (a notebook's) gets its own settings back after the check, as after the run.
-        planned = plan_start(config).config
-        with pipeline_session(planned) as session:
-            report = check_config(config, config_path, allow=allow, spark=session, read_with=planned)
+        with launched(config) as own:
+            report = check_config(config, config_path, allow=allow, spark=own.session(), read_with=own.config)
     blocking = [p for p in report.problems if p.blocking]
     if blocking or not report.compatible:
         first = blocking[0] if blocking else None
@@ -510,6 +515,24 @@ def require_restartable(
         )
         raise CheckpointError(msg)
     return report
+
+
+@dataclass(frozen=True)
+class RestartCheck:
+    """`tidemark run`'s restart check as a step of the run (a pipeline.start.Prestart): require_restartable on the
+    run's planned start, before failover or the query touch anything."""
+
+    config_path: str
+    allow: frozenset[str] = frozenset()
+
+    def before(self, launch: Launch, point: StartPoint) -> StartPoint:
+        """point unchanged, once the checkpoint passed (a refusal is one line)."""
+        require_restartable(launch.given, self.config_path, allow=self.allow, launch=launch)
+        return point
+
+    def after(self, launch: Launch, result: RunResult) -> None:
+        """Nothing: the check is done before the query."""
+        del launch, result
 
 
 def require_same_query(

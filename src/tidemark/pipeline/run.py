@@ -8,7 +8,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from tidemark.monitor.listener import RunMonitor
     from tidemark.monitor.rocksdb_health import CrawlWatch
     from tidemark.pipeline.owed_batch import OwedBatch
+    from tidemark.pipeline.start import JarsFetch, Launch, Prestart, StartPoint
     from tidemark.plan.store_start import StartPlan
     from tidemark.sources import SourceStart
 
@@ -218,52 +219,58 @@ def run_pipeline(
     on_warning: Callable[[str], None] | None = None,
     spark: SparkSession | None = None,
     replay_from: datetime | None = None,
+    prestarts: Sequence[Prestart] = (),
+    launch: Launch | None = None,
+    fetch: JarsFetch | None = None,
 ) -> RunResult:
-    """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`."""
-    from tidemark.pipeline.start import planned_session
+    """Run the pipeline until its source is drained (available-now), a deadline, a signal or `stop`.
+
+    The library entry of `tidemark run`: its start is planned once (pipeline/start.py), the prestarts (the
+    restart check, failover) run on that plan and session before the query and after it, in order. launch: a
+    start already planned, whose step this run is (a recovery's or an adoption's replay of its config); fetch: how
+    a new session's jars are fetched in front of the user (the CLI's progress bar).
+    """
+    from tidemark.pipeline.start import StartPoint, launched
 
     source_of(config).check()  # before the JVM starts: a wrong path should cost nothing
-    run_id = new_run_id()
-    stop = stop or threading.Event()
-    reasons: list[StopReason] = []
-    once = bool(available_now) or config.trigger.mode.value == "available-now"
-    deadline_after = max_duration or config.trigger.max_duration
-    # The provider of a new checkpoint and RocksDB's cap for this process, sized before the JVM starts.
-    with planned_session(config, spark) as (session, start):
-        return _run(
-            session,
-            start.config,
-            run_id,
-            once,
-            deadline_after,
-            stop,
-            reasons,
-            on_progress,
-            on_warning,
-            replay_from,
-            start,
-        )
+    sink_of(config).check()
+    options = _Options(new_run_id(), available_now, max_duration, stop or threading.Event(), on_progress, on_warning)
+    if launch is not None:
+        return _run(launch, StartPoint(config, replay_from), options)
+    with launched(config, spark, fetch) as own:
+        point = StartPoint(own.config, replay_from)
+        for step in prestarts:
+            point = step.before(own, point)
+        result = _run(own, point, options)
+        for step in prestarts:
+            step.after(own, result)
+        return result
 
 
-def _run(
-    session: SparkSession,
-    config: TidemarkConfig,
-    run_id: str,
-    once: bool,
-    deadline_after: timedelta | None,
-    stop: threading.Event,
-    reasons: list[StopReason],
-    on_progress: Callable[[dict[str, Any]], None] | None,
-    on_warning: Callable[[str], None] | None,
-    replay_from: datetime | None,
-    start: StartPlan,
-) -> RunResult:
-    """The body of run_pipeline, on a session that has the pipeline's settings."""
+@dataclass(frozen=True)
+class _Options:
+    """How run_pipeline was asked to run (its keyword arguments), for its body."""
+
+    run_id: str
+    available_now: bool | None
+    max_duration: timedelta | None
+    stop: threading.Event
+    on_progress: Callable[[dict[str, Any]], None] | None
+    on_warning: Callable[[str], None] | None
+
+
+def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
+    """The body of run_pipeline: the query of point, on the launch's session."""
     from tidemark.formats import RunLock
     from tidemark.monitor.listener import RunMonitor
     from tidemark.pipeline.reconcile import reconcile_quarantine
     from tidemark.session import runtime_conf
 
+    session, config, start, replay_from = launch.session(), point.config, launch.start, point.replay_from
+    run_id, stop, on_progress, on_warning = options.run_id, options.stop, options.on_progress, options.on_warning
+    reasons: list[StopReason] = []
+    once = bool(options.available_now) or config.trigger.mode.value == "available-now"
+    deadline_after = options.max_duration or config.trigger.max_duration
     source_start = source_of(config).check_start(session)  # one line for a broker, topic or data-loss problem
     reconcile_quarantine(session, config)
     warnings: list[str] = []

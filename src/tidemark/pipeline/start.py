@@ -1,22 +1,79 @@
 """A pipeline's start, planned once: the state store and RocksDB's cap sized for it, and the session that has them.
 
 RocksDB's cap is one per JVM and the first store opened sets it, so every command that opens a pipeline's state
-(run, recover and adopt with their replays, and their pre-checks) starts Spark with the planned settings.
+(run, recover and adopt with their replays, and their pre-checks) starts Spark with the planned settings: each
+opens one `Launch` and every step of it (the restart check, failover's recovery, the run, a replay) uses that
+plan and that session. Steps from packages above pipeline/ (the restart check in evolve/, failover in recovery/)
+join a run as `Prestart`s, so `run_pipeline` is the one entry of `tidemark run` and nothing copies its signature.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
 
 from tidemark.config import TidemarkConfig
-from tidemark.needs import pipeline_session
+from tidemark.needs import pipeline_session, session_conf
 from tidemark.plan import store_start
 from tidemark.plan.store_start import StartPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from tidemark.pipeline.run import RunResult
+    from tidemark.spark.jars import Progress
+
+
+@dataclass
+class Launch:
+    """A start planned once (given: the user's config; start: the store, the cap, the planned config) and its
+    session, started on first use.
+
+    Lazily: a refusal that needs no Spark (a foreign checkpoint, a wrong sink) costs no JVM. A lent session (the
+    caller's, a notebook's) gets the planned settings for the launch's duration and its own back afterwards.
+    """
+
+    given: TidemarkConfig
+    start: StartPlan
+    _lent: SparkSession | None
+    _stack: ExitStack
+    _session: SparkSession | None = field(default=None, init=False)
+
+    @property
+    def config(self) -> TidemarkConfig:
+        """The planned config: the user's, with the state store and cap the start chose."""
+        return self.start.config
+
+    def session(self) -> SparkSession:
+        """The launch's session (the one route: needs.pipeline_session), started or lent on first use."""
+        if self._session is None:
+            self._session = self._stack.enter_context(pipeline_session(self.config, self._lent))
+        return self._session
+
+
+@dataclass(frozen=True)
+class JarsFetch:
+    """How a command fetches a new session's jars in front of its user: the progress bar, and the command to name
+    where fetching fails (`tidemark jars fetch CONFIG`)."""
+
+    progress: Progress | None
+    hint: str
+
+
+@contextmanager
+def launched(
+    config: TidemarkConfig, spark: SparkSession | None = None, fetch: JarsFetch | None = None
+) -> Iterator[Launch]:
+    """Plan the start once: the store and cap sized and, with fetch (the CLI), the session's jars fetched and
+    verified with a progress bar before any check runs."""
+    if fetch is not None:  # first: the Spark route's one-line refusals (a scheme, a jar) before any storage is read
+        session_conf(config, progress=fetch.progress, hint=fetch.hint)
+    start = store_start.plan_start(config)
+    with ExitStack() as stack:
+        yield Launch(config, start, spark, stack)
 
 
 @contextmanager
@@ -24,6 +81,28 @@ def planned_session(
     config: TidemarkConfig, spark: SparkSession | None = None
 ) -> Iterator[tuple[SparkSession, StartPlan]]:
     """The pipeline's session started (or lent) with the settings of the planned start, and that plan."""
-    start = store_start.plan_start(config)
-    with pipeline_session(start.config, spark) as session:
-        yield session, start
+    with launched(config, spark) as launch:
+        yield launch.session(), launch.start
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """What the query starts as: the planned config (a replay's: with its filter and start offsets) and the event
+    time a recovered checkpoint replays from (None: a plain run)."""
+
+    config: TidemarkConfig
+    replay_from: datetime | None = None
+
+
+class Prestart(Protocol):
+    """A step of `tidemark run` around the query from a package above pipeline/: the restart check (evolve/),
+    failover (recovery/). `before` may refuse in one line (raise) or change where the query starts; `after` runs
+    once the query stopped."""
+
+    def before(self, launch: Launch, point: StartPoint) -> StartPoint:
+        """The start to run (point, or a replay's), after this step's checks and repairs."""
+        ...
+
+    def after(self, launch: Launch, result: RunResult) -> None:
+        """What this step finishes once the run returned."""
+        ...

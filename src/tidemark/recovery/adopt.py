@@ -199,7 +199,7 @@ def adopt_job(
 ) -> AdoptionResult:
     """Plan the cut-over and, with apply, leave the replay point in a new checkpoint and replay the open windows."""
     from tidemark.pipeline.run import run_pipeline
-    from tidemark.pipeline.start import planned_session
+    from tidemark.pipeline.start import launched
     from tidemark.steps import step
 
     # Without --old-sink, every refusal that needs no Spark first. With it, the old sink is judged by the config's
@@ -209,12 +209,12 @@ def adopt_job(
     if not apply and precheck is None and plan.position is not None:
         return AdoptionResult(plan, False, None)
     # The replay's state is opened with the RocksDB cap `run` would plan; a reused session gets its own settings back.
-    with planned_session(config, spark) as (session, start):
+    with launched(config, spark) as launch:
         if precheck is not None:
             # The caller's own refusal (the config describes another job), before any write.
-            precheck(session, start.config)
+            precheck(launch.session(), launch.config)
         if old_sink is not None or plan.position is None:
-            plan = plan_adoption(config, old_checkpoint, old_sink, spark=session)
+            plan = plan_adoption(config, old_checkpoint, old_sink, spark=launch.session())
         if not apply:
             return AdoptionResult(plan, False, None)
         paths = pipeline_locations(config, Tool.ADOPT)
@@ -227,9 +227,9 @@ def adopt_job(
         with step(what) as advance:
             assert plan.position is not None
             replay = run_pipeline(
-                replay_config(config, plan.resume_from, plan.position.replay_offsets),
+                replay_config(launch.config, plan.resume_from, plan.position.replay_offsets),
                 available_now=True,
-                spark=session,
+                launch=launch,
                 replay_from=plan.resume_from,
                 on_progress=lambda _: advance(1),
             )

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from tidemark.pipeline.run import RunResult
+    from tidemark.pipeline.start import Launch
 
 
 @dataclass(frozen=True)
@@ -123,22 +124,24 @@ def verify_sink(config: TidemarkConfig, spark: SparkSession | None) -> Verificat
     return Verification(len(frame), parquet_dups, spark_rows, spark_dups)
 
 
-def apply_recovery(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSession) -> RecoveryResult:
+def apply_recovery(plan: RecoveryPlan, launch: Launch) -> RecoveryResult:
     """Archive, replay (available-now) from the resume point, add the surviving files to the new log, verify."""
-    archive_and_mark(config, plan)
-    return _replay(config, plan, spark)
+    archive_and_mark(launch.config, plan)
+    return _replay(plan, launch)
 
 
-def _replay(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSession) -> RecoveryResult:
+def _replay(plan: RecoveryPlan, launch: Launch) -> RecoveryResult:
+    """The replay, a run on the recovery's launch (its planned store and session)."""
     from tidemark.pipeline.run import run_pipeline
     from tidemark.steps import step
 
+    config = launch.config
     paths = pipeline_locations(config)
     with step(f"replaying from {plan.resume_from.isoformat()}: batches") as advance:
         replay = run_pipeline(
             replay_config(config, plan.resume_from, plan.source_offsets),
             available_now=True,
-            spark=spark,
+            launch=launch,
             replay_from=plan.resume_from,
             on_progress=lambda _: advance(1),
         )
@@ -149,7 +152,7 @@ def _replay(config: TidemarkConfig, plan: RecoveryPlan, spark: SparkSession) -> 
         rows, duplicated, _ = table_duplicates(open_storage(table.uri), key_columns(config), list(table.live_files))
         return RecoveryResult(plan, True, replay, 0, Verification(rows, duplicated, None, None), own_log=True)
     injected = finish_pending(paths.checkpoint, paths.sink)
-    verification = verify_sink(config, spark) if read_sink_log(open_storage(paths.sink)).exists else None
+    verification = verify_sink(config, launch.session()) if read_sink_log(open_storage(paths.sink)).exists else None
     return RecoveryResult(plan, True, replay, injected, verification)
 
 
@@ -200,7 +203,7 @@ def recover_pipeline(
     replay from the same resume point) instead of planning a new one from a half-moved sink.
     """
     from tidemark.pipeline.sink_check import require_matching_sink
-    from tidemark.pipeline.start import planned_session
+    from tidemark.pipeline.start import launched
     from tidemark.recovery.replay import check_replayable
 
     check_replayable(config)
@@ -214,15 +217,15 @@ def recover_pipeline(
     )
     if apply:
         finish_interrupted_moves(config)
-    with planned_session(config, spark) as (session, start):
+    with launched(config, spark) as launch:
         if precheck is not None:
             # The caller's own refusal (the checkpoint written by another query), before any move.
-            precheck(session, start.config)
+            precheck(launch.session(), launch.config)
         if apply:
             resumed = interrupted_recovery(config)
             if resumed is not None:
-                return _replay(config, resumed, session)
-        plan = plan_from_source(session, config, per_key=per_key)
+                return _replay(resumed, launch)
+        plan = plan_from_source(launch.session(), config, per_key=per_key)
         if not apply:
             return RecoveryResult(plan, False, None, None, None)
-        return apply_recovery(config, plan, session)
+        return apply_recovery(plan, launch)

@@ -36,7 +36,7 @@ from tidemark.sinks import Tool, sink_of
 from tidemark.storage import Storage, open_storage
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from tidemark.pipeline.start import Launch
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,14 @@ class SweepCandidate:
     after_last_commit: bool
 
 
-def prepare_failover(config: TidemarkConfig, spark: SparkSession | None) -> datetime | None:
+def prepare_failover(launch: Launch) -> datetime | None:
     """The replay point a run must keep, recovering first when the checkpoint is gone; None: a plain run.
 
     A checkpoint with a recovery marker keeps its resume point forever (and gets its sink log
     repaired if a crash left that pending). A checkpoint without offsets next to a sink that has a
     metadata log is the trap: a new query would skip its first batches as "already committed".
     """
+    config = launch.config
     if not sink_of(config).vouches(Tool.FAILOVER):  # a sink recovery cannot vouch for: a plain run
         return None
     paths = pipeline_locations(config)
@@ -79,7 +80,7 @@ def prepare_failover(config: TidemarkConfig, spark: SparkSession | None) -> date
             '`tidemark recover CONFIG` to see the plan (then --apply), or set [checkpoint] on_missing = "recover"'
         )
         raise CheckpointError(msg)
-    return _recover(config, spark)
+    return _recover(launch)
 
 
 def _floor(value: float) -> float:
@@ -148,14 +149,13 @@ def sweep_failed_batch_files(config: TidemarkConfig, now: datetime | None = None
     return moves
 
 
-def _recover(config: TidemarkConfig, spark: SparkSession | None) -> datetime:
-    from tidemark.pipeline.start import planned_session
+def _recover(launch: Launch) -> datetime:
     from tidemark.recovery.apply import apply_recovery, plan_from_source
 
-    with planned_session(config, spark) as (session, _):
-        plan = plan_from_source(session, config)
-        log.warning(
-            "checkpoint %s is gone: recovering from %s (archive %s)", plan.checkpoint, plan.resume_from, plan.archive
-        )
-        apply_recovery(config, plan, session)
+    config = launch.config
+    plan = plan_from_source(launch.session(), config)
+    log.warning(
+        "checkpoint %s is gone: recovering from %s (archive %s)", plan.checkpoint, plan.resume_from, plan.archive
+    )
+    apply_recovery(plan, launch)
     return plan.resume_from

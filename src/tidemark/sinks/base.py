@@ -113,6 +113,10 @@ class Sink(ABC):
         yet), in one line; None when it is known."""
         return None
 
+    def check(self) -> None:  # noqa: B027 (most sinks have nothing to check)
+        """Before the JVM starts (`tidemark run`, a replay): raise a one-line error for a state of the sink no
+        query may start on (a rollback of its output that was interrupted)."""
+
     def spark_settings(self) -> Mapping[str, str]:
         """Settings the session needs for this sink (under the config's own explicit ones)."""
         return {}

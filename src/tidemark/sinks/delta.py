@@ -130,6 +130,21 @@ class DeltaSink(Sink):
         """Delta's SQL extension and catalog (a new session), path writes without them (a running one)."""
         return SETTINGS
 
+    def check(self) -> None:
+        """A rollback of the table that was interrupted (the table may already be rolled back, the checkpoint not)
+        is finished first: one line naming the command."""
+        from tidemark.formats import read_sink_rollback
+        from tidemark.storage import open_storage
+
+        undoing = read_sink_rollback(open_storage(self.config.checkpoint.location))
+        if undoing is not None:
+            msg = (
+                f"a rollback of {self.config.checkpoint.location} to batch {undoing} was interrupted (the table may "
+                f"already be rolled back, the checkpoint not): finish it with `tidemark recover CONFIG --to-batch "
+                f"{undoing} --apply` before running"
+            )
+            raise InputError(msg)
+
     def transaction(self) -> SinkTransaction:
         """The checkpoint's sink transaction: kept from its first start, else chosen now above the table's own."""
         from tidemark.formats import (
@@ -137,7 +152,6 @@ class DeltaSink(Sink):
             CheckpointStatus,
             SinkTransaction,
             read_recovery_marker,
-            read_sink_rollback,
             read_sink_transaction,
             read_snapshot,
             write_sink_transaction,
@@ -147,14 +161,7 @@ class DeltaSink(Sink):
         checkpoint = open_storage(self.config.checkpoint.location)
         kept = read_sink_transaction(checkpoint)
         table = self._table_path()
-        undoing = read_sink_rollback(checkpoint)
-        if undoing is not None:
-            msg = (
-                f"a rollback of {self.config.checkpoint.location} to batch {undoing} was interrupted (the table may "
-                f"already be rolled back, the checkpoint not): finish it with `tidemark recover CONFIG --to-batch "
-                f"{undoing} --apply` before running"
-            )
-            raise InputError(msg)
+        self.check()
         if kept is not None and kept.table == table:
             return kept
         last = read_snapshot(open_storage(table)).transactions.get(self.app_id)
