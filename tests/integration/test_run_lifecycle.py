@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import kafka_source, read_sink, write_config
+from tests.integration.test_recovery import _assert_matches_oracle, _expected
 from tests.oracles import window_oracle
 from tidemark.cli.main import main
 from tidemark.config import load_config
@@ -188,3 +189,42 @@ def test_bad_schema_is_a_usage_error_naming_the_key(spark: Any, tmp_path: Path, 
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
     assert "source.schema" in err and "not a valid Spark DDL schema" in err and "Traceback" not in err
+
+
+def test_a_cli_restart_plans_its_start_and_enters_its_session_once(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tidemark run` on a checkpoint with committed batches: the restart check reads the state and failover runs
+    before the query, all on one planned start and one session (before #38's run path: planned twice, the check's
+    session and the run's each set up apart). The output still equals the oracle."""
+    from tidemark.needs import pipeline_session
+    from tidemark.pipeline import start as start_module
+    from tidemark.plan import store_start
+
+    data = generate_events(tmp_path / "all", events=600, keys=3, files=4, seed=13)
+    files = list(data.files)
+    (tmp_path / "landing").mkdir()
+    for file in files[:2]:
+        file.rename(tmp_path / "landing" / file.name)
+    config = write_config(tmp_path, checkpoint={"on_missing": "recover"})
+    assert main(["run", str(config), "--available-now"]) == 0
+    for file in files[2:]:
+        file.rename(tmp_path / "landing" / file.name)
+    plans: list[object] = []
+    sessions: list[object] = []
+    real_plan, real_session = store_start.plan_start, pipeline_session
+
+    def counted_plan(*args: Any, **kwargs: Any) -> Any:
+        plans.append(args[0])
+        return real_plan(*args, **kwargs)
+
+    def counted_session(*args: Any, **kwargs: Any) -> Any:
+        sessions.append(args[0])
+        return real_session(*args, **kwargs)
+
+    monkeypatch.setattr(store_start, "plan_start", counted_plan)
+    monkeypatch.setattr(start_module, "pipeline_session", counted_session)
+    assert main(["run", str(config), "--available-now"]) == 0
+    assert len(plans) == 1 and len(sessions) == 1, (plans, sessions)
+    capsys.readouterr()
+    _assert_matches_oracle(spark, tmp_path / "output", _expected([tmp_path / "landing" / f.name for f in files]))
