@@ -113,6 +113,26 @@ def test_a_delta_config_asks_for_delta_s_jars_and_settings(tmp_path: Path) -> No
     assert JarFeature.DELTA not in parquet.jar_groups and "spark.sql.extensions" not in parquet.settings
 
 
+@pytest.mark.parametrize(
+    ("master", "partitions"), [("local[3]", "3"), ("local", "1"), ("local[*]", None), ("spark://h:7077", None)]
+)
+def test_delta_rebuilds_its_state_in_a_local_jvm_s_task_slots(
+    tmp_path: Path, master: str, partitions: str | None
+) -> None:
+    import os
+
+    from tidemark.sinks.delta import SNAPSHOT_PARTITIONS
+
+    config = write_config(tmp_path, sink={"format": "delta", "path": "output"}, spark={"master": master})
+    settings = needs_of(load_config(config)).settings
+    expected = str(os.cpu_count()) if master == "local[*]" else partitions
+    assert settings.get(SNAPSHOT_PARTITIONS) == expected  # a cluster master keeps Delta's own default (50)
+    own = write_config(
+        tmp_path, sink={"format": "delta", "path": "output"}, spark={"master": master, "conf": {SNAPSHOT_PARTITIONS: 7}}
+    )
+    assert needs_of(load_config(own)).settings[SNAPSHOT_PARTITIONS] == "7"  # the user's own setting wins
+
+
 def test_delta_jars_are_locked_per_line_and_a_line_without_delta_is_one_line() -> None:
     lock = jars.packaged_lock()
     for line, wanted in DELTA_JARS.items():

@@ -22,6 +22,7 @@ from tidemark.config.model import (
     TidemarkConfig,
     TriggerConfig,
     TriggerMode,
+    local_threads,
 )
 
 __all__ = [
@@ -44,5 +45,6 @@ __all__ = [
     "TriggerConfig",
     "TriggerMode",
     "load_config",
+    "local_threads",
     "parse_config",
 ]

@@ -58,6 +58,24 @@ class PipelineConfig(_Table):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
 
 
+# local, local[N], local[*], local[N, maxFailures]; local-cluster[...] runs real executors and is not matched.
+_LOCAL_MASTER = re.compile(r"^local(?:\[(\d+|\*)(?:,\s*\d+)?\])?$")
+
+
+def local_threads(master: str) -> int | None:
+    """The task slots of a local master (local: 1, local[N]: N, local[*]: this machine's cores), None for a master
+    whose executors run elsewhere."""
+    import os
+
+    local = _LOCAL_MASTER.match(master.strip())
+    if local is None:
+        return None
+    threads = local.group(1)
+    if threads == "*":
+        return os.cpu_count() or 1
+    return int(threads) if threads else 1
+
+
 class SparkConfig(_Table):
     """[spark]: where and how Spark runs."""
 

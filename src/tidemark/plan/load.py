@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import urllib.error
 import urllib.request
@@ -12,21 +11,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tidemark.config.model import PROVIDER_KEY, StateStoreKind, TidemarkConfig
+from tidemark.config.model import PROVIDER_KEY, StateStoreKind, TidemarkConfig, local_threads
 from tidemark.config.rocksdb import BOUNDED_MEMORY_USAGE, MAX_MEMORY_USAGE
 from tidemark.errors import InputError, UsageError
 from tidemark.formats import BatchProgress, read_progress
 from tidemark.plan.memory import MIB, MemoryConf, MemoryLoad
 from tidemark.sizes import parse_size
 
-# local, local[N], local[*], local[N, maxFailures]; local-cluster[...] runs real executors and is not matched.
-_LOCAL = re.compile(r"^local(?:\[(\d+|\*)(?:,\s*\d+)?\])?$")
 DEFAULT_HEAP = "1g"
 
 
 def is_local_master(master: str) -> bool:
     """True for local, local[N], local[*]: the driver's JVM is the one executor."""
-    return _LOCAL.match(master.strip()) is not None
+    return local_threads(master) is not None
 
 
 def spark_memory(text: str | int | float, plain_unit: int = MIB) -> int:
@@ -60,14 +57,10 @@ def _int(conf: Mapping[str, str], key: str) -> int | None:
 
 def conf_from_spark(conf: Mapping[str, str], master: str = "") -> MemoryConf:
     """Read the memory settings of a Spark conf; in local mode the driver's heap is the one executor."""
-    local = _LOCAL.match(master.strip())
-    if local:
+    threads = local_threads(master)
+    if threads is not None:
         heap = spark_memory(conf.get("spark.driver.memory", DEFAULT_HEAP))
-        threads = local.group(1)
-        if threads == "*":
-            cores = os.cpu_count() or 1
-        else:
-            cores = int(threads) if threads else 1
+        cores = threads
         executors = 1
     else:
         heap = spark_memory(conf.get("spark.executor.memory", DEFAULT_HEAP))
