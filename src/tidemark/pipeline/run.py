@@ -227,8 +227,9 @@ def run_pipeline(
 
     The library entry of `tidemark run`: its start is planned once (pipeline/start.py), the prestarts (the
     restart check, failover) run on that plan and session before the query and after it, in order. launch: a
-    start already planned, whose step this run is (a recovery's or an adoption's replay of its config); fetch: how
-    a new session's jars are fetched in front of the user (the CLI's progress bar).
+    start already planned, whose step this run is (a recovery's or an adoption's replay of its config: the launch's
+    session is used, and spark, prestarts and fetch are not); fetch: how a new session's jars are fetched in front
+    of the user (the CLI's progress bar).
     """
     from tidemark.pipeline.start import StartPoint, launched
 
