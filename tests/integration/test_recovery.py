@@ -79,9 +79,8 @@ def test_checkpoint_deleted_mid_stream_recovers_automatically(spark: Any, tmp_pa
     shutil.rmtree(tmp_path / "checkpoint")  # the fault: checkpoint gone, sink and its log still there
     _release(files[2:], landing)
 
-    run_pipeline(
-        config, prestarts=[Failover()]
-    )  # on_missing = "recover": archive, replay from the resume point, repair the log
+    # on_missing = "recover": archive, replay from the resume point, repair the log
+    run_pipeline(config, prestarts=[Failover()])
 
     marker = read_recovery_marker(parse_location(str(tmp_path / "checkpoint")))
     assert marker is not None and marker.injected
