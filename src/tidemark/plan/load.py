@@ -21,11 +21,6 @@ from tidemark.sizes import parse_size
 DEFAULT_HEAP = "1g"
 
 
-def is_local_master(master: str) -> bool:
-    """True for local, local[N], local[*]: the driver's JVM is the one executor."""
-    return local_threads(master) is not None
-
-
 def spark_memory(text: str | int | float, plain_unit: int = MIB) -> int:
     """Parse a Spark memory setting; plain numbers are in plain_unit (MiB for spark.executor.memory and the like)."""
     if isinstance(text, int | float) or re.fullmatch(r"\s*\d+\s*", str(text)):
@@ -91,6 +86,7 @@ def conf_from_spark(conf: Mapping[str, str], master: str = "") -> MemoryConf:
         pyspark_memory_bytes=spark_memory(pyspark) if pyspark is not None else 0,
         state_store=store,
         rocksdb_bounded_bytes=bounded,
+        local=threads is not None,
     )
 
 

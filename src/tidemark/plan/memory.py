@@ -58,6 +58,7 @@ class MemoryConf:
     pyspark_memory_bytes: int = 0
     state_store: StateStoreKind = StateStoreKind.HDFS
     rocksdb_bounded_bytes: int | None = None
+    local: bool = False  # a local master: the driver's JVM is the one executor, on this machine
 
     def __post_init__(self) -> None:
         if self.executor_memory_bytes < MIN_HEAP_BYTES:

@@ -35,7 +35,7 @@ from tidemark.formats import (
     last_progress,
     state_size,
 )
-from tidemark.plan.load import conf_from_config, is_local_master
+from tidemark.plan.load import conf_from_config
 from tidemark.plan.memory import MIB, MemoryConf
 from tidemark.plan.resident import RowShape, Workload, hdfs_footprint, shape_from_version_bytes, unsafe_row_bytes
 from tidemark.plan.rocksdb_cap import CapPlan, partition_sizes, plan_cap, state_need
@@ -171,7 +171,7 @@ def _existing_store(check: Checkpoint) -> tuple[StateStoreKind, str] | None:
 def plan_start(config: TidemarkConfig, available_bytes: int | None = None, read_machine: bool = True) -> StartPlan:
     """Choose the provider and size RocksDB's cap for a run of this config (reads the checkpoint's file sizes)."""
     conf = conf_from_config(config)
-    local = is_local_master(config.spark.master)
+    local = conf.local
     if available_bytes is None and read_machine and local:
         available_bytes = machine_available_bytes()
     location = config.checkpoint.location
