@@ -34,10 +34,11 @@ import sys
 from pyspark.sql import functions as F
 from tests.integration.test_adopt import window_counts
 from tidemark.config import load_config
-from tidemark.pipeline.start import planned_session
+from tidemark.pipeline.start import launched
 
 config, landing, checkpoint, table = sys.argv[1:5]
-with planned_session(load_config(config)) as (spark, _):
+with launched(load_config(config)) as launch:
+    spark = launch.session()
     events = (
         spark.readStream.schema({schema!r})
         .option("maxFilesPerTrigger", 1)

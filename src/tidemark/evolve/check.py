@@ -489,7 +489,8 @@ def require_restartable(
     from tidemark.pipeline.sink_check import require_matching_sink
     from tidemark.pipeline.start import launched
 
-    finish_checkpoint_swaps(config.checkpoint.location)  # a repartition killed during its swap, finished first
+    if launch is None:  # a run's launch comes after run_pipeline finished them
+        finish_checkpoint_swaps(config.checkpoint.location)  # a repartition killed during its swap, finished first
     checkpoint = Checkpoint.open(config.checkpoint.location)
     refuse_foreign(checkpoint.store)
     require_matching_sink(

@@ -231,14 +231,21 @@ def run_pipeline(
     session is used, and spark, prestarts and fetch are not); fetch: how a new session's jars are fetched in front
     of the user (the CLI's progress bar).
     """
+    from tidemark.formats import finish_checkpoint_swaps
+    from tidemark.needs import session_conf
     from tidemark.pipeline.start import StartPoint, launched
 
     source_of(config).check()  # before the JVM starts: a wrong path should cost nothing
-    sink_of(config).check()
     options = _Options(new_run_id(), available_now, max_duration, stop or threading.Event(), on_progress, on_warning)
     if launch is not None:
+        sink_of(config).check()
         return _run(launch, StartPoint(config, replay_from), options)
-    with launched(config, spark, fetch) as own:
+    if fetch is not None:  # the Spark route's one-line refusals (a scheme, a jar) before any storage is read
+        session_conf(config, progress=fetch.progress, hint=fetch.hint)
+    # A `state repartition` killed during its swap is finished before the plan (or a check) reads the checkpoint.
+    finish_checkpoint_swaps(config.checkpoint.location)
+    sink_of(config).check()
+    with launched(config, spark) as own:
         point = StartPoint(own.config, replay_from)
         for step in prestarts:
             point = step.before(own, point)

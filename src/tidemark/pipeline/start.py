@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from tidemark.config import TidemarkConfig
-from tidemark.needs import pipeline_session, session_conf
+from tidemark.needs import pipeline_session
 from tidemark.plan import store_start
 from tidemark.plan.store_start import StartPlan
 
@@ -64,25 +64,11 @@ class JarsFetch:
 
 
 @contextmanager
-def launched(
-    config: TidemarkConfig, spark: SparkSession | None = None, fetch: JarsFetch | None = None
-) -> Iterator[Launch]:
-    """Plan the start once: the store and cap sized and, with fetch (the CLI), the session's jars fetched and
-    verified with a progress bar before any check runs."""
-    if fetch is not None:  # first: the Spark route's one-line refusals (a scheme, a jar) before any storage is read
-        session_conf(config, progress=fetch.progress, hint=fetch.hint)
+def launched(config: TidemarkConfig, spark: SparkSession | None = None) -> Iterator[Launch]:
+    """Plan the start once (the store and cap sized); its session starts on first use."""
     start = store_start.plan_start(config)
     with ExitStack() as stack:
         yield Launch(config, start, spark, stack)
-
-
-@contextmanager
-def planned_session(
-    config: TidemarkConfig, spark: SparkSession | None = None
-) -> Iterator[tuple[SparkSession, StartPlan]]:
-    """The pipeline's session started (or lent) with the settings of the planned start, and that plan."""
-    with launched(config, spark) as launch:
-        yield launch.session(), launch.start
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from tidemark.formats import CheckpointStatus, finish_checkpoint_swaps, read_recovery_marker
+from tidemark.formats import CheckpointStatus, read_recovery_marker
 from tidemark.pipeline.run import RunResult
 from tidemark.pipeline.start import Launch, StartPoint
 from tidemark.recovery.apply import finish_interrupted_moves
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 class Failover:
     """The checks and repairs a restart needs before the query, and what a recovery leaves for after it.
 
-    Interrupted recoveries, rollbacks, sweeps or repartition swaps are finished first (their journals); a recovered
+    Interrupted recoveries, rollbacks or sweeps are finished first (their journals); a recovered
     checkpoint keeps its replay point; a lost checkpoint next to a committed sink fails or recovers as
     `[checkpoint] on_missing` says; files of a killed batch move aside before its re-run. One per run.
     """
@@ -38,8 +38,7 @@ class Failover:
 
     def before(self, launch: Launch, point: StartPoint) -> StartPoint:
         """Where the query starts after failover: the point, a recovered checkpoint's replay, or a recovery's."""
-        config = launch.config
-        finish_checkpoint_swaps(config.checkpoint.location)  # a `state repartition` killed during its swap
+        config = launch.config  # a `state repartition` killed during its swap was finished by run_pipeline
         sink = sink_of(config)
         if not sink.vouches(Tool.FAILOVER) or sink.unresolved() is not None:
             # A plain run; a recovered checkpoint keeps its replay filter, so a restart keeps the query it replayed
