@@ -184,13 +184,28 @@ class FaultProxy:
                         self.errors += 1
                     client.sendall(_busy(self.error_body))
                     return
-                if upstream is None:
-                    upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=300)
+                status_head = None
+                for _ in range(2):
+                    reused = upstream is not None
+                    if upstream is None:
+                        upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=300)
+                        with self._lock:
+                            self._open.add(upstream)
+                        up_reader = upstream.makefile("rb")
+                    try:
+                        upstream.sendall(raw_head + body)
+                        status_head = _read_head(up_reader)
+                    except OSError:
+                        status_head = None
+                    if status_head is not None or not reused:
+                        break
+                    # The server closed a kept-alive connection while it idled (Azurite after 5 s): nothing of
+                    # the request reached it, so it goes once more on a new connection, as an HTTP client does
+                    # (cutting the client off instead made the Azure SDK back off ~18 s before its retry).
                     with self._lock:
-                        self._open.add(upstream)
-                    up_reader = upstream.makefile("rb")
-                upstream.sendall(raw_head + body)
-                status_head = _read_head(up_reader)
+                        self._open.discard(upstream)
+                    upstream.close()
+                    upstream = None
                 while status_head is not None and status_head[0].split(" ", 2)[1].startswith("1"):
                     status_head = _read_head(up_reader)  # interim answers (100 Continue) were given already
                 if status_head is None:
