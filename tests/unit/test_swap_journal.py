@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tidemark.formats import finish_checkpoint_swaps
 from tidemark.formats.swap import checkpoint_archive, swap_names
 from tidemark.storage import open_storage, parse_location
@@ -65,3 +67,31 @@ def test_an_unordered_journal_would_move_the_new_files_into_the_archive(tmp_path
     run_journal(journal)
     assert "offsets/0" not in _tree(new)  # the new checkpoint lost the files the second move had placed
     assert _tree(old)["offsets/0"] == "new offsets/0"  # and overwrote the old checkpoint's copy in the archive
+
+
+def test_run_finishes_a_killed_swap_before_it_plans_its_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tidemark run`'s plan reads the checkpoint (its store, its state's size): a swap killed half-way is finished
+    first, so the plan sees the new checkpoint whole, not the half a kill left."""
+    from tests.helpers import write_config
+    from tidemark.config import load_config
+    from tidemark.pipeline.run import run_pipeline
+    from tidemark.plan import store_start
+
+    new, _, _ = _killed_in_the_second_move(tmp_path, ordered=True)
+    (tmp_path / "landing").mkdir()
+    seen: list[dict[str, str]] = []
+
+    def plan_start(config: object) -> None:
+        seen.append(_tree(new))
+        raise _Planned
+
+    monkeypatch.setattr(store_start, "plan_start", plan_start)
+    with pytest.raises(_Planned):
+        run_pipeline(load_config(write_config(tmp_path)))
+    rels = ("offsets/0", "commits/0", "state/0/0/1.snapshot", "state/0/1/1.snapshot")
+    assert seen == [{rel: f"new {rel}" for rel in rels}]
+    assert not list(tmp_path.glob(".tidemark-archive/journal-*"))
+
+
+class _Planned(Exception):
+    """Stops the run where its start is planned (no JVM in a unit test)."""
