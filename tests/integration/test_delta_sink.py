@@ -228,7 +228,7 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
 
     The sink is a catalog table (`[sink] table`, a Hive metastore on Derby that outlives each run's JVM): the
     first run creates it, every run resolves the name again, and the tools (rollback, audit) find its folder in the
-    checkpoint without Spark."""
+    checkpoint without Spark; once the checkpoint is lost, `recover` looks the name up in the catalog."""
     from tidemark.errors import UsageError
     from tidemark.formats import mark_sink_rollback, read_sink_rollback
     from tidemark.recovery.rollback import roll_back
@@ -294,3 +294,15 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
     assert main(["recover", str(config), "--to-batch", "1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no longer live" in err[0] and "OPTIMIZE" in err[0], err
+
+    # The checkpoint lost, and with it the folder it recorded: the tools that read without Spark say so in one
+    # line; `recover` looks the name up in the catalog and replays only the windows the table lacks: exact again.
+    shutil.rmtree(tmp_path / "checkpoint")
+    assert "is not known yet" in audit_sink_line(config)
+    recovered = _cli(["recover", str(config), "--apply"])
+    assert recovered.returncode == 0, recovered.stderr[-2000:]
+    assert "verified" in recovered.stdout and "0 duplicate" in recovered.stdout, recovered.stdout
+    _assert_exact(output, _expected(files))
+    renewed = read_sink_transaction(checkpoint)
+    assert renewed is not None and Path(renewed.table) == output and renewed.base > transaction.version_of(newest)
+    assert audit_sink(load_config(config)).ok

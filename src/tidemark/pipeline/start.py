@@ -53,6 +53,19 @@ class Launch:
             self._session = self._stack.enter_context(pipeline_session(self.config, self._lent))
         return self._session
 
+    def locate_sink(self) -> None:
+        """An output only the session can locate (a Delta table's name whose checkpoint, which recorded its folder,
+        was lost) looked up through this launch's session: both configs then carry its location."""
+        from dataclasses import replace
+
+        from tidemark.sinks import sink_of
+
+        if sink_of(self.given).unresolved() is None:
+            return
+        spark = self.session()
+        self.given = sink_of(self.given).located(spark)
+        self.start = replace(self.start, config=sink_of(self.start.config).located(spark))
+
 
 @dataclass(frozen=True)
 class JarsFetch:

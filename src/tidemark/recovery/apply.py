@@ -207,17 +207,19 @@ def recover_pipeline(
     from tidemark.recovery.replay import check_replayable
 
     check_replayable(config)
-    # Every precondition before anything moves (dry run too: a plan for a sink it cannot rewrite would mislead).
-    ensure_not_running(pipeline_locations(config).checkpoint)
-    require_matching_sink(
-        config,
-        "tidemark recover",
-        "recover rewrites windowStart partitions of a sink this config's query wrote; to move another job's "
-        "sink and checkpoint over, see docs/adopt.md",
-    )
-    if apply:
-        finish_interrupted_moves(config)
     with launched(config, spark) as launch:
+        launch.locate_sink()  # a catalog table whose checkpoint (which recorded its folder) was lost
+        config = launch.given
+        # Every precondition before anything moves (dry run too: a plan for a sink it cannot rewrite would mislead).
+        ensure_not_running(pipeline_locations(config).checkpoint)
+        require_matching_sink(
+            config,
+            "tidemark recover",
+            "recover rewrites windowStart partitions of a sink this config's query wrote; to move another job's "
+            "sink and checkpoint over, see docs/adopt.md",
+        )
+        if apply:
+            finish_interrupted_moves(config)
         if precheck is not None:
             # The caller's own refusal (the checkpoint written by another query), before any move.
             precheck(launch.session(), launch.config)

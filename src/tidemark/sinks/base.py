@@ -17,7 +17,7 @@ from tidemark.spark.artifacts import JarFeature
 from tidemark.storage import Storage
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 # Called with each committed batch's progress (Spark's StreamingQueryProgress as JSON).
@@ -112,6 +112,13 @@ class Sink(ABC):
         """Why the output's location is not known without a Spark session (a catalog table no run has resolved
         yet), in one line; None when it is known."""
         return None
+
+    def located(self, spark: SparkSession) -> TidemarkConfig:
+        """The config with the output's location as the session knows it, for a sink `unresolved` (its
+        checkpoint, which recorded it, was lost): the tools then read it there. Unchanged when the session does
+        not know it either."""
+        del spark
+        return self.config
 
     def check(self) -> None:  # noqa: B027 (most sinks have nothing to check)
         """Before the JVM starts (`tidemark run`, a replay): raise a one-line error for a state of the sink no

@@ -23,7 +23,7 @@ from tidemark.sinks.parquet import ParquetSink
 from tidemark.spark.artifacts import JarFeature
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     from tidemark.config import TidemarkConfig
@@ -98,9 +98,42 @@ class DeltaSink(Sink):
         from tidemark.storage import parse_location
 
         name = self.config.sink.table or ""
-        spark = output.sparkSession
+        location = self._catalog_location(output.sparkSession, output)
+        if location is None:  # created above when missing: a catalog that did not keep it
+            msg = f"[sink] table {name}: the catalog did not keep the table it was asked to create"
+            raise InputError(msg)
+        recorded = self.path
+        if recorded is not None and parse_location(recorded) != parse_location(location):
+            msg = (
+                f"[sink] table {name} is now {location} in the catalog, but the checkpoint "
+                f"{self.config.checkpoint.location} wrote to {recorded}: point the name back, or start a new "
+                "checkpoint for the new table"
+            )
+            raise InputError(msg)
+        self._location = location
+        return location
+
+    def located(self, spark: SparkSession) -> TidemarkConfig:
+        """`[sink] table`'s folder from the session's catalog when the checkpoint that recorded it was lost (recover
+        reads the table there); the config unchanged when the folder is known or the catalog has no such table."""
+        if self.path is not None or self.config.sink.table is None:
+            return self.config
+        location = self._catalog_location(spark, None)
+        if location is None:
+            return self.config
+        log.info("[sink] table %s is %s in the session's catalog", self.config.sink.table, location)
+        return self.config.model_copy(update={"sink": self.config.sink.model_copy(update={"path": location})})
+
+    def _catalog_location(self, spark: SparkSession, output: DataFrame | None) -> str | None:
+        """The folder of `[sink] table` in the session's catalog; a missing table is created empty with output's
+        columns and the config's partitions (None when there is no output to take them from)."""
+        from tidemark.storage import parse_location
+
+        name = self.config.sink.table or ""
         try:
             if not spark.catalog.tableExists(name):
+                if output is None:
+                    return None
                 empty = spark.createDataFrame([], output.schema).write.format("delta")
                 partitions = list(self.config.partition_by)
                 (empty.partitionBy(*partitions) if partitions else empty).saveAsTable(name)
@@ -113,17 +146,7 @@ class DeltaSink(Sink):
             msg = f"[sink] table {name} is a {detail.get('format')} table, not Delta: name a Delta table or a new one"
             raise InputError(msg)
         found = parse_location(str(detail["location"]))
-        location = found.key if found.is_local else found.uri
-        recorded = self.path
-        if recorded is not None and parse_location(recorded) != parse_location(location):
-            msg = (
-                f"[sink] table {name} is now {location} in the catalog, but the checkpoint "
-                f"{self.config.checkpoint.location} wrote to {recorded}: point the name back, or start a new "
-                "checkpoint for the new table"
-            )
-            raise InputError(msg)
-        self._location = location
-        return location
+        return found.key if found.is_local else found.uri
 
     @property
     def app_id(self) -> str:
