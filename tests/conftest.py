@@ -45,18 +45,20 @@ def spark() -> Iterator[SparkSession]:
     jars += [str(helper)] if helper is not None else []
     quick = os.environ["SPARK_SUBMIT_OPTS"]
     os.environ["SPARK_SUBMIT_OPTS"] = _SUBMIT_OPTS  # the shared session runs for the whole suite: the default JIT
-    session = build_session(
-        "local[2]",
-        {
-            "spark.sql.shuffle.partitions": "2",
-            "spark.sql.session.timeZone": "UTC",
-            "spark.driver.memory": "2g",
-            "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
-            "spark.jars": ",".join(jars),
-        },
-        app_name="tidemark-tests",
-    )
-    os.environ["SPARK_SUBMIT_OPTS"] = quick
+    try:
+        session = build_session(
+            "local[2]",
+            {
+                "spark.sql.shuffle.partitions": "2",
+                "spark.sql.session.timeZone": "UTC",
+                "spark.driver.memory": "2g",
+                "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+                "spark.jars": ",".join(jars),
+            },
+            app_name="tidemark-tests",
+        )
+    finally:
+        os.environ["SPARK_SUBMIT_OPTS"] = quick
     yield session
     session.stop()
 
