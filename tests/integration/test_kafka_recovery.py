@@ -22,11 +22,13 @@ from tests.kafka_data import (
     final_windows_oracle,
     kafka_oracle,
     make_events,
+    malformed_positions,
     produce,
 )
 from tests.oracles import assert_matches_oracle
 from tidemark.cli.main import main
 from tidemark.config import load_config
+from tidemark.formats import write_quarantine_marker
 from tidemark.recovery.audit import audit_sink
 
 pytestmark = pytest.mark.integration
@@ -223,19 +225,25 @@ def test_a_restart_onto_an_uncommitted_batch_reruns_it_exactly(
     # tidemark starts the query again, and the result is exact.
     topic = "rerun"
     kafka_broker.create_topic(topic, partitions=4)
-    produced = produce(kafka_broker, topic, make_events(160, seed=41, late_fraction=0.05))
+    events = make_events(160, seed=41, late_fraction=0.05, malformed_fraction=0.1)
+    produced = produce(kafka_broker, topic, events)
     config = _config(tmp_path, kafka_broker, topic, max_offsets_per_trigger=50)
     assert main(["run", str(config), "--available-now"]) == 0
-    commits = tmp_path / "checkpoint" / "commits"
-    last = max(int(p.name) for p in commits.glob("[0-9]*"))
-    # A crash after the last batch was planned and its sink files logged, before its commit.
-    (commits / str(last)).unlink()
-    (commits / f".{last}.crc").unlink(missing_ok=True)
-    produced += produce(kafka_broker, topic, make_events(60, seed=42, start=_after(produced), first_id=1000))
-
+    # A crash after the last data batch was planned and its sink files logged, before its commit (so before its
+    # malformed records were written: that comes after the commit).
+    last = stop_before_the_no_data_batch(tmp_path / "checkpoint", tmp_path / "output", committed=False) - 1
+    quarantine = tmp_path / "quarantine"
+    (quarantine / f"batch-{last:012d}.jsonl").unlink()  # it held some of the malformed records
+    write_quarantine_marker(str(quarantine), last - 1)
+    # No new data: after the re-run batch (whose progress report fails) only the owed no-data batch runs.
     assert main(["run", str(config), "--available-now"]) == 0
 
     assert_matches_oracle(read_sink(tmp_path / "output"), kafka_oracle(produced, tmp_path / "checkpoint", topic))
+    # Every malformed record quarantined once by this run, the re-run batch's too (its progress report failed).
+    quarantined = [
+        json.loads(line)["source"] for f in quarantine.glob("batch-*.jsonl") for line in f.read_text().splitlines()
+    ]
+    assert sorted(quarantined) == sorted(malformed_positions(produced, topic))
     warnings = progress_lines(tmp_path / "checkpoint-monitor", "warning")
     from tidemark.spark.lines import Defect, has_defect
 

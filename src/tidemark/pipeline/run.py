@@ -358,7 +358,11 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
                                 planned = _plan_owed_batch(session, config, monitor) if phase.available_now else None
                                 if planned is None:
                                     break
-                            elif not _restart_after_spark_defect(config, str(failure), monitor, warnings, on_warning):
+                            elif _restart_after_spark_defect(config, str(failure), monitor, warnings, on_warning):
+                                # The failed progress report was the re-run batch's only count of its malformed
+                                # rows: they are written from its input now, not at the next start.
+                                reconcile_quarantine(session, config)
+                            else:
                                 break
                     if failure is not None or reasons or stop.is_set():
                         break
