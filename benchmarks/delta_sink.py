@@ -6,7 +6,7 @@ Both variants run the same windowed count (15-minute windows, 10-minute watermar
 same JSON files, one file per micro-batch, available-now, with the same session (Delta's jars from tidemark's lock,
 its extension and catalog), the same shuffle partitions and the same writing stage (a coalesce to the task slots,
 which tidemark's sink applies and the hand-written query is given too). They differ only in the sink: tidemark's
-`foreachBatch` + idempotent Delta append (txnAppId/txnVersion, sinks/delta.py) against
+`foreachBatch` + idempotent Delta append (txnAppId/txnVersion, sinks/delta/sink.py) against
 `writeStream.format("delta")`. Rounds run ABBA. Measured per run: wall seconds from the query's start to its end.
 Reported: per-round ratio hand-written / tidemark (>= 0.95: tidemark at least 95 % of Spark's own throughput).
 """

@@ -76,13 +76,19 @@ def _wait_for(phase: str, root: Path, rng: random.Random, driver: subprocess.Pop
     time.sleep(rng.uniform(0.0, 0.2))
 
 
-def run_until_killed(argv: list[str], wait: Callable[[subprocess.Popen[bytes]], None], log: Path | None = None) -> int:
+def run_until_killed(
+    argv: list[str],
+    wait: Callable[[subprocess.Popen[bytes]], None],
+    log: Path | None = None,
+    entry: list[str] | None = None,
+) -> int:
     """`tidemark <argv>` in its own process group until `wait` returns, then the whole driver (Python and its JVM)
-    SIGKILLed if it still runs; its exit code. The one JVM-per-kill harness of the chaos tests."""
+    SIGKILLed if it still runs; its exit code. The one JVM-per-kill harness of the chaos tests. entry: how Python
+    starts tidemark (default `-m tidemark.cli.main`; a script that wraps it, e.g. one that kills itself)."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     with log.open("wb") if log is not None else open(os.devnull, "wb") as output:
         driver = subprocess.Popen(
-            [sys.executable, "-m", "tidemark.cli.main", *argv],
+            [sys.executable, *(entry or ["-m", "tidemark.cli.main"]), *argv],
             env=env,
             stdout=output,
             stderr=subprocess.STDOUT,

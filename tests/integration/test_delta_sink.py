@@ -16,13 +16,13 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
 
 from tests.helpers import write_config
 from tests.integration.test_recovery import _expected
 from tidemark.cli.main import main
 from tidemark.config import load_config
-from tidemark.formats import read_sink_transaction, read_snapshot
+from tidemark.formats import read_sink_transaction
 from tidemark.pipeline.generate import generate_events
 from tidemark.recovery.audit import audit_sink
 from tidemark.storage import open_storage
@@ -96,7 +96,9 @@ def _commits(root: Path) -> set[int]:
 
 
 def _table(path: Path) -> pd.DataFrame:
-    frame = DeltaTable(str(path)).to_pandas()
+    """The table as delta-rs' SQL engine reads it (deletion vectors applied; its pyarrow route refuses them)."""
+    rows = QueryBuilder().register("t", DeltaTable(str(path))).execute("SELECT * FROM t").read_all()
+    frame = pa.table(rows).to_pandas()
     frame["windowStart"] = pd.to_datetime(frame["windowStart"], utc=True)
     return frame.sort_values(KEY).reset_index(drop=True)
 
@@ -124,7 +126,7 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
     assert killed.returncode == -9, killed.stderr[-2000:]
     commits = {int(p.name) for p in (tmp_path / "checkpoint" / "commits").glob("[0-9]*")}
     assert commits == {0}, commits  # batch 1 is in the table, not in Spark's commit log
-    snapshot = read_snapshot(open_storage(str(tmp_path / "output")))
+    killed_at = DeltaTable(str(tmp_path / "output")).transaction_version("tidemark:t")
     transaction = read_sink_transaction(open_storage(str(tmp_path / "checkpoint")))
     assert transaction is not None and transaction.app_id == "tidemark:t" and transaction.base == 0
     # The rest lands; the rerun re-runs the killed batch (Delta skips it: same transaction version) and goes on.
@@ -134,21 +136,20 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
     assert done.returncode == 0, done.stderr[-2000:]
     _assert_exact(tmp_path / "output", _expected(files))
 
-    # tidemark's reader of the log agrees with delta-rs: version, active files, the pipeline's transaction.
+    # The table's log (read with delta-rs): the pipeline's transaction at the newest committed batch's version, one
+    # commit per batch, never two for one transaction version (the re-run batch was skipped).
     table = DeltaTable(str(tmp_path / "output"))
-    after = read_snapshot(open_storage(str(tmp_path / "output")), every_commit=True)
-    assert after.version == table.version()
-    assert {f"{tmp_path / 'output'}/{p}" for p in after.files} == {u.removeprefix("file://") for u in table.file_uris()}
-    assert after.transactions["tidemark:t"] == table.transaction_version("tidemark:t")
     committed = max(int(p.name) for p in (tmp_path / "checkpoint" / "commits").glob("[0-9]*"))
-    assert after.transactions["tidemark:t"] == transaction.version_of(committed)
-    # One commit per batch that wrote rows, never two for one transaction version.
-    versions = [c.txn_version for c in after.commits if c.app_id == "tidemark:t"]
+    assert table.transaction_version("tidemark:t") == transaction.version_of(committed)
+    log = tmp_path / "output" / "_delta_log"
+    versions = [
+        json.loads(line)["txn"]["version"]
+        for commit in sorted(log.glob("*.json"))
+        for line in commit.read_text().splitlines()
+        if '"txn"' in line and "tidemark:t" in line
+    ]
     assert len(versions) == len(set(versions)), versions
-    assert (
-        snapshot.transactions["tidemark:t"] == transaction.version_of(1)
-        and snapshot.transactions["tidemark:t"] in versions
-    )
+    assert killed_at == transaction.version_of(1) and killed_at in versions
 
     # audit reads the table's log: each committed batch has exactly one commit carrying its transaction; another
     # writer's commit on the same table is told apart; a commit written twice for one batch is a violation.
@@ -186,7 +187,7 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
     assert "verified" in recovered.stdout and "0 duplicate" in recovered.stdout, recovered.stdout
     _assert_exact(tmp_path / "output", _expected(files))
     renewed = read_sink_transaction(open_storage(str(tmp_path / "checkpoint")))
-    assert renewed is not None and renewed.base == after.transactions["tidemark:t"] + 1
+    assert renewed is not None and renewed.base == table.transaction_version("tidemark:t") + 1
     assert _run(config).returncode == 0
     _assert_exact(tmp_path / "output", _expected(files))
     audit = audit_sink(load_config(config))
@@ -222,9 +223,9 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
 def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`recover --to-batch` on a Delta sink: one commit removes the later batches' files and sets the pipeline's
-    transaction back; a kill between that commit and the checkpoint's moves is refused by `run` and finished by the
-    rollback run again; the rerun equals the oracle; a compacted table refuses in one line.
+    """`recover --to-batch` on a Delta sink: Delta's RESTORE, in one commit that also sets the pipeline's transaction
+    back; a kill between that commit and the checkpoint's moves is refused by `run` and finished by the rollback run
+    again; the rerun equals the oracle; after a compaction (OPTIMIZE) the RESTORE takes it back with the batches.
 
     The sink is a catalog table (`[sink] table`, a Hive metastore on Derby that outlives each run's JVM): the
     first run creates it, every run resolves the name again, and the tools (rollback, audit) find its folder in the
@@ -289,11 +290,22 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
     assert any("undone by `tidemark recover --to-batch`" in n for n in audit.notes), audit.notes
     assert sum(r.rows or 0 for r in audit.batches) == len(_table(output))
 
-    # A compaction rewrote every batch's files with the others': batch 2's rows cannot be taken out alone.
+    # A compaction (OPTIMIZE changes no data) rewrote every batch's files with the others': Delta's RESTORE takes it
+    # back with the undone batches, rows as they were at batch 1; the transaction goes back with them.
     table.optimize.compact()
-    assert main(["recover", str(config), "--to-batch", "1"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no longer live" in err[0] and "OPTIMIZE" in err[0], err
+    again = roll_back(settings, 1)
+    assert again.plan.table is not None and again.plan.table.restore_version is not None
+    at_batch_1 = DeltaTable(str(output), version=again.plan.table.restore_version).to_pandas()
+    assert main(["recover", str(config), "--to-batch", "1", "--apply"]) == 0
+    capsys.readouterr()
+    assert sorted(_commits(tmp_path)) == [0, 1]
+    restored = DeltaTable(str(output))
+    assert restored.transaction_version(transaction.app_id) == transaction.version_of(1)
+    assert restored.history(1)[0]["operation"] == "RESTORE"
+    assert 0 < len(at_batch_1) < len(_expected(files))
+    pd.testing.assert_frame_equal(
+        restored.to_pandas().sort_values(KEY).reset_index(drop=True), at_batch_1.sort_values(KEY).reset_index(drop=True)
+    )
 
     # The checkpoint lost, and with it the folder it recorded: the tools that read without Spark say so in one
     # line; `recover` looks the name up in the catalog and replays only the windows the table lacks: exact again.
@@ -304,5 +316,6 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
     assert "verified" in recovered.stdout and "0 duplicate" in recovered.stdout, recovered.stdout
     _assert_exact(output, _expected(files))
     renewed = read_sink_transaction(checkpoint)
-    assert renewed is not None and Path(renewed.table) == output and renewed.base > transaction.version_of(newest)
+    # Above every version the table holds for the pipeline (it was rolled back to batch 1's).
+    assert renewed is not None and Path(renewed.table) == output and renewed.base == transaction.version_of(1) + 1
     assert audit_sink(load_config(config)).ok

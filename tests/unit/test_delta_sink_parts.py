@@ -3,6 +3,7 @@ sink transaction a checkpoint keeps, what a Delta config asks of Spark, and the 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -13,9 +14,11 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from tests.helpers import write_config
 from tidemark.config import load_config
 from tidemark.errors import EnvironmentProblem, InputError
-from tidemark.formats import SinkTransaction, read_sink_transaction, read_snapshot, write_sink_transaction
+from tidemark.formats import SinkTransaction, read_sink_transaction, write_sink_transaction
 from tidemark.needs import needs_of
 from tidemark.sinks import DeltaSink, sink_of
+from tidemark.sinks.delta.log import newest_checkpoint, read_commits
+from tidemark.sinks.delta.table import read_table_snapshot, transaction_version
 from tidemark.spark import jars
 from tidemark.spark.artifacts import DELTA_JARS, JarFeature, coordinates
 from tidemark.storage import open_storage
@@ -29,40 +32,119 @@ def _append(path: Path, rows: int, app: str | None, version: int | None, part: s
     write_deltalake(str(path), frame, mode="append", partition_by=["k"], commit_properties=props)
 
 
-def test_the_log_reader_agrees_with_delta_rs_across_a_checkpoint(tmp_path: Path) -> None:
+def test_the_commit_reader_tells_each_commit_s_transaction_and_rows_across_a_checkpoint(tmp_path: Path) -> None:
     table = tmp_path / "t"
     _append(table, 3, "tidemark:p", 0)
     _append(table, 2, "other", 7, part="b")  # another writer on the same table
     _append(table, 4, "tidemark:p", 1)
-    DeltaTable(str(table)).create_checkpoint()  # what came before is now read from the checkpoint's Parquet
+    DeltaTable(str(table)).create_checkpoint()
     _append(table, 5, None, None, part="c")
     _append(table, 1, "tidemark:p", 2)
-    # A partition value Hadoop escapes in the folder name and Delta encodes again in the log (a window start's colon):
-    # paths read from the checkpoint's Parquet and from the commits must be the same names.
     DeltaTable(str(table)).delete("v = 0 AND k = 'a 00:15'")  # a remove and an add in one commit
     delta = DeltaTable(str(table))
-    snapshot = read_snapshot(open_storage(str(table)), every_commit=True)
-    assert snapshot.version == delta.version() == 5
-    assert snapshot.checkpoint_version == 2
-    assert {f"{table}/{p}" for p in snapshot.files} == {u.removeprefix("file://") for u in delta.file_uris()}
-    for app in ("tidemark:p", "other"):
-        assert snapshot.transactions[app] == delta.transaction_version(app)
-    assert sum(f.rows or 0 for f in snapshot.files.values()) == len(delta.to_pyarrow_table())
-    ours = [c for c in snapshot.commits if c.app_id == "tidemark:p"]
+    log = read_commits(open_storage(str(table)))
+    assert [c.version for c in log.commits] == list(range(delta.version() + 1)) and log.oldest_commit == 0
+    assert newest_checkpoint(open_storage(str(table))) == 2
+    ours = [c for c in log.commits if c.app_id == "tidemark:p"]
     assert [(c.txn_version, c.rows_added) for c in ours] == [(0, 3), (1, 4), (2, 1)]
-    # Without every_commit only the commits after the checkpoint are read; the snapshot is the same.
-    quick = read_snapshot(open_storage(str(table)))
-    assert quick.files == snapshot.files and quick.transactions == snapshot.transactions
-    assert [c.version for c in quick.commits] == [3, 4, 5]
+    assert [c.operation for c in log.commits][-1] == "DELETE" and log.commits[-1].changes_data
+    # The snapshot (delta-rs): the same files, rows with the deleted ones gone, partition values decoded.
+    snapshot = read_table_snapshot(str(table))
+    assert snapshot is not None and snapshot.version == delta.version() == 5
+    assert {f"{table}/{f.path}" for f in snapshot.files} == {u.removeprefix("file://") for u in delta.file_uris()}
+    assert snapshot.rows == len(delta.to_pyarrow_table()) == 3 + 2 + 4 + 5 + 1 - 3  # v = 0 in three of a's appends
+    assert {f.partition_values["k"] for f in snapshot.files} == {"a 00:15", "b", "c"}
+    assert transaction_version(str(table), "tidemark:p") == 2 == delta.transaction_version("tidemark:p")
 
 
 def test_a_folder_without_a_log_is_no_table_and_a_damaged_log_is_one_line(tmp_path: Path) -> None:
-    assert not read_snapshot(open_storage(str(tmp_path))).exists
+    assert read_table_snapshot(str(tmp_path)) is None and not DeltaSink.claims(open_storage(str(tmp_path)))
     _append(tmp_path / "t", 1, None, None)
+    assert DeltaSink.claims(open_storage(str(tmp_path / "t")))
     log = tmp_path / "t" / "_delta_log" / "00000000000000000000.json"
     log.write_text(log.read_text() + "{not json\n")
     with pytest.raises(Exception, match="not JSON: the Delta log is damaged"):
-        read_snapshot(open_storage(str(tmp_path / "t")))
+        read_commits(open_storage(str(tmp_path / "t")))
+
+
+def _with_protocol(table: Path, protocol: dict[str, object]) -> None:
+    """A commit of the protocol action alone, as a writer that enables a feature makes it."""
+    version = DeltaTable(str(table)).version() + 1
+    actions = [{"commitInfo": {"operation": "SET TBLPROPERTIES"}}, {"protocol": protocol}]
+    (table / "_delta_log" / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def test_a_table_with_a_feature_tidemark_does_not_handle_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    from tidemark.errors import UsageError
+    from tidemark.sinks.delta.protocol import unsupported
+    from tidemark.sinks.delta.table import Protocol
+
+    assert unsupported(Protocol(3, 7, ("deletionVectors", "v2Checkpoint"), ("deletionVectors", "appendOnly"))) == ()
+    assert unsupported(Protocol(1, 2, (), ())) == ()
+    assert unsupported(Protocol(3, 7, ("catalogManaged",), ("catalogManaged", "madeUp"))) == (
+        "catalogManaged",
+        "madeUp",
+    )
+    assert unsupported(Protocol(4, 8, (), ())) == ("reader version 4", "writer version 8")
+
+    config = load_config(_delta_config(tmp_path))
+    _append(tmp_path / "output", 2, "tidemark:t", 0)
+    _with_protocol(tmp_path / "output", {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["madeUp"]})
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    sink = sink_of(config)
+    with pytest.raises(UsageError, match=r"uses madeUp, which tidemark does not vouch for.*nothing was written"):
+        sink.transaction()
+    # A reader feature delta-rs does not know: the same one line (exit 2), from the reader's own refusal.
+    _with_protocol(
+        tmp_path / "output",
+        {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["madeUp"], "writerFeatures": ["madeUp"]},
+    )
+    with pytest.raises(UsageError, match=r"reader feature tidemark does not vouch for .*madeUp"):
+        sink.transaction()
+    with pytest.raises(UsageError, match=r"madeUp"):
+        sink.held_windows()
+    assert UsageError.exit_code == 2
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted([*before, "00000000000000000002.json"])  # ours only
+
+
+def test_the_same_table_under_another_spelling_keeps_its_transaction_and_a_replaced_table_is_refused(
+    tmp_path: Path,
+) -> None:
+    output = tmp_path / "output"
+    config = load_config(_delta_config(tmp_path))
+    made = sink_of(config).transaction()
+    assert made.table_id is None  # no table yet
+    _append(output, 1, "tidemark:t", 0)
+    for spelling in (f"file://{output}", f"file:{output}", f"{output}/", f"{tmp_path}/./output"):
+        renamed = config.model_copy(update={"sink": config.sink.model_copy(update={"path": spelling})})
+        kept = sink_of(renamed).transaction()
+        assert (kept.app_id, kept.base, kept.table) == (made.app_id, made.base, made.table), spelling
+        assert kept.table_id == DeltaTable(str(output)).metadata().id  # recorded once the table exists
+    # The table deleted and made again at the same place: not the table the checkpoint wrote to.
+    import shutil
+
+    shutil.rmtree(output)
+    _append(output, 1, None, None)
+    with pytest.raises(InputError, match=r"is not the one the checkpoint .* wrote to .*it was replaced"):
+        sink_of(config).transaction()
+
+
+def test_a_file_uri_with_one_slash_is_a_location_not_a_relative_path(tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path, sink={"format": "delta", "path": f"file:{tmp_path}/out"}))
+    assert config.sink.path == f"file:{tmp_path}/out"
+    from tidemark.storage import parse_location
+
+    assert parse_location(config.sink.path).same_place(parse_location(str(tmp_path / "out")))
+    assert parse_location("wasbs://c@acct.blob.core.windows.net/a/b/").same_place(
+        parse_location("abfss://c@acct.dfs.core.windows.net/a/b")
+    )
+    assert parse_location("s3a://bucket/x").same_place(parse_location("s3://bucket/x/"))
+    assert not parse_location("s3a://bucket/x").same_place(parse_location("s3a://other/x"))
+    assert not parse_location("wasbs://c@acct.blob.core.windows.net/a").same_place(
+        parse_location("wasbs://c@other.blob.core.windows.net/a")
+    )
 
 
 def _delta_config(tmp_path: Path) -> Path:
@@ -121,7 +203,7 @@ def test_delta_rebuilds_its_state_in_a_local_jvm_s_task_slots(
 ) -> None:
     import os
 
-    from tidemark.sinks.delta import SNAPSHOT_PARTITIONS
+    from tidemark.sinks.delta.sink import SNAPSHOT_PARTITIONS
 
     config = write_config(tmp_path, sink={"format": "delta", "path": "output"}, spark={"master": master})
     settings = needs_of(load_config(config)).settings
@@ -161,6 +243,20 @@ def test_no_branch_on_the_sink_format_outside_its_package() -> None:
     assert found == []
 
 
+def test_only_the_delta_package_knows_delta_s_format_and_others_import_its_facade() -> None:
+    """`_delta_log` (and every module below sinks/delta/) is the Delta connector's own: the rest of the code asks its
+    facade (sinks/delta/__init__.py) or the sink contract."""
+    inner = re.compile(r"tidemark\.sinks\.delta\.\w+|_delta_log")
+    found = [
+        f"{path.relative_to(SRC)}:{number}: {line.strip()}"
+        for path in sorted(SRC.rglob("*.py"))
+        if path.relative_to(SRC).parts[:2] != ("sinks", "delta")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if inner.search(line)
+    ]
+    assert found == []
+
+
 def test_commits_removed_by_log_retention_are_said_not_counted_missing(tmp_path: Path) -> None:
     table = tmp_path / "output"
     for version in range(4):
@@ -177,11 +273,9 @@ def test_commits_removed_by_log_retention_are_said_not_counted_missing(tmp_path:
     assert [c.batch for c in output.commits] == [3, 4]
     assert not output.checks_batch(1) and output.checks_batch(3)
     assert any("retention removed commits 0 to 2" in note for note in output.notes), output.notes
-    snapshot = read_snapshot(open_storage(str(table)))  # the snapshot still has every file and the newest txn
-    assert len(snapshot.files) == 5 and snapshot.transactions["tidemark:t"] == 4
-    assert {f"{table}/{p}" for p in snapshot.files} == {
-        u.removeprefix("file://") for u in DeltaTable(str(table)).file_uris()
-    }
+    snapshot = read_table_snapshot(str(table))  # the snapshot still has every file and the newest txn
+    assert snapshot is not None and len(snapshot.files) == 5 and transaction_version(str(table), "tidemark:t") == 4
+    assert len(output.live_files) == 5
 
 
 def test_an_error_raised_in_a_foreach_batch_function_is_named_in_the_one_line() -> None:
@@ -209,3 +303,88 @@ def test_an_error_raised_in_a_foreach_batch_function_is_named_in_the_one_line() 
     assert line.startswith("AnalysisException: [DELTA_METADATA_MISMATCH]"), line
     assert "Given: [`windowStart`] Table: []" in line and "Traceback" not in line
     assert _first_line("plain failure\nsecond") == "plain failure"
+
+
+def test_a_rollback_is_delta_s_restore_that_sets_the_transaction_back_and_keeps_other_writers_work(
+    tmp_path: Path,
+) -> None:
+    """Batches 0-3 of one checkpoint (transaction base 0); the rollback to batch 1 is one RESTORE commit that also
+    carries the pipeline's transaction at batch 1's version (a plain RESTORE leaves it at 3, and the re-run batches
+    would be skipped as written). A compaction after the batches is undone with them; another writer's append after
+    them refuses the rollback in one line, the table unchanged."""
+    from tidemark.errors import CheckpointError
+    from tidemark.sinks.delta.rollback import apply_table_rollback, plan_table_rollback
+
+    def table(name: str) -> tuple[str, SinkTransaction]:
+        path = tmp_path / name
+        for batch in range(4):
+            _append(path, batch + 1, "tidemark:t", batch)
+        return str(path), SinkTransaction("tidemark:t", 0, str(path))
+
+    path, transaction = table("compacted")
+    at_batch_1 = len(DeltaTable(path, version=1).to_pyarrow_table())
+    DeltaTable(path).optimize.compact()
+    plan = plan_table_rollback(path, transaction, 1)
+    assert [c.batch for c in plan.undone] == [2, 3] and plan.restore_version == 1 and plan.reset_to == 1
+    assert plan.rows == 3 + 4
+    apply_table_rollback(path, transaction, plan)
+    after = DeltaTable(path)
+    assert after.transaction_version("tidemark:t") == 1 and len(after.to_pyarrow_table()) == at_batch_1 == 1 + 2
+    # Done already: the plan finds nothing to undo (a rollback run again after a kill finishes the checkpoint only).
+    assert plan_table_rollback(path, transaction, 1).reset_to is None
+    # The re-run batch 2 writes its version again: Delta takes it (the transaction is back at 1).
+    _append(Path(path), 5, "tidemark:t", 2)
+    assert DeltaTable(path).transaction_version("tidemark:t") == 2 and len(DeltaTable(path).to_pyarrow_table()) == 8
+
+    path, transaction = table("shared")
+    _append(Path(path), 2, "someone-else", 9, part="b")
+    version = DeltaTable(path).version()
+    with pytest.raises(
+        CheckpointError, match=r"commit 4 of .* \(someone-else\) changed the table's data after batch 1"
+    ):
+        plan_table_rollback(path, transaction, 1)
+    assert DeltaTable(path).version() == version
+    # Their append before the undone batches is theirs to keep: RESTORE goes back to a version that holds it.
+    path = str(tmp_path / "before")
+    transaction = SinkTransaction("tidemark:t", 0, path)
+    for batch in range(2):
+        _append(Path(path), 1, "tidemark:t", batch)
+    _append(Path(path), 2, "someone-else", 9, part="b")
+    _append(Path(path), 1, "tidemark:t", 2)
+    plan = plan_table_rollback(path, transaction, 1)
+    assert plan.restore_version == 2 and [c.batch for c in plan.undone] == [2]
+    apply_table_rollback(path, transaction, plan)
+    rows = DeltaTable(path).to_pandas()
+    assert sorted(rows["k"]) == ["a 00:15", "a 00:15", "b", "b"]
+    assert DeltaTable(path).transaction_version("someone-else") == 9
+
+
+def test_recover_takes_a_delta_table_of_any_partitioning_and_a_parquet_sink_only_by_window_folders(
+    tmp_path: Path,
+) -> None:
+    """A Delta table says which windows it holds from its rows: unpartitioned, or partitioned by another column,
+    it recovers; a Parquet sink is recovered by moving windowStart partitions aside, so without them it refuses in
+    one line (the same for every other refusal of recover)."""
+    from tidemark.errors import UsageError
+    from tidemark.recovery.replay import check_replayable
+
+    for partitions in ([], ["user"], ["windowStart"]):
+        delta = write_config(tmp_path, sink={"format": "delta", "path": "output", "partition_by": partitions})
+        check_replayable(load_config(delta))
+    parquet = write_config(tmp_path, sink={"partition_by": []})
+    with pytest.raises(UsageError, match=r"tidemark recover refused: a Parquet sink is recovered by moving its"):
+        check_replayable(load_config(parquet))
+    # An unpartitioned table tidemark wrote (delta-rs here): the windows come from its rows.
+    import datetime as dt
+
+    start = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    frame = pa.table(
+        {
+            "user": ["a", "b", "a"],
+            "windowStart": pa.array([start, start, start + dt.timedelta(minutes=15)], pa.timestamp("us", "UTC")),
+        }
+    )
+    write_deltalake(str(tmp_path / "output"), frame)
+    held = sink_of(load_config(write_config(tmp_path, sink={"format": "delta", "path": "output"}))).held_windows()
+    assert held.starts == (start, start + dt.timedelta(minutes=15)) and held.rows == 3
+    assert "rows" in held.read_from and held.table_id == DeltaTable(str(tmp_path / "output")).metadata().id

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tidemark.checkpoint.corruption import RestartPoint, damaged_file_findings, gap_findings, missing_state_findings
-from tidemark.checkpoint.report import DeltaSinkReport, FolderCount, OperatorReport, SinkReport
+from tidemark.checkpoint.report import FolderCount, OperatorReport, SinkReport
 from tidemark.findings import Finding, Severity
 from tidemark.formats import (
     CheckpointHealth,
@@ -17,6 +17,7 @@ from tidemark.formats import (
     SourceEntryProblem,
     StoreScan,
 )
+from tidemark.sinks.delta import DeltaSinkReport
 from tidemark.sizes import format_size
 from tidemark.spark.lines import Defect, has_defect, installed_version
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from tidemark.checkpoint.kafka import KafkaSourceReport
 from tidemark.findings import Finding, Severity
+from tidemark.sinks.delta import DeltaSinkReport
 from tidemark.storage import Walker
 
 
@@ -75,28 +76,6 @@ class SinkReport:
     files_in_compact: int
     bytes_total: int
     batches: list[int] = field(default_factory=list)  # the batch of every log file, in order
-
-
-@dataclass(frozen=True)
-class DeltaSinkReport:
-    """A Delta table sink, as its `_delta_log` shows it, and the transaction this checkpoint writes it with."""
-
-    path: str
-    version: int
-    files: int  # active data files
-    bytes_total: int
-    rows: int | None  # from the files' stats; None when a file has none
-    checkpoint_version: int | None  # the log's newest Parquet checkpoint
-    oldest_commit: int | None  # the oldest commit still in the log (older ones: removed by log retention)
-    transactions: dict[str, int]  # every writer's app id -> its latest transaction version
-    app_id: str | None  # the checkpoint's own (its _tidemark sink transaction), None for a checkpoint tidemark
-    # did not start on this table
-    last_batch: int | None  # the newest batch of this checkpoint the table holds
-
-    @property
-    def mean_file_bytes(self) -> int:
-        """Average size of an active file."""
-        return self.bytes_total // self.files if self.files else 0
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from tidemark.cli.output import out, print_json
 if TYPE_CHECKING:
     from tidemark.checkpoint.kafka import KafkaSourceReport
     from tidemark.checkpoint.prune import PruneResult
-    from tidemark.checkpoint.report import CheckpointReport, DeltaSinkReport
+    from tidemark.checkpoint.report import CheckpointReport
+    from tidemark.sinks.delta import DeltaSinkReport
 
 checkpoint_app = typer.Typer(
     name="checkpoint",

@@ -39,6 +39,8 @@ def _render_recovery(result: RecoveryResult) -> None:
     table.add_row("sink", f"{plan.sink} ({plan.committed_files} committed files)")
     newest = plan.newest_committed_window.isoformat() if plan.newest_committed_window else "none"
     table.add_row("newest committed window", newest + (" (per key: oldest newest)" if plan.per_key else ""))
+    if plan.windows_read_from:
+        table.add_row("windows read from", escape(plan.windows_read_from))
     table.add_row("newest event in source", plan.newest_event_time.isoformat() if plan.newest_event_time else "-")
     table.add_row("resume point", plan.resume_from.isoformat())
     table.add_row("replay", plan.replay)

@@ -50,13 +50,21 @@ def _describe(error: ValidationError, origin: str) -> str:
     return f"{origin}: bad value for {where}: {message}"
 
 
+def _is_uri(value: str) -> bool:
+    """True for a URI, `file:/x` (the form Spark and Hadoop print paths in) as well as `scheme://...`; a one-letter
+    scheme is a Windows drive letter."""
+    scheme, colon, _ = value.partition(":")
+    word = scheme.replace("+", "").replace("-", "").replace(".", "")
+    return bool(colon) and len(scheme) > 1 and scheme[0].isalpha() and word.isalnum()
+
+
 def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for table, key in _PATH_KEYS:
         section = out.get(table)
         if isinstance(section, dict) and isinstance(section.get(key), str):
             value: str = section[key]
-            if "://" not in value and not Path(value).is_absolute():
+            if not _is_uri(value) and not Path(value).is_absolute():
                 section[key] = str((base / value).resolve())
     return out
 

@@ -436,7 +436,7 @@ def _local_work(target: Location, apply: bool) -> Iterator[Path]:
 
 def _discard(target: Location, checkpoint: Location) -> None:
     """Remove a failed repartition's new checkpoint (local or uploaded), never the checkpoint itself."""
-    if target.uri.rstrip("/") == checkpoint.uri.rstrip("/"):
+    if target.same_place(checkpoint):
         return
     if target.is_local:
         shutil.rmtree(target.key, ignore_errors=True)

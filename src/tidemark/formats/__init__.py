@@ -22,16 +22,6 @@ from tidemark.formats.batches import (
 )
 from tidemark.formats.checkpoint import Checkpoint, CheckpointStatus
 from tidemark.formats.clone import clone_whole, clone_without_state, is_store_data, repoint_schema_paths
-from tidemark.formats.delta_log import (
-    ROLLBACK_OPERATION,
-    AddedFile,
-    DeltaCommit,
-    DeltaSnapshot,
-    is_delta_table,
-    read_commit,
-    read_snapshot,
-    write_rollback_commit,
-)
 from tidemark.formats.entries import (
     SHUFFLE_PARTITIONS,
     CommitEntry,
@@ -181,13 +171,11 @@ __all__ = [
     "QUARANTINE_SUFFIX",
     "RECOVERY_PLAN_FILE",
     "ROCKSDB_CAP_FIELD",
-    "ROLLBACK_OPERATION",
     "SHUFFLE_PARTITIONS",
     "SINK_LOG_DIR",
     "TIMER_FAMILIES",
     "TIME_POSTFIX",
     "TIME_PREFIX",
-    "AddedFile",
     "BatchProgress",
     "Checkpoint",
     "CheckpointHealth",
@@ -197,8 +185,6 @@ __all__ = [
     "CommitEntry",
     "CommittedFiles",
     "Damage",
-    "DeltaCommit",
-    "DeltaSnapshot",
     "EventType",
     "FetchReport",
     "Field",
@@ -258,7 +244,6 @@ __all__ = [
     "finish_removals",
     "helper_spec",
     "inject_sink_entries",
-    "is_delta_table",
     "is_record",
     "is_store_data",
     "iter_log",
@@ -288,7 +273,6 @@ __all__ = [
     "quarantine_batch",
     "quarantine_batch_name",
     "quarantine_entries_after",
-    "read_commit",
     "read_health",
     "read_ledger",
     "read_lock",
@@ -300,7 +284,6 @@ __all__ = [
     "read_sink_log",
     "read_sink_rollback",
     "read_sink_transaction",
-    "read_snapshot",
     "read_source_logs",
     "read_store",
     "record_batch",
@@ -341,7 +324,6 @@ __all__ = [
     "with_checksums",
     "write_quarantine_marker",
     "write_recovery_marker",
-    "write_rollback_commit",
     "write_sink_transaction",
     "zip_references",
 ]

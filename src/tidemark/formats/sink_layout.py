@@ -53,16 +53,12 @@ def committed_data_files(sink: Storage, empty: Callable[[list[int]], Collection[
     none of this one belongs to a sink copied from there: its entries cannot tell committed from not, so every file
     counts (and `copied` says so). Otherwise only the listed files count; a log that lists no file yet (the batches
     so far emitted nothing) means nothing is committed, and a killed batch's file (often empty) is never read.
-    A Delta table's committed files are its log's live files (removed ones stay on storage for time travel).
+    A folder another connector claims (a Delta table: sinks.claiming) is read by that connector, never here.
     empty: the batches the checkpoint proves wrote nothing (`sinklog.read_log`).
     """
-    from tidemark.formats.delta_log import is_delta_table, read_snapshot
     from tidemark.formats.sinklog import read_log
 
     present = tuple(e.rel for e in data_files(sink))
-    if is_delta_table(sink):
-        live = read_snapshot(sink).files
-        return CommittedFiles(present, tuple(rel for rel in present if rel in live), (), False)
     log = read_log(sink, empty=empty)
     copied = log.exists and not log.files and bool(log.outside)
     if not log.exists or copied:

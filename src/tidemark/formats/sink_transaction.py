@@ -1,6 +1,7 @@
 """tidemark's record, in a checkpoint, of how its batches name their writes to an idempotent sink (Delta Lake).
 
-Batch b of the checkpoint writes with the sink's transaction (app id, `base + b`). The app id is the pipeline's
+Batch b of the checkpoint writes with the sink's transaction (app id, `base + b`) into one table, named by its
+location (any spelling of it) and, once it exists, its own id. The app id is the pipeline's
 and outlives any checkpoint; `base` is chosen when the checkpoint starts writing (one past the newest version the
 sink holds for that app id), so a re-run batch repeats its version (the sink skips it) and a new checkpoint never
 repeats an old one.
@@ -23,6 +24,7 @@ class SinkTransaction:
     app_id: str
     base: int
     table: str
+    table_id: str | None = None  # the table's own id (Delta's metaData.id) once it exists; None: not known yet
 
     def version_of(self, batch: int) -> int:
         """The transaction version batch `batch` writes with."""
@@ -40,15 +42,20 @@ def read_sink_transaction(checkpoint: Storage) -> SinkTransaction | None:
         return None
     try:
         body = json.loads(data)
-        return SinkTransaction(str(body["app_id"]), int(body["base"]), str(body["table"]))
+        table_id = body.get("table_id")
+        return SinkTransaction(
+            str(body["app_id"]), int(body["base"]), str(body["table"]), None if table_id is None else str(table_id)
+        )
     except (ValueError, KeyError, TypeError) as exc:
         msg = f"{checkpoint.uri(SINK_TRANSACTION)} is damaged ({exc}): restore it from a copy of the checkpoint"
         raise CheckpointError(msg) from exc
 
 
 def write_sink_transaction(checkpoint: Storage, transaction: SinkTransaction) -> None:
-    """Keep the checkpoint's sink transaction (written once, before its first batch)."""
-    body = {"app_id": transaction.app_id, "base": transaction.base, "table": transaction.table}
+    """Keep the checkpoint's sink transaction (written before its first batch; again once the table's id is known)."""
+    body: dict[str, object] = {"app_id": transaction.app_id, "base": transaction.base, "table": transaction.table}
+    if transaction.table_id is not None:
+        body["table_id"] = transaction.table_id
     checkpoint.write_atomic(SINK_TRANSACTION, json.dumps(body).encode("utf-8"))
 
 

@@ -34,7 +34,7 @@ from tidemark.formats import (
 )
 from tidemark.recovery.archive import pipeline_locations
 from tidemark.recovery.replay import EPOCH, replay_config
-from tidemark.sinks import Tool, sink_of
+from tidemark.sinks import Tool, claiming, sink_of
 from tidemark.sources import SourcePosition, source_of
 from tidemark.storage import Location, open_storage, parse_location
 
@@ -93,10 +93,10 @@ def _refuse(message: str) -> NoReturn:
 
 def _check_new_locations(config: TidemarkConfig, old_checkpoint: Location, old_sink: Location | None) -> None:
     paths = pipeline_locations(config, Tool.ADOPT)
-    if paths.checkpoint.uri.rstrip("/") == old_checkpoint.uri.rstrip("/"):
+    if paths.checkpoint.same_place(old_checkpoint):
         _refuse("[checkpoint] location is the old job's checkpoint: give tidemark a new folder")
     sink = sink_of(config)
-    in_place = old_sink is not None and paths.sink.uri.rstrip("/") == old_sink.uri.rstrip("/")
+    in_place = old_sink is not None and paths.sink.same_place(old_sink)
     if in_place and not sink.adopts_in_place:
         _refuse("[sink] path is the old job's sink: tidemark writes the windows from the cut-over to a new folder")
     problem = what_is_there(open_storage(paths.checkpoint), empty_ok=True)
@@ -112,6 +112,23 @@ def _check_new_locations(config: TidemarkConfig, old_checkpoint: Location, old_s
     if store.exists("") and any(True for _ in store.list_files()):
         also = " (or the old job's table)" if sink.adopts_in_place else ""
         _refuse(f"the sink {paths.sink.uri} already holds files: [sink] path must be a new folder{also}")
+
+
+def _old_sink_windows(config: TidemarkConfig, old_sink: Location) -> SinkWindows:
+    """The windows the old job's sink holds: a table read by its own connector (in place: it is the config's
+    sink), a folder of plain files by their committed files."""
+    store = open_storage(old_sink)
+    owner = claiming(store)
+    if owner is None:
+        return sink_windows(store)
+    sink = sink_of(config)
+    if type(sink) is not owner or not pipeline_locations(config, Tool.ADOPT).sink.same_place(old_sink):
+        _refuse(
+            f"the old sink {old_sink.uri} is a {owner.format.value} table: to adopt it in place, set [sink] format = "
+            f'"{owner.format.value}" and [sink] path to it'
+        )
+    held = sink.held_windows()
+    return SinkWindows(held.uri, len(held.files), max(held.rows, 0), held.newest_start, held.read_from, ())
 
 
 def plan_adoption(
@@ -145,7 +162,7 @@ def plan_adoption(
     problem = position.refusal(resume) if position is not None else None
     if problem is not None:
         _refuse(problem)
-    windows = sink_windows(open_storage(old_sink_location)) if old_sink_location is not None and read_old_sink else None
+    windows = _old_sink_windows(config, old_sink_location) if old_sink_location is not None and read_old_sink else None
     notes: list[str] = []
     if windows is not None:
         if windows.newest_start is not None and windows.newest_start >= resume:

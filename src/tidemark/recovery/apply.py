@@ -149,7 +149,7 @@ def _replay(plan: RecoveryPlan, launch: Launch) -> RecoveryResult:
     if table is not None:
         from tidemark.recovery.audit import key_columns, table_duplicates
 
-        rows, duplicated, _ = table_duplicates(open_storage(table.uri), key_columns(config), list(table.live_files))
+        rows, duplicated, _ = table_duplicates(config, key_columns(config))
         return RecoveryResult(plan, True, replay, 0, Verification(rows, duplicated, None, None), own_log=True)
     injected = finish_pending(paths.checkpoint, paths.sink)
     verification = verify_sink(config, launch.session()) if read_sink_log(open_storage(paths.sink)).exists else None

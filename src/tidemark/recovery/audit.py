@@ -340,9 +340,8 @@ def audit_table(config: TidemarkConfig, checkpoint: Checkpoint, table: TableOutp
                 count=len(missing),
             )
         )
-    sink = open_storage(table.uri)
     columns = key_columns(config)
-    rows_read, duplicated, examples = table_duplicates(sink, columns, list(table.live_files))
+    rows_read, duplicated, examples = table_duplicates(config, columns)
     if duplicated:
         violations.append(
             Violation(
@@ -374,41 +373,25 @@ def audit_table(config: TidemarkConfig, checkpoint: Checkpoint, table: TableOutp
 _TIME_COLUMNS = ("windowStart", "windowEnd", "sessionStart", "sessionEnd")
 
 
-def table_duplicates(sink: Storage, columns: tuple[str, ...], files: list[str]) -> tuple[int, int, list[str]]:
-    """(rows, repeated rows, example keys) among a table's live files, as its readers see them: a partition
-    column is taken from the file when the writer put it there, else from the file's `column=value` folder."""
-    from urllib.parse import unquote
-
+def table_duplicates(config: TidemarkConfig, columns: tuple[str, ...]) -> tuple[int, int, list[str]]:
+    """(rows, repeated rows, example keys) among a table sink's rows as its readers read them (the sink's own
+    reader: deletion vectors applied, partition values from its log, never from folder names)."""
     import pandas as pd
-    import pyarrow.parquet as pq
 
-    filesystem, base = sink.arrow()
-    frames = []
-    rows = 0
-    for rel in files:
-        handle = pq.ParquetFile(f"{base}/{rel}", filesystem=filesystem)
-        rows += handle.metadata.num_rows
-        if not columns:
-            continue
-        inside = [c for c in columns if c in handle.schema_arrow.names]
-        frame: Any = handle.read(columns=inside).to_pandas() if inside else pd.DataFrame(index=range(0))
-        if not inside:
-            frame = pd.DataFrame(index=range(handle.metadata.num_rows))
-        folders = dict(part.split("=", 1) for part in rel.split("/")[:-1] if "=" in part)
-        for column in columns:
-            if column not in frame.columns:
-                frame[column] = unquote(folders.get(column, ""))
-        frames.append(frame[list(columns)])
-    if not frames:
+    frame: Any = sink_of(config).table_rows(list(columns) or [])
+    if frame is None:
+        return 0, 0, []
+    rows = int(frame.num_rows)
+    if not columns:
         return rows, 0, []
-    frame = pd.concat(frames, ignore_index=True)
+    data = pd.DataFrame({c: frame.column(c).to_pylist() for c in columns})
     for column in columns:
         if column in _TIME_COLUMNS:
-            frame[column] = pd.to_datetime(frame[column], utc=True).map(lambda t: t.isoformat())
-    frame = frame.astype(str)
-    repeated = frame[frame.duplicated(keep=False)].drop_duplicates()
+            data[column] = pd.to_datetime(data[column], utc=True).map(lambda t: t.isoformat())
+    data = data.astype(str)
+    repeated = data[data.duplicated(keep=False)].drop_duplicates()
     examples = [", ".join(row) for row in repeated.head(MAX_LISTED).itertuples(index=False)]
-    return rows, int(frame.duplicated().sum()), examples
+    return rows, int(data.duplicated().sum()), examples
 
 
 def _rows(sink: Storage, files: list[str]) -> int | None:

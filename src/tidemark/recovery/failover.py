@@ -43,7 +43,7 @@ class Failover:
         if not sink.vouches(Tool.FAILOVER) or sink.unresolved() is not None:
             # A plain run; a recovered checkpoint keeps its replay filter, so a restart keeps the query it replayed
             # with. A catalog table whose location no run has recorded yet is first resolved by this run; a new
-            # checkpoint on a table that already holds this pipeline's output is refused there (sinks/delta.py).
+            # checkpoint on a table that already holds this pipeline's output is refused there (sinks/delta/sink.py).
             marker = read_recovery_marker(parse_location(config.checkpoint.location))
             resume = point.replay_from or (marker.resume_from if marker is not None else None)
             return replace(point, replay_from=resume)

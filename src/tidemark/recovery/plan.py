@@ -55,6 +55,7 @@ class RecoveryPlan:
     moves: tuple[Move, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
     source_offsets: str | None = None  # Kafka: the replay's per-partition start offsets (Spark's JSON)
+    windows_read_from: str = ""  # how the sink's windows were read (a table's partition values or rows, a log)
 
     def to_json(self) -> str:
         """The plan as JSON (kept in the archive, so an interrupted recovery can be resumed)."""
@@ -130,22 +131,6 @@ def _newest_per_key(files: list[str], sink: Storage, keys: list[str]) -> dict[tu
     return newest
 
 
-def _resume_point(
-    committed: list[str], sink: Storage, config: TidemarkConfig, per_key: bool
-) -> tuple[datetime | None, datetime | None]:
-    """(newest committed window start, resume point before the look-back clamp)."""
-    slide = config.aggregation.slide or config.aggregation.window
-    assert slide is not None
-    starts = [s for s in (partition_start(f) for f in committed) if s is not None]
-    if not starts:
-        return None, None
-    newest = max(starts)
-    if not per_key:
-        return newest, newest + slide
-    per = _newest_per_key(committed, sink, list(config.aggregation.key))
-    return newest, (min(per.values()) + slide) if per else newest + slide
-
-
 def plan_recovery(
     config: TidemarkConfig,
     newest_event_time: datetime | None,
@@ -161,20 +146,27 @@ def plan_recovery(
     assert slide is not None
     archive = paths.archive_for(now)
     sink = open_storage(paths.sink)
-    # A table sink (Delta) keeps its own log, which a lost checkpoint does not touch: its live files are what
-    # it holds, and nothing in it moves (windows from the resume point on are not in it).
-    table = sink_of(config).table_output(open_storage(paths.checkpoint))
+    # What the sink holds, read from it (a table's snapshot or rows, a file sink's committed files): the replay
+    # resumes after its newest window. A table sink (Delta) keeps its own log, which a lost checkpoint does not
+    # touch: nothing in it moves (windows from the resume point on are not in it).
+    target = sink_of(config)
+    table = target.table_output(open_storage(paths.checkpoint))
     if table is not None and per_key:
         msg = (
             "--per-key rewrites windows some keys already have, which a Delta sink cannot take back (its files do not "
             "move aside): recover without --per-key"
         )
         raise UsageError(msg)
+    held = target.held_windows()
     no_output = Checkpoint.open(paths.checkpoint).repartition_batches  # batches the sink log may skip
     log = read_sink_log(sink, empty=no_output) if table is None else None
-    listed = {e.rel for e in sink.list_files()} if table is None else set(table.live_files)
-    committed = [p for p in log.files if p in listed] if log is not None else list(table.live_files if table else [])
-    newest_window, unclamped = _resume_point(committed, sink, config, per_key)
+    listed = {e.rel for e in sink.list_files()} if table is None else set(held.files)
+    committed = list(held.files)
+    newest_window = held.newest_start
+    unclamped = None if newest_window is None else newest_window + slide
+    if per_key and newest_window is not None:
+        per = _newest_per_key(committed, sink, list(config.aggregation.key))
+        unclamped = (min(per.values()) + slide) if per else unclamped
     reference = newest_event_time or now or datetime.now(tz=UTC)
     floor = ceil_to_grid(reference - config.checkpoint.max_lookback, slide)
     notes: list[str] = []
@@ -242,4 +234,5 @@ def plan_recovery(
         surviving_files=tuple(surviving),
         moves=tuple(moves),
         notes=tuple(notes),
+        windows_read_from=held.read_from,
     )

@@ -6,20 +6,22 @@ from datetime import datetime
 
 from tidemark.config import TidemarkConfig
 from tidemark.errors import UsageError
+from tidemark.sinks import sink_of
 from tidemark.sources import EPOCH, source_of
 
 __all__ = ["EPOCH", "check_replayable", "describe_replay", "replay_config"]
 
 
 def check_replayable(config: TidemarkConfig) -> None:
-    """Recovery replays by event time: a source that can be replayed (a landing folder, Kafka), and a window
-    aggregation."""
+    """Recovery replays by event time: a source that can be replayed (a landing folder, Kafka), a window
+    aggregation, and a sink that can say which windows it holds (each sink says: Sink.recover_gap)."""
     source_of(config).require_replayable()
-    if config.aggregation.kind.value != "window" or "windowStart" not in config.partition_by:
-        msg = (
-            "tidemark recover needs a window aggregation whose sink is partitioned by windowStart "
-            "(the resume point is read from those partitions)"
-        )
+    if config.aggregation.kind.value != "window":
+        msg = "tidemark recover needs a window aggregation (the replay resumes after the newest window the sink holds)"
+        raise UsageError(msg)
+    gap = sink_of(config).recover_gap()
+    if gap is not None:
+        msg = f"tidemark recover refused: {gap}"
         raise UsageError(msg)
 
 

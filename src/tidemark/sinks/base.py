@@ -9,6 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tidemark.compat import StrEnum
@@ -65,18 +66,38 @@ class TableOutput:
 
 
 @dataclass(frozen=True)
+class HeldWindows:
+    """The windows a sink holds, read from the data it holds (a table's snapshot or rows, a file sink's committed
+    files), never guessed from file names: what `recover` resumes after."""
+
+    uri: str
+    files: tuple[str, ...]  # the data files its readers read now, below uri
+    rows: int  # rows its readers read (-1: unknown)
+    starts: tuple[datetime, ...]  # distinct window starts held, oldest first
+    read_from: str  # how they were read, for the plan's reader
+    table_id: str | None = None  # a table's own id (Delta's metaData.id), None for a folder of files
+
+    @property
+    def newest_start(self) -> datetime | None:
+        """The newest window start held, None when it holds none."""
+        return self.starts[-1] if self.starts else None
+
+
+@dataclass(frozen=True)
 class TableRollback:
-    """How a table sink undoes a checkpoint's batches after to_batch: one commit of its own log."""
+    """How a table sink undoes a checkpoint's batches after to_batch: one commit of its own log (Delta's RESTORE)."""
 
     uri: str
     to_batch: int
     undone: tuple[TableCommit, ...]  # this checkpoint's commits of later batches, still live in the table
     reset_to: int | None  # the transaction version the table goes back to; None: it is there already
     notes: tuple[str, ...] = ()
+    restore_version: int | None = None  # the table version its RESTORE goes back to
 
     @property
     def files(self) -> tuple[str, ...]:
-        """The data files the undo commit removes from the table (they stay on storage for time travel)."""
+        """The data files of the undone batches (the undo commit removes them; they stay on storage for time
+        travel)."""
         return tuple(f for c in self.undone for f in c.files)
 
     @property
@@ -102,6 +123,13 @@ class Sink(ABC):
 
     def __init__(self, config: TidemarkConfig) -> None:
         self.config = config
+
+    @classmethod
+    def claims(cls, folder: Storage) -> bool:
+        """True when the folder holds this connector's own format (a table's log), which no other connector may
+        read as plain files."""
+        del folder
+        return False
 
     @property
     def path(self) -> str | None:
@@ -136,6 +164,18 @@ class Sink(ABC):
     @abstractmethod
     def configure(self, writer: DataStreamWriter, output: DataFrame) -> DataStreamWriter:
         """The streaming writer, pointed at this sink (the checkpoint, trigger and query name are set already)."""
+
+    def recover_gap(self) -> str | None:
+        """Why `tidemark recover` cannot resume this sink's windows (one line), None when it can."""
+        return self.exactly_once_gap if not self.vouches(Tool.RECOVER) else None
+
+    def held_windows(self) -> HeldWindows:
+        """The windows the sink holds, read from what it holds (never from file names): `recover` resumes after
+        the newest. A sink that cannot say refuses in one line."""
+        from tidemark.errors import UsageError
+
+        msg = f"{Tool.RECOVER.value} refused: {self.recover_gap() or 'this sink cannot say which windows it holds'}"
+        raise UsageError(msg)
 
     def holds_output(self) -> bool:
         """True when the sink already holds batches this pipeline committed (a new checkpoint would repeat them)."""
@@ -172,6 +212,12 @@ class Sink(ABC):
         del checkpoint, plan
         msg = f"{type(self).__name__} has no table to roll back"
         raise NotImplementedError(msg)
+
+    def table_rows(self, columns: list[str]) -> Any:
+        """A table sink's rows as its readers read them (deletion vectors applied, partition values from its log),
+        projected on columns, as a pyarrow Table; None for a sink audited through its files (Parquet)."""
+        del columns
+        return None
 
     def table_output(self, checkpoint: Storage) -> TableOutput | None:
         """A table sink's own record of the checkpoint's batches; None for a sink audited through Spark's file

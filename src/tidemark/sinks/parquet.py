@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tidemark.config import AggregationKind, SinkFormat
-from tidemark.sinks.base import BatchHook, Sink
+from tidemark.sinks.base import BatchHook, HeldWindows, Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -50,6 +50,38 @@ class ParquetSink(Sink):
         if self.config.sink.retention:
             writer = writer.option("retention", self.config.sink.retention)
         return writer
+
+    def recover_gap(self) -> str | None:
+        """Recovery moves a Parquet sink's rewritten windows aside by their `windowStart=` partition folders."""
+        if "windowStart" not in self.config.partition_by:
+            return (
+                "a Parquet sink is recovered by moving its windowStart partitions aside: partition it by windowStart "
+                "([sink] partition_by), or write Delta Lake, whose recovery reads the table's rows"
+            )
+        return None
+
+    def held_windows(self) -> HeldWindows:
+        """The window starts of the files Spark's file sink log commits (their `windowStart=` folders)."""
+        from tidemark.errors import UsageError
+        from tidemark.formats import Checkpoint, partition_start, read_sink_log
+        from tidemark.storage import open_storage
+
+        gap = self.recover_gap()
+        if gap is not None:
+            msg = f"tidemark recover refused: {gap}"
+            raise UsageError(msg)
+        sink = open_storage(self.path or "")
+        log = read_sink_log(sink, empty=Checkpoint.open(self.config.checkpoint.location).repartition_batches)
+        listed = {e.rel for e in sink.list_files()}
+        committed = tuple(p for p in log.files if p in listed)
+        starts = {s for s in (partition_start(f) for f in committed) if s is not None}
+        return HeldWindows(
+            uri=sink.uri(),
+            files=committed,
+            rows=-1,
+            starts=tuple(sorted(starts)),
+            read_from=f"the windowStart folders of the {len(committed)} file(s) Spark's file sink log commits",
+        )
 
     def holds_output(self) -> bool:
         """True when the folder has Spark's file sink log (a query committed batches into it)."""

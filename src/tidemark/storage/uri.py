@@ -122,6 +122,17 @@ class Location:
         uri = f"{self.root_uri}/{head}" if head else self.root_uri
         return Location(uri, self.kind, self.scheme, self.bucket, head, self.account)
 
+    @property
+    def place(self) -> tuple[str, str, str, str]:
+        """Where the data is, whatever the spelling: the store, account, container or bucket and key. The schemes
+        that reach one store (`wasbs`/`abfs(s)` over one account and container, `s3`/`s3a`/`s3n`, a plain path and
+        `file:`) and a trailing slash give the same place."""
+        return (self.kind.value, self.account or "", self.bucket, self.key)
+
+    def same_place(self, other: Location) -> bool:
+        """True when both name the same folder or file (see `place`)."""
+        return self.place == other.place
+
     def __str__(self) -> str:
         return self.uri
 

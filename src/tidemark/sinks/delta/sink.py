@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from tidemark.config import SinkFormat, local_threads
 from tidemark.errors import CheckpointError, EnvironmentProblem, InputError
-from tidemark.sinks.base import Sink, TableCommit, TableOutput, TableRollback, Tool
+from tidemark.sinks.base import HeldWindows, Sink, TableOutput, TableRollback, Tool
+from tidemark.sinks.delta.held import held_windows
+from tidemark.sinks.delta.log import has_log
+from tidemark.sinks.delta.output import table_output
+from tidemark.sinks.delta.protocol import require_supported
+from tidemark.sinks.delta.rollback import apply_table_rollback, plan_table_rollback
+from tidemark.sinks.delta.table import open_table, protocol_of, read_rows, transaction_version
 from tidemark.sinks.parquet import ParquetSink
 from tidemark.spark.artifacts import JarFeature
 
@@ -55,6 +61,11 @@ class DeltaSink(Sink):
 
     lost_checkpoint_risk: ClassVar[str] = "write every window again"
     adopts_in_place: ClassVar[bool] = True
+
+    @classmethod
+    def claims(cls, folder: Storage) -> bool:
+        """True when the folder is a Delta table (its `_delta_log` has a commit or checkpoint)."""
+        return has_log(folder)
 
     def __init__(self, config: TidemarkConfig) -> None:
         super().__init__(config)
@@ -103,7 +114,7 @@ class DeltaSink(Sink):
             msg = f"[sink] table {name}: the catalog did not keep the table it was asked to create"
             raise InputError(msg)
         recorded = self.path
-        if recorded is not None and parse_location(recorded) != parse_location(location):
+        if recorded is not None and not parse_location(recorded).same_place(parse_location(location)):
             msg = (
                 f"[sink] table {name} is now {location} in the catalog, but the checkpoint "
                 f"{self.config.checkpoint.location} wrote to {recorded}: point the name back, or start a new "
@@ -175,14 +186,15 @@ class DeltaSink(Sink):
             raise InputError(msg)
 
     def transaction(self) -> SinkTransaction:
-        """The checkpoint's sink transaction: kept from its first start, else chosen now above the table's own."""
+        """The checkpoint's sink transaction: kept from its first start (the same table under any spelling of its
+        location), else chosen now above the table's own. Refused in one line, before anything is written: a table
+        whose protocol tidemark does not vouch for, a table replaced since the checkpoint wrote to it."""
         from tidemark.formats import (
             Checkpoint,
             CheckpointStatus,
             SinkTransaction,
             read_recovery_marker,
             read_sink_transaction,
-            read_snapshot,
             write_sink_transaction,
         )
         from tidemark.storage import open_storage, parse_location
@@ -191,9 +203,24 @@ class DeltaSink(Sink):
         kept = read_sink_transaction(checkpoint)
         table = self._table_path()
         self.check()
-        if kept is not None and kept.table == table:
+        found = open_table(table)
+        table_id = str(found.metadata().id) if found is not None else None
+        if found is not None:
+            require_supported(table, protocol_of(found), "write to it")
+        if kept is not None and parse_location(kept.table).same_place(parse_location(table)):
+            if kept.table_id is not None and table_id is not None and kept.table_id != table_id:
+                msg = (
+                    f"the Delta table at {table} is not the one the checkpoint {self.config.checkpoint.location} "
+                    f"wrote to (table id {table_id}, the checkpoint's {kept.table_id}): it was replaced, and the "
+                    "windows the checkpoint committed are not in it. Run `tidemark recover CONFIG` to replay them "
+                    "into this table, or point [sink] path back at the old one"
+                )
+                raise InputError(msg)
+            if kept.table_id is None and table_id is not None:
+                kept = SinkTransaction(kept.app_id, kept.base, kept.table, table_id)
+                write_sink_transaction(checkpoint, kept)
             return kept
-        last = read_snapshot(open_storage(table)).transactions.get(self.app_id)
+        last = found.transaction_version(self.app_id) if found is not None else None
         started = Checkpoint.open(self.config.checkpoint.location).status() is CheckpointStatus.PRESENT
         # A recovery's replay (the checkpoint carries its marker) writes only windows the table does not hold.
         replay = read_recovery_marker(parse_location(self.config.checkpoint.location)) is not None
@@ -205,98 +232,50 @@ class DeltaSink(Sink):
                 "restore the checkpoint, or point [sink] path at a new table"
             )
             raise InputError(msg)
-        made = SinkTransaction(self.app_id, 0 if last is None else last + 1, table)
+        made = SinkTransaction(self.app_id, 0 if last is None else int(last) + 1, table, table_id)
         write_sink_transaction(checkpoint, made)
         return made
 
     def holds_output(self) -> bool:
         """True when the table has a commit carrying this pipeline's transaction."""
-        from tidemark.formats import read_snapshot
-        from tidemark.storage import open_storage
-
-        return self.app_id in read_snapshot(open_storage(self._table_path())).transactions
+        return transaction_version(self._table_path(), self.app_id) is not None
 
     # Files per output partition per batch: the same stage shape as the Parquet sink's (sinks/parquet.py).
     writers = ParquetSink.writers
 
     def _written(self, transaction: SinkTransaction, batch: int) -> bool:
         """True when the table already holds the batch's commit (its transaction version or a later one)."""
-        from tidemark.formats import read_snapshot
-        from tidemark.storage import open_storage
-
-        last = read_snapshot(open_storage(transaction.table)).transactions.get(transaction.app_id)
+        last = transaction_version(self._table_path(), transaction.app_id)
         written = last is not None and last >= transaction.version_of(batch)
         if written:
             log.info("batch %d: its Delta commit (version %d of %s) is in the table already", batch, last, self.app_id)
         return written
 
+    def held_windows(self) -> HeldWindows:
+        """The window starts the table holds, read from its snapshot (partition values) or its rows."""
+        return held_windows(self._table_path())
+
+    def table_rows(self, columns: list[str]) -> Any:
+        """The table's rows projected on columns, deletion vectors applied (delta-rs)."""
+        return read_rows(self._table_path(), columns)
+
     def table_output(self, checkpoint: Storage) -> TableOutput | None:
         """The checkpoint's batches as the table's log holds them: commits carrying its transaction, by batch."""
-        from tidemark.formats import ROLLBACK_OPERATION, read_sink_transaction, read_snapshot
-        from tidemark.storage import open_storage
+        from tidemark.formats import read_sink_transaction
 
-        table = self._table_path()
-        snapshot = read_snapshot(open_storage(table), every_commit=True)
-        transaction = read_sink_transaction(checkpoint)
-        notes: list[str] = []
-        if transaction is None:
-            notes.append(
-                "the checkpoint keeps no Delta transaction (tidemark did not start it on this table): its batches "
-                "cannot be told apart from other writers' commits"
-            )
-        mine: list[TableCommit] = []
-        others: list[str] = []
-        earlier = 0
-        undone = 0
-        for commit in snapshot.commits:
-            if (
-                commit.operation == ROLLBACK_OPERATION
-                and transaction is not None
-                and commit.app_id == transaction.app_id
-            ):
-                # `recover --to-batch`: the commits of the batches after the one it kept are undone (their files
-                # removed by this commit); the re-run batches write their versions again.
-                kept_batch = transaction.batch_of(commit.txn_version or 0)
-                undone += sum(1 for c in mine if c.batch > kept_batch)
-                mine = [c for c in mine if c.batch <= kept_batch]
-                continue
-            if transaction is not None and commit.app_id == transaction.app_id and commit.txn_version is not None:
-                batch = transaction.batch_of(commit.txn_version)
-                if batch < 0:  # this pipeline's, from a checkpoint before this one (a recovery started a new one)
-                    earlier += 1
-                    continue
-                files = tuple(f.path for f in commit.added)
-                mine.append(TableCommit(batch, commit.version, files, commit.rows_added))
-            elif commit.added or commit.removed:
-                others.append(commit.app_id or commit.operation or "unknown")
-        if earlier:
-            notes.append(f"{earlier} commit(s) by this pipeline's earlier checkpoints (before a recovery)")
-        if undone:
-            notes.append(f"{undone} commit(s) undone by `tidemark recover --to-batch` (their files removed)")
-        first = None
-        if snapshot.oldest_commit is not None and snapshot.oldest_commit > 0:
-            first = mine[0].batch if mine else None
-            notes.append(
-                f"Delta's log retention removed commits 0 to {snapshot.oldest_commit - 1}: batches written before "
-                "then cannot be checked one by one (their rows are still in the table)"
-            )
-        return TableOutput(
-            uri=snapshot.uri,
-            commits=tuple(mine),
-            live_files=tuple(sorted(snapshot.files)),
-            other_commits=len(others),
-            other_writers=tuple(sorted(set(others))),
-            first_batch_held=first,
-            notes=tuple(notes),
-            log_trimmed=bool(snapshot.oldest_commit),
-        )
+        return table_output(self._table_path(), read_sink_transaction(checkpoint))
 
     def plan_table_rollback(self, checkpoint: Storage, to_batch: int) -> TableRollback:
-        """The commits of this checkpoint's batches after to_batch, to be removed by one commit that also sets the
-        pipeline's transaction back to to_batch's version; refused in one line where their files are no longer
-        live on their own (a compaction rewrote them) or the log no longer reaches them."""
-        from tidemark.formats import read_sink_transaction, read_snapshot
-        from tidemark.storage import open_storage
+        """Delta's RESTORE to before the first of this checkpoint's commits after to_batch, setting the pipeline's
+        transaction back (sinks/delta/rollback.py); refused in one line where it would drop another writer's work."""
+        return plan_table_rollback(self._table_path(), self._kept_transaction(checkpoint), to_batch)
+
+    def apply_table_rollback(self, checkpoint: Storage, plan: TableRollback) -> None:
+        """The RESTORE commit (nothing when the table is rolled back already)."""
+        apply_table_rollback(self._table_path(), self._kept_transaction(checkpoint), plan)
+
+    def _kept_transaction(self, checkpoint: Storage) -> SinkTransaction:
+        from tidemark.formats import read_sink_transaction
 
         transaction = read_sink_transaction(checkpoint)
         if transaction is None:
@@ -305,72 +284,18 @@ class DeltaSink(Sink):
                 "batches' commits cannot be told apart from other writers', so they cannot be rolled back"
             )
             raise CheckpointError(msg)
-        output = self.table_output(checkpoint)
-        assert output is not None
-        if not output.checks_batch(to_batch + 1):
-            msg = (
-                f"Delta's log retention removed the commits of the batches after {to_batch} from {output.uri}: they "
-                "cannot be taken out one by one; pick a later batch"
-            )
-            raise CheckpointError(msg)
-        undone = tuple(c for c in output.commits if c.batch > to_batch)
-        live = set(output.live_files)
-        for commit in undone:
-            gone = [f for f in commit.files if f not in live]
-            if gone:
-                msg = (
-                    f"batch {commit.batch}'s files (table version {commit.version}) are no longer live in "
-                    f"{output.uri} (a later commit, such as OPTIMIZE, rewrote them with other rows): its rows cannot "
-                    "be taken out alone; pick a later batch, or RESTORE the table by hand"
-                )
-                raise CheckpointError(msg)
-        current = read_snapshot(open_storage(transaction.table)).transactions.get(transaction.app_id)
-        target = transaction.version_of(to_batch)
-        reset = target if undone or (current is not None and current > target) else None
-        notes: tuple[str, ...] = ()
-        if reset is not None:
-            notes = (f"the table's transaction {transaction.app_id} goes back to version {target} (batch {to_batch})",)
-        return TableRollback(output.uri, to_batch, undone, reset, notes)
-
-    def apply_table_rollback(self, checkpoint: Storage, plan: TableRollback) -> None:
-        """One commit: the undone batches' files removed, the transaction set back (nothing when already done)."""
-        import time
-
-        from tidemark.formats import read_sink_transaction, read_snapshot, write_rollback_commit
-        from tidemark.storage import open_storage
-
-        if plan.reset_to is None:
-            return
-        transaction = read_sink_transaction(checkpoint)
-        assert transaction is not None
-        table = open_storage(transaction.table)
-        snapshot = read_snapshot(table)
-        assert snapshot.version is not None
-        files = [snapshot.files[f] for f in plan.files]
-        version = write_rollback_commit(
-            table,
-            snapshot.version,
-            app_id=transaction.app_id,
-            txn_version=plan.reset_to,
-            files=files,
-            to_batch=plan.to_batch,
-            now_ms=int(time.time() * 1000),
-        )
-        log.info("rolled %s back to batch %d in commit %d", transaction.table, plan.to_batch, version)
+        return transaction
 
     def configure(self, writer: DataStreamWriter, output: DataFrame) -> DataStreamWriter:
         """A foreachBatch writer appending each batch with the transaction (app id, base + batch)."""
         _require_delta(output)
-        from tidemark.formats import read_snapshot
-        from tidemark.storage import open_storage
-
         if self.config.sink.table is not None:
             self.resolve_table(output)
         transaction = self.transaction()
         path = self._table_path()
         # A new table gets the config's partitions; an existing one keeps its own (Delta refuses an append that
         # names others: a table tidemark adopted from a plain job, or one made by hand, may have none).
-        exists = read_snapshot(open_storage(path)).exists
+        exists = open_table(path) is not None
         partition_by = [] if exists else list(self.config.partition_by)
         name = self.config.pipeline.name
 
