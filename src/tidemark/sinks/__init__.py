@@ -1,4 +1,5 @@
-"""Sinks: where a pipeline writes its final rows, behind one contract (sinks/base.py), one module per format."""
+"""Sinks: where a pipeline writes its final rows, behind one contract (sinks/base.py), one module or package per
+format."""
 
 from __future__ import annotations
 

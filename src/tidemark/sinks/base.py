@@ -1,7 +1,8 @@
 """The sink contract: what the pipeline and the tools ask of wherever a pipeline writes its final rows.
 
-One implementation per `[sink] format`, each in its own module of this package; nothing outside this package
-(and config/) branches on the sink's format. A new sink subclasses `Sink` (CONTRIBUTING.md: "Add a sink").
+One implementation per `[sink] format`, each in its own module (or, with a format of its own, package: delta/) of
+this package; nothing outside this package (and config/) branches on the sink's format. A new sink subclasses
+`Sink` (CONTRIBUTING.md: "Add a sink").
 """
 
 from __future__ import annotations
