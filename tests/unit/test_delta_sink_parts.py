@@ -17,7 +17,7 @@ from tidemark.errors import EnvironmentProblem, InputError
 from tidemark.formats import SinkTransaction, read_sink_transaction, write_sink_transaction
 from tidemark.needs import needs_of
 from tidemark.sinks import DeltaSink, sink_of
-from tidemark.sinks.delta.log import newest_checkpoint, read_commits
+from tidemark.sinks.delta.log import read_commits
 from tidemark.sinks.delta.table import read_table_snapshot, transaction_version
 from tidemark.spark import jars
 from tidemark.spark.artifacts import DELTA_JARS, JarFeature, coordinates
@@ -44,7 +44,7 @@ def test_the_commit_reader_tells_each_commit_s_transaction_and_rows_across_a_che
     delta = DeltaTable(str(table))
     log = read_commits(open_storage(str(table)))
     assert [c.version for c in log.commits] == list(range(delta.version() + 1)) and log.oldest_commit == 0
-    assert newest_checkpoint(open_storage(str(table))) == 2
+    assert log.checkpoint_version == 2
     ours = [c for c in log.commits if c.app_id == "tidemark:p"]
     assert [(c.txn_version, c.rows_added) for c in ours] == [(0, 3), (1, 4), (2, 1)]
     assert [c.operation for c in log.commits][-1] == "DELETE" and log.commits[-1].changes_data
@@ -388,3 +388,24 @@ def test_recover_takes_a_delta_table_of_any_partitioning_and_a_parquet_sink_only
     held = sink_of(load_config(write_config(tmp_path, sink={"format": "delta", "path": "output"}))).held_windows()
     assert held.starts == (start, start + dt.timedelta(minutes=15)) and held.rows == 3
     assert "rows" in held.read_from and held.table_id == DeltaTable(str(tmp_path / "output")).metadata().id
+
+
+def test_a_rollback_is_refused_by_the_append_only_property_not_by_the_feature_every_dv_table_lists(
+    tmp_path: Path,
+) -> None:
+    """Delta lists the `appendOnly` writer feature on every table with named features (deletion vectors bring it);
+    only the `delta.appendOnly` property forbids taking rows out."""
+    from tidemark.errors import UsageError
+    from tidemark.sinks.delta.rollback import plan_table_rollback
+
+    path = tmp_path / "t"
+    for batch in range(3):
+        _append(path, 1, "tidemark:t", batch)
+    features = ["appendOnly", "invariants"]
+    _with_protocol(path, {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": features})
+    transaction = SinkTransaction("tidemark:t", 0, str(path))
+    plan = plan_table_rollback(str(path), transaction, 0)
+    assert [c.batch for c in plan.undone] == [1, 2] and plan.reset_to == 0
+    DeltaTable(str(path)).alter.set_table_properties({"delta.appendOnly": "true"})
+    with pytest.raises(UsageError, match=r"is append-only \(delta.appendOnly\)"):
+        plan_table_rollback(str(path), transaction, 0)

@@ -57,7 +57,7 @@ def _from_rows(path: str, snapshot: TableSnapshot, window_column: str, files: tu
             "windows it holds"
         )
         raise CheckpointError(msg)
-    table = read_rows(path, read)
+    table = read_rows(path, read, snapshot.table)
     values = table.column(read[0])
     if column != read[0]:
         values = pc.struct_field(values, "start")

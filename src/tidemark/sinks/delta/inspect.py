@@ -36,23 +36,21 @@ class DeltaSinkReport:
 def inspect_table(path: str, checkpoint: Storage) -> DeltaSinkReport:
     """What the Delta table at path holds, and the newest batch of this checkpoint in it."""
     from tidemark.formats import read_sink_transaction
-    from tidemark.sinks.delta.log import newest_checkpoint, read_commits
-    from tidemark.sinks.delta.table import open_table, read_table_snapshot
+    from tidemark.sinks.delta.log import read_commits
+    from tidemark.sinks.delta.table import read_table_snapshot
 
     snapshot = read_table_snapshot(path)
     if snapshot is None:
         msg = f"{path} is not a Delta table (no _delta_log commit)"
         raise CheckpointError(msg)
-    store = open_storage(path)
-    log = read_commits(store)
+    log = read_commits(open_storage(path))
     transactions: dict[str, int] = {}
     for commit in log.commits:
         if commit.app_id is not None and commit.txn_version is not None:
             transactions[commit.app_id] = commit.txn_version
     transaction = read_sink_transaction(checkpoint)
     app_id = transaction.app_id if transaction is not None else None
-    table = open_table(path)
-    version = table.transaction_version(app_id) if table is not None and app_id is not None else None
+    version = snapshot.table.transaction_version(app_id) if app_id is not None else None
     if app_id is not None and version is not None:
         transactions[app_id] = int(version)
     protocol = snapshot.protocol
@@ -63,7 +61,7 @@ def inspect_table(path: str, checkpoint: Storage) -> DeltaSinkReport:
         files=len(snapshot.files),
         bytes_total=sum(f.size for f in snapshot.files),
         rows=snapshot.rows,
-        checkpoint_version=newest_checkpoint(store),
+        checkpoint_version=log.checkpoint_version,
         oldest_commit=log.oldest_commit,
         transactions=transactions,
         app_id=app_id,

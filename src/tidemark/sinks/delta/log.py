@@ -69,6 +69,7 @@ class CommitLog:
 
     uri: str
     commits: tuple[DeltaCommit, ...]
+    checkpoint_version: int | None = None  # the log's newest checkpoint (classic, multi-part or v2)
 
     @property
     def oldest_commit(self) -> int | None:
@@ -150,13 +151,10 @@ def read_commit(table: Storage, version: int, name: str | None = None) -> DeltaC
 
 
 def read_commits(table: Storage) -> CommitLog:
-    """Every commit still in the table's log, each with its own actions."""
+    """Every commit still in the table's log, each with its own actions, and its newest checkpoint (one listing)."""
     names = _log_names(table)
     commits = sorted((int(m.group(1)), n) for n in names if (m := _COMMIT.match(n)))
-    return CommitLog(table.uri(), tuple(read_commit(table, v, n) for v, n in commits))
-
-
-def newest_checkpoint(table: Storage) -> int | None:
-    """The version of the log's newest checkpoint (classic, multi-part or v2), None without one."""
-    found = [int(m.group(1)) for n in _log_names(table) if (m := _CHECKPOINT.match(n))]
-    return max(found) if found else None
+    checkpoints = [int(m.group(1)) for n in names if (m := _CHECKPOINT.match(n))]
+    return CommitLog(
+        table.uri(), tuple(read_commit(table, v, n) for v, n in commits), max(checkpoints) if checkpoints else None
+    )

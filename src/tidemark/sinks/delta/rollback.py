@@ -33,7 +33,9 @@ def plan_table_rollback(path: str, transaction: SinkTransaction, to_batch: int) 
         msg = f"{path} is not a Delta table (no _delta_log commit): there is nothing to roll back"
         raise CheckpointError(msg)
     require_supported(path, snapshot.protocol, "roll it back")
-    if "appendOnly" in snapshot.protocol.writer_features or snapshot.configuration.get("delta.appendOnly") == "true":
+    # The `appendOnly` writer feature only says the table may carry the property (every table with deletion vectors
+    # lists it); the property itself forbids removing rows.
+    if snapshot.configuration.get("delta.appendOnly") == "true":
         msg = f"the Delta table {path} is append-only (delta.appendOnly): its batches cannot be taken out of it"
         raise UsageError(msg)
     log_ = read_commits(open_storage(path))
@@ -45,9 +47,7 @@ def plan_table_rollback(path: str, transaction: SinkTransaction, to_batch: int) 
         )
         raise CheckpointError(msg)
     undone = tuple(c for c in output.commits if c.batch > to_batch)
-    current = open_table(path)
-    assert current is not None
-    now = current.transaction_version(transaction.app_id)
+    now = snapshot.table.transaction_version(transaction.app_id)
     target = transaction.version_of(to_batch)
     if not undone:
         if now is not None and now > target:

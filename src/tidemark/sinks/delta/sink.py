@@ -189,6 +189,10 @@ class DeltaSink(Sink):
         """The checkpoint's sink transaction: kept from its first start (the same table under any spelling of its
         location), else chosen now above the table's own. Refused in one line, before anything is written: a table
         whose protocol tidemark does not vouch for, a table replaced since the checkpoint wrote to it."""
+        return self._transaction(open_table(self._table_path()))
+
+    def _transaction(self, found: Any) -> SinkTransaction:
+        """transaction() with delta-rs' view of the table already opened (None: no table there yet)."""
         from tidemark.formats import (
             Checkpoint,
             CheckpointStatus,
@@ -203,7 +207,6 @@ class DeltaSink(Sink):
         kept = read_sink_transaction(checkpoint)
         table = self._table_path()
         self.check()
-        found = open_table(table)
         table_id = str(found.metadata().id) if found is not None else None
         if found is not None:
             require_supported(table, protocol_of(found), "write to it")
@@ -291,12 +294,12 @@ class DeltaSink(Sink):
         _require_delta(output)
         if self.config.sink.table is not None:
             self.resolve_table(output)
-        transaction = self.transaction()
         path = self._table_path()
+        found = open_table(path)  # once: the transaction's checks, and whether the table exists
+        transaction = self._transaction(found)
         # A new table gets the config's partitions; an existing one keeps its own (Delta refuses an append that
         # names others: a table tidemark adopted from a plain job, or one made by hand, may have none).
-        exists = open_table(path) is not None
-        partition_by = [] if exists else list(self.config.partition_by)
+        partition_by = [] if found is not None else list(self.config.partition_by)
         name = self.config.pipeline.name
 
         first = [True]

@@ -12,7 +12,7 @@ protocol gate of sinks/delta/protocol.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -58,6 +58,7 @@ class TableSnapshot:
     configuration: dict[str, str]
     files: tuple[LiveFile, ...]
     columns: tuple[str, ...] = ()  # the table's top-level columns
+    table: Any = field(default=None, repr=False, compare=False)  # delta-rs' DeltaTable it was read from, for more
 
     @property
     def rows(self) -> int | None:
@@ -150,7 +151,8 @@ def read_table_snapshot(path: str) -> TableSnapshot | None:
         partition_columns=tuple(metadata.partition_columns),
         configuration=dict(metadata.configuration or {}),
         files=tuple(files),
-        columns=tuple(field.name for field in table.schema().fields),
+        columns=tuple(column.name for column in table.schema().fields),
+        table=table,
     )
 
 
@@ -180,11 +182,12 @@ def _utc(value: Any) -> Any:
     return value
 
 
-def read_rows(path: str, columns: list[str]) -> Any:
-    """The table's rows (deletion vectors applied) projected on columns (none: every column), as a pyarrow Table."""
+def read_rows(path: str, columns: list[str], table: DeltaTable | None = None) -> Any:
+    """The table's rows (deletion vectors applied) projected on columns (none: every column), as a pyarrow Table;
+    table: delta-rs' view of it already opened (a snapshot's), else it is opened here."""
     import pyarrow as pa
 
-    table = open_table(path)
+    table = table if table is not None else open_table(path)
     if table is None:
         return pa.table({c: pa.array([], pa.null()) for c in columns})
     try:
