@@ -40,10 +40,10 @@ from tests.helpers import write_config  # noqa: E402
 
 from tidemark.config import load_config  # noqa: E402
 from tidemark.config.model import HDFS_PROVIDER, ROCKSDB_PROVIDER  # noqa: E402
-from tidemark.pipeline.catchup import FileSplit, balanced_split_bytes  # noqa: E402
 from tidemark.pipeline.generate import generate_events  # noqa: E402
 from tidemark.pipeline.run import run_pipeline  # noqa: E402
 from tidemark.session import build_session, runtime_conf  # noqa: E402
+from tidemark.sources.files.catchup import FileSplit, balanced_split_bytes  # noqa: E402
 
 SCHEMA = "event_id BIGINT, user STRING, ts STRING, value DOUBLE"
 

@@ -1,7 +1,7 @@
 """Secrets tidemark read at run time (a connection string, a JAAS line, a storage key): remembered so no message
 shows them.
 
-Secrets enter only through the environment variables and files a config names (tidemark.kafka.options) and the
+Secrets enter only through the environment variables and files a config names (tidemark.sources.kafka.options) and the
 cloud credentials of the environment (tidemark.storage.credentials, tidemark.spark.credentials); each one is
 remembered here as it is read, with the forms a message may show it in (as JSON escapes it, the password inside a
 JAAS line, the key inside a connection string), and every error line, log line, progress-log line and `--json`

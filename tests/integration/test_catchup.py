@@ -122,7 +122,7 @@ def _scan_task_costs(frame: Any, open_cost: int) -> list[int]:
     ],
 )
 def test_read_tasks_model_matches_sparks_split(spark: Any, tmp_path: Path, shape: str, sizes: list[int]) -> None:
-    from tidemark.pipeline.catchup import FileSplit, balanced_split_bytes, read_tasks
+    from tidemark.sources.files.catchup import FileSplit, balanced_split_bytes, read_tasks
 
     for suffix, splittable in ((".json", True), (".json.gz", False)):
         folder = tmp_path / suffix.strip(".")
@@ -143,8 +143,9 @@ def test_read_tasks_model_matches_sparks_split(spark: Any, tmp_path: Path, shape
 
 
 def test_catch_up_query_reads_with_the_balanced_split(spark: Any, tmp_path: Path, monkeypatch: Any) -> None:
-    from tidemark.pipeline import phases, run
-    from tidemark.pipeline.catchup import FileSplit, read_tasks
+    from tidemark.pipeline import run
+    from tidemark.sources.files import catchup
+    from tidemark.sources.files.catchup import FileSplit, read_tasks
 
     data = generate_events(tmp_path / "landing", events=2000, keys=7, files=6, seed=5, late_fraction=0.03)
     sizes = [f.stat().st_size for f in data.files]
@@ -152,7 +153,7 @@ def test_catch_up_query_reads_with_the_balanced_split(spark: Any, tmp_path: Path
     # of 2 files on 2 slots, the last wave half empty.
     scaled = FileSplit(max_partition_bytes=70_000, open_cost_bytes=500)
     assert len(read_tasks(sizes, 2, scaled)) == 3
-    monkeypatch.setattr(phases, "file_split", lambda config, files=(): scaled)
+    monkeypatch.setattr(catchup, "file_split", lambda config, files=(): scaled)
     queries: list[Any] = []
     start_query = run.start_query
 
@@ -161,8 +162,8 @@ def test_catch_up_query_reads_with_the_balanced_split(spark: Any, tmp_path: Path
         return queries[-1]
 
     monkeypatch.setattr(run, "start_query", recording)
-    before = spark.conf.get(phases.MAX_PARTITION_BYTES_KEY, None)
-    with runtime_conf(spark, {phases.OPEN_COST_KEY: "500"}):
+    before = spark.conf.get(catchup.MAX_PARTITION_BYTES_KEY, None)
+    with runtime_conf(spark, {catchup.OPEN_COST_KEY: "500"}):
         run_pipeline(load_config(write_config(tmp_path, trigger={"target_batch_duration": "2 minutes"})))
 
     (plan,) = _catch_up_lines(tmp_path / "checkpoint-monitor")
@@ -174,7 +175,7 @@ def test_catch_up_query_reads_with_the_balanced_split(spark: Any, tmp_path: Path
     jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(str(queries[0].runId))]
     stage_tasks = {tracker.getStageInfo(s).numTasks for job in jobs if job for s in job.stageIds}
     assert len(chosen) in stage_tasks and 3 not in stage_tasks
-    assert spark.conf.get(phases.MAX_PARTITION_BYTES_KEY, None) == before  # put back after the phase
+    assert spark.conf.get(catchup.MAX_PARTITION_BYTES_KEY, None) == before  # put back after the phase
     expected = window_oracle(_batches_read(tmp_path / "checkpoint"), timedelta(minutes=15), timedelta(minutes=10))
     assert_matches_oracle(read_sink(tmp_path / "output"), expected)
     assert len(expected) > 20 and len(_batches_read(tmp_path / "checkpoint")) == 1

@@ -83,11 +83,14 @@ def _hive(root: Path) -> dict[str, object]:
     }
 
 
-def audit_sink_line(config: Path) -> str:
-    """`tidemark audit CONFIG`'s one line when it cannot run (it must exit 1)."""
-    done = _cli(["audit", str(config)])
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode == 1 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+def audit_sink_line(config: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """`tidemark audit CONFIG`'s one line when it cannot run (it must exit 1). In this process: the refusal comes
+    before any Spark, and the CLI's entry renders it as the command does."""
+    capsys.readouterr()
+    code = main(["audit", str(config)])
+    stderr = capsys.readouterr().err
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1 and "Traceback" not in stderr, stderr[-2000:]
     return lines[0]
 
 
@@ -115,7 +118,8 @@ def _assert_exact(path: Path, expected: pd.DataFrame) -> None:
 def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = generate_events(tmp_path / "all", events=400, keys=3, files=4, seed=7)
+    # Three files: two before the kill (it comes after batch 1), one after it (a batch past the re-run one).
+    data = generate_events(tmp_path / "all", events=300, keys=3, files=3, seed=7)
     (tmp_path / "landing").mkdir()
     files = list(data.files)
     config = write_config(tmp_path, sink={"format": "delta", "path": "output"})
@@ -164,7 +168,7 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
     argv = ["checkpoint", "inspect", str(tmp_path / "checkpoint"), "--sink", str(tmp_path / "output")]
     assert main([*argv, "--json", "--max-delta-files", "1"]) == 0
     report = json.loads(capsys.readouterr().out)
-    delta = report["delta_sink"]
+    delta = report["sink"]
     assert (delta["version"], delta["files"]) == (table.version(), len(table.file_uris()))
     assert (delta["app_id"], delta["last_batch"]) == ("tidemark:t", committed)
     assert delta["rows"] == len(_table(tmp_path / "output"))
@@ -229,7 +233,8 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
 
     The sink is a catalog table (`[sink] table`, a Hive metastore on Derby that outlives each run's JVM): the
     first run creates it, every run resolves the name again, and the tools (rollback, audit) find its folder in the
-    checkpoint without Spark; once the checkpoint is lost, `recover` looks the name up in the catalog."""
+    checkpoint without Spark; once the checkpoint is lost, `recover` looks the name up in the catalog. The table is
+    unpartitioned (issue #55's case (a) with `partition_by = []`, once refused by `recover`)."""
     from tidemark.errors import UsageError
     from tidemark.formats import mark_sink_rollback, read_sink_rollback
     from tidemark.recovery.rollback import roll_back
@@ -237,46 +242,53 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
 
     data = generate_events(tmp_path / "landing", events=400, keys=3, files=4, seed=11)
     files = list(data.files)
-    config = write_config(tmp_path, sink={"format": "delta", "path": None, "table": "events"}, spark=_hive(tmp_path))
-    assert "is not known yet" in audit_sink_line(config)  # no run has resolved the name: one line, exit 1
+    # Unpartitioned (`partition_by = []`): the table holds the window start as a column only, so `recover` reads
+    # which windows it holds from its rows (a key/window projection), not from partition values.
+    sink = {"format": "delta", "path": None, "table": "events", "partition_by": []}
+    config = write_config(tmp_path, sink=sink, spark=_hive(tmp_path))
+    assert "is not known yet" in audit_sink_line(config, capsys)  # no run has resolved the name: one line, exit 1
     first = _run(config)
     assert first.returncode == 0, first.stderr[-2000:]
     output = tmp_path / "warehouse" / "events"  # the Hive catalog's managed location of `events`
     recorded = read_sink_transaction(open_storage(str(tmp_path / "checkpoint")))
     assert recorded is not None and Path(recorded.table) == output
     before = DeltaTable(str(output))
+    assert before.metadata().partition_columns == []
     committed = sorted(_commits(tmp_path))
     assert committed[-1] >= 3
+    # Back to batch 2, not 1: the later batches are undone all the same, and every replay after it (the rerun, the
+    # recovery once the checkpoint is lost) re-runs one batch fewer.
+    to = 2
 
     settings = load_config(config)
-    dry = roll_back(settings, 1)
+    dry = roll_back(settings, to)
     assert dry.plan.table is not None and not dry.applied
     undone = [c.batch for c in dry.plan.table.undone]
-    assert undone and all(b > 1 for b in undone) and dry.plan.table.reset_to is not None
+    assert undone and all(b > to for b in undone) and dry.plan.table.reset_to is not None
     assert DeltaTable(str(output)).version() == before.version()  # a dry run writes nothing
-    assert main(["recover", str(config), "--to-batch", "1"]) == 0
-    assert f"{len(undone)} commit(s) of batches after 1 undone" in capsys.readouterr().out
+    assert main(["recover", str(config), "--to-batch", str(to)]) == 0
+    assert f"{len(undone)} commit(s) of batches after {to} undone" in capsys.readouterr().out
 
     # Killed between the table's undo commit and the checkpoint's moves: the table is back, the checkpoint not.
     checkpoint = open_storage(str(tmp_path / "checkpoint"))
     transaction = read_sink_transaction(checkpoint)
     assert transaction is not None
-    mark_sink_rollback(checkpoint, 1)
+    mark_sink_rollback(checkpoint, to)
     sink_of(settings).apply_table_rollback(checkpoint, dry.plan.table)
     table = DeltaTable(str(output))
     assert table.version() == before.version() + 1
-    assert table.transaction_version(transaction.app_id) == transaction.version_of(1)
+    assert table.transaction_version(transaction.app_id) == transaction.version_of(to)
     assert len(table.file_uris()) == len(before.file_uris()) - len(dry.plan.table.files)
     refused = _run(config)
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
-    assert refused.returncode != 0 and "--to-batch 1 --apply" in lines[-1] and "Traceback" not in refused.stderr
+    assert refused.returncode != 0 and f"--to-batch {to} --apply" in lines[-1] and "Traceback" not in refused.stderr
     assert sorted(_commits(tmp_path)) == committed  # the run changed nothing
-    with pytest.raises(UsageError, match="--to-batch 1 --apply"):  # not another batch while the table is at 1
-        roll_back(settings, 2)
+    with pytest.raises(UsageError, match=f"--to-batch {to} --apply"):  # not another batch while the table is at it
+        roll_back(settings, to - 1)
 
-    finished = roll_back(settings, 1, apply=True)
+    finished = roll_back(settings, to, apply=True)
     assert finished.plan.table is not None and finished.plan.table.reset_to is None  # the table was done already
-    assert sorted(_commits(tmp_path)) == [0, 1] and read_sink_rollback(checkpoint) is None
+    assert sorted(_commits(tmp_path)) == list(range(to + 1)) and read_sink_rollback(checkpoint) is None
     assert DeltaTable(str(output)).version() == before.version() + 1
 
     done = _run(config)
@@ -291,31 +303,31 @@ def test_rollback_to_a_batch_undoes_its_later_commits_and_the_rerun_is_exact(
     assert sum(r.rows or 0 for r in audit.batches) == len(_table(output))
 
     # A compaction (OPTIMIZE changes no data) rewrote every batch's files with the others': Delta's RESTORE takes it
-    # back with the undone batches, rows as they were at batch 1; the transaction goes back with them.
+    # back with the undone batches, rows as they were at batch 2; the transaction goes back with them.
     table.optimize.compact()
-    again = roll_back(settings, 1)
+    again = roll_back(settings, to)
     assert again.plan.table is not None and again.plan.table.restore_version is not None
-    at_batch_1 = DeltaTable(str(output), version=again.plan.table.restore_version).to_pandas()
-    assert main(["recover", str(config), "--to-batch", "1", "--apply"]) == 0
+    at_batch = DeltaTable(str(output), version=again.plan.table.restore_version).to_pandas()
+    assert main(["recover", str(config), "--to-batch", str(to), "--apply"]) == 0
     capsys.readouterr()
-    assert sorted(_commits(tmp_path)) == [0, 1]
+    assert sorted(_commits(tmp_path)) == list(range(to + 1))
     restored = DeltaTable(str(output))
-    assert restored.transaction_version(transaction.app_id) == transaction.version_of(1)
+    assert restored.transaction_version(transaction.app_id) == transaction.version_of(to)
     assert restored.history(1)[0]["operation"] == "RESTORE"
-    assert 0 < len(at_batch_1) < len(_expected(files))
+    assert 0 < len(at_batch) < len(_expected(files))
     pd.testing.assert_frame_equal(
-        restored.to_pandas().sort_values(KEY).reset_index(drop=True), at_batch_1.sort_values(KEY).reset_index(drop=True)
+        restored.to_pandas().sort_values(KEY).reset_index(drop=True), at_batch.sort_values(KEY).reset_index(drop=True)
     )
 
     # The checkpoint lost, and with it the folder it recorded: the tools that read without Spark say so in one
     # line; `recover` looks the name up in the catalog and replays only the windows the table lacks: exact again.
     shutil.rmtree(tmp_path / "checkpoint")
-    assert "is not known yet" in audit_sink_line(config)
+    assert "is not known yet" in audit_sink_line(config, capsys)
     recovered = _cli(["recover", str(config), "--apply"])
     assert recovered.returncode == 0, recovered.stderr[-2000:]
     assert "verified" in recovered.stdout and "0 duplicate" in recovered.stdout, recovered.stdout
     _assert_exact(output, _expected(files))
     renewed = read_sink_transaction(checkpoint)
-    # Above every version the table holds for the pipeline (it was rolled back to batch 1's).
-    assert renewed is not None and Path(renewed.table) == output and renewed.base == transaction.version_of(1) + 1
+    # Above every version the table holds for the pipeline (it was rolled back to batch 2's).
+    assert renewed is not None and Path(renewed.table) == output and renewed.base == transaction.version_of(to) + 1
     assert audit_sink(load_config(config)).ok

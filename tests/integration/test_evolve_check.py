@@ -195,7 +195,7 @@ def test_a_reused_session_keeps_its_own_settings(spark: SparkSession, window: Pi
     """On an active session (a notebook's), `check`, run's pre-check and the state reader apply tidemark's settings
     (the UTC time zone state is read in, the config's shuffle partitions, Spark's log switched off while a reader
     fails) for the command only, not for good."""
-    from tidemark.evolve.check import require_restartable
+    from tidemark.evolve.guard import require_restartable
     from tidemark.state.reader import state_session
 
     config, path = window.config()
@@ -257,7 +257,7 @@ def test_runs_pre_start_check_reads_the_state_with_the_planned_rocksdb_cap(
     """RocksDB's cap is one per JVM and the first store opened sets it: the state `run`'s pre-start check reads
     must be opened with the cap the run planned, not the config's unsized default."""
     from tidemark.config.rocksdb import MAX_MEMORY_USAGE
-    from tidemark.evolve.check import require_restartable
+    from tidemark.evolve.guard import require_restartable
 
     planned_mb = 777
     seen = _plan_and_record_the_cap(monkeypatch, planned_mb)
@@ -275,7 +275,7 @@ def test_recover_and_adopt_read_the_state_with_the_planned_rocksdb_cap(
 ) -> None:
     """Their pre-checks open the state in the session their replay runs in: with the cap `run` would plan."""
     from tidemark.config.rocksdb import MAX_MEMORY_USAGE
-    from tidemark.evolve.check import require_describes_old_job, require_same_query
+    from tidemark.evolve.guard import require_describes_old_job, require_same_query
     from tidemark.recovery.adopt import adopt_job
     from tidemark.recovery.apply import recover_pipeline
 

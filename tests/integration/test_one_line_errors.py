@@ -152,5 +152,5 @@ def test_run_refuses_a_checkpoint_location_holding_something_else(
     captured = capfd.readouterr()
     assert code == 1
     (line,) = [line for line in error_lines(captured.err) if not line.startswith("tidemark running")]
-    assert "is a file sink's output folder" in line and "[checkpoint] location" in line
+    assert "is a query's output folder" in line and "[checkpoint] location" in line
     assert listing(root) == before

@@ -12,9 +12,9 @@ import pytest
 from tests.helpers import write_config
 from tests.integration.test_recovery import _expected, _landing, _release
 from tidemark.config import load_config
-from tidemark.formats import read_ledger, read_sink_log
 from tidemark.pipeline.run import run_pipeline
 from tidemark.recovery.failover import Failover
+from tidemark.sinks.parquet import read_ledger, read_sink_log
 from tidemark.storage.local import LocalFS
 
 pytestmark = pytest.mark.integration

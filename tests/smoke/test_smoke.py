@@ -205,7 +205,9 @@ def test_recover_after_a_lost_checkpoint(workspace: Workspace, spark: Any, capsy
 @pytest.mark.smoke("delta")
 def test_delta_sink_output_equals_the_oracle(tmp_path: Path, refused: Callable[[str], None]) -> None:
     """The Delta sink with this line's pinned Delta jars, in its own JVM (this process's session has none); the
-    table read with delta-rs. A line Delta has no release for: one line naming those that have one."""
+    table read with delta-rs. Then the checkpoint is lost, more data lands, and `recover --apply` resumes after the
+    newest window the table holds (read through delta-rs): every (key, window) once. A line Delta has no release
+    for: one line naming those that have one."""
     import subprocess
 
     from deltalake import DeltaTable
@@ -213,10 +215,17 @@ def test_delta_sink_output_equals_the_oracle(tmp_path: Path, refused: Callable[[
     from tidemark.spark.artifacts import delta_problem
     from tidemark.spark.lines import installed_version
 
-    data = generate_events(tmp_path / "landing", events=150, keys=3, files=2, seed=5, span=timedelta(hours=1))
+    data = generate_events(tmp_path / "staged", events=150, keys=3, files=2, seed=5, span=timedelta(hours=1))
+    (tmp_path / "landing").mkdir()
+    first, later = list(data.files)[:1], list(data.files)[1:]
+    _release(first, tmp_path / "landing")
     config = write_config(tmp_path, sink={"format": "delta", "path": "output"}, source={"max_files_per_trigger": 10})
-    command = [sys.executable, "-m", "tidemark.cli.main", "run", str(config), "--available-now"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=500, check=False)
+
+    def tidemark(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "tidemark.cli.main", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=500, check=False)
+
+    done = tidemark("run", str(config), "--available-now")
     problem = delta_problem(installed_version())
     if problem is not None:
         lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
@@ -224,11 +233,15 @@ def test_delta_sink_output_equals_the_oracle(tmp_path: Path, refused: Callable[[
         refused(lines[0])
         return
     assert done.returncode == 0, done.stderr[-3000:]
+    shutil.rmtree(tmp_path / "checkpoint")  # the fault: the checkpoint is gone, the table is not
+    _release(later, tmp_path / "landing")
+    recovered = tidemark("recover", str(config), "--apply")
+    assert recovered.returncode == 0, recovered.stderr[-3000:]
     actual = DeltaTable(str(tmp_path / "output")).to_pandas()  # delta-rs, a reader independent of the writer
     actual["windowStart"] = pd.to_datetime(actual["windowStart"], utc=True)
     for column in ("windowEnd", "firstEventTime", "lastEventTime"):
         actual[column] = pd.to_datetime(actual[column], utc=True)
-    expected = window_oracle([list(data.files)], window=WINDOW, watermark=WATERMARK)
+    expected = window_oracle([first, later], window=WINDOW, watermark=WATERMARK)
     assert_matches_oracle(actual.sort_values(["user", "windowStart"]).reset_index(drop=True), expected)
 
 

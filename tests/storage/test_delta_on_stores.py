@@ -77,7 +77,7 @@ def test_delta_sink_on_a_store_is_exact_through_a_kill_and_audit_reads_it_there(
     assert all(r.in_sink_log for r in audit.batches)
 
     assert main(["checkpoint", "inspect", f"{root}/checkpoint", "--sink", f"{root}/output", "--json"]) == 0
-    delta = json.loads(capsys.readouterr().out)["delta_sink"]
+    delta = json.loads(capsys.readouterr().out)["sink"]
     assert (delta["version"], delta["files"]) == (table.version(), len(table.file_uris()))
     assert delta["last_batch"] == max(r.batch for r in audit.batches)
     frame: pd.DataFrame = table.to_pandas()
@@ -90,8 +90,9 @@ def test_delta_sink_on_a_store_is_exact_through_a_kill_and_audit_reads_it_there(
     done_back = _cli(["recover", str(config), "--to-batch", "1", "--apply", "--json"])
     assert done_back.returncode == 0, done_back.stderr[-3000:]
     rolled = json.loads(done_back.stdout)
-    undone_files = [f for c in rolled["plan"]["table"]["undone"] for f in c["files"]]
-    assert rolled["plan"]["table"]["undone"] and rolled["plan"]["table"]["restore_version"] is not None
+    undo = rolled["plan"]["sink_undo"]["undo"]  # the sink's own undo commit (a file sink's moves are in "moves")
+    undone_files = [f for c in undo["undone"] for f in c["files"]]
+    assert undo["undone"] and undo["restore_version"] is not None
     assert max(int(e.rel.split("/")[1]) for e in checkpoint.list_files() if e.rel.startswith("commits/")) == 1
     back = DeltaTable(str(_copy_table(f"{root}/output", tmp_path / "copy-2")))
     transaction = read_sink_transaction(checkpoint)

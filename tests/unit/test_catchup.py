@@ -13,28 +13,25 @@ from tests.helpers import write_config
 from tidemark.config import load_config
 from tidemark.config.model import StateStoreKind
 from tidemark.errors import ConfigError
-from tidemark.pipeline.backlog import batch_samples, file_key, files_of_batches, read_backlog, recent_progress
-from tidemark.pipeline.catchup import (
-    FileSplit,
-    Limit,
-    Throughput,
-    balanced_split_bytes,
-    busiest_slot,
-    files_within,
-    fit_throughput,
-    memory_ceiling_bytes,
-    plan_catch_up,
-    plan_kafka_catch_up,
-    read_tasks,
-)
-from tidemark.pipeline.phases import (
+from tidemark.pipeline.backlog import recent_progress
+from tidemark.pipeline.catchup import memory_ceiling_bytes
+from tidemark.pipeline.phases import RunPhase, run_phases
+from tidemark.plan.memory import MIB, MemoryConf
+from tidemark.sources.catchup import Throughput, fit_throughput
+from tidemark.sources.files.backlog import batch_samples, file_key, files_of_batches, read_backlog
+from tidemark.sources.files.catchup import (
     LISTING_THRESHOLD_KEY,
     MAX_PARTITION_BYTES_KEY,
-    RunPhase,
+    FileSplit,
+    Limit,
+    balanced_split_bytes,
+    busiest_slot,
     file_split,
-    run_phases,
+    files_within,
+    plan_catch_up,
+    read_tasks,
 )
-from tidemark.plan.memory import MIB, MemoryConf
+from tidemark.sources.kafka.catchup import plan_kafka_catch_up
 
 MB = 1024**2
 

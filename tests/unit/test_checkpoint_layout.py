@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from tidemark.formats import CommitEntry, FileKind, OffsetEntry, OperatorMetadata
-from tidemark.formats.layout import classify, log_batch, sink_log_batch
+from tidemark.formats.layout import classify, log_batch, log_file_batch
 
 
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("12.delta", (FileKind.DELTA, 12, None)),
+        ("12.delta", (FileKind.STATE_DELTA, 12, None)),
         ("7.snapshot", (FileKind.SNAPSHOT, 7, None)),
         ("3.changelog", (FileKind.CHANGELOG, 3, None)),
         ("4.zip", (FileKind.ZIP, 4, None)),
@@ -37,9 +37,9 @@ def test_classify(name: str, expected: tuple[FileKind, int | None, str | None]) 
 def test_log_names() -> None:
     assert log_batch("17") == 17
     assert log_batch(".17.crc") is None
-    assert sink_log_batch("19.compact") == (19, True)
-    assert sink_log_batch("20") == (20, False)
-    assert sink_log_batch("x.compact") is None
+    assert log_file_batch("19.compact") == (19, True)
+    assert log_file_batch("20") == (20, False)
+    assert log_file_batch("x.compact") is None
 
 
 def test_offset_entry() -> None:

@@ -30,7 +30,7 @@ def places(tmp_path: Path) -> dict[str, Path]:
 EXPECTED = {
     "file": "is a file, not a checkpoint folder",
     "empty": "is an empty folder, not a checkpoint",
-    "sink": "is a file sink's output folder (it has _spark_metadata/), not its checkpoint",
+    "sink": "is a query's output folder (it has _spark_metadata/), not its checkpoint",
     "other": "is not a streaming checkpoint (no offsets/ folder; it holds landing/, notes.txt)",
     "missing": "does not exist",
 }

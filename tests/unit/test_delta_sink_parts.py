@@ -228,33 +228,8 @@ def test_delta_jars_are_locked_per_line_and_a_line_without_delta_is_one_line() -
         jars.fetch([JarFeature.DELTA], "4.3.0", offline=True)
 
 
-# A branch on the sink's format: `SinkFormat.X` compared, or the format's value tested, outside sinks/ and config/.
-SINK_BRANCH = re.compile(r"SinkFormat\.\w+|sink\.format\b")
-
-
-def test_no_branch_on_the_sink_format_outside_its_package() -> None:
-    found = [
-        f"{path.relative_to(SRC)}:{number}: {line.strip()}"
-        for path in sorted(SRC.rglob("*.py"))
-        if path.relative_to(SRC).parts[0] not in ("sinks", "config")
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if SINK_BRANCH.search(line)
-    ]
-    assert found == []
-
-
-def test_only_the_delta_package_knows_delta_s_format_and_others_import_its_facade() -> None:
-    """`_delta_log` (and every module below sinks/delta/) is the Delta connector's own: the rest of the code asks its
-    facade (sinks/delta/__init__.py) or the sink contract."""
-    inner = re.compile(r"tidemark\.sinks\.delta\.\w+|_delta_log")
-    found = [
-        f"{path.relative_to(SRC)}:{number}: {line.strip()}"
-        for path in sorted(SRC.rglob("*.py"))
-        if path.relative_to(SRC).parts[:2] != ("sinks", "delta")
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if inner.search(line)
-    ]
-    assert found == []
+# The grep tests of the connector seam (no branch on the sink's connector, no `_delta_log` outside sinks/delta/):
+# tests/unit/test_sink_seam.py.
 
 
 def test_commits_removed_by_log_retention_are_said_not_counted_missing(tmp_path: Path) -> None:

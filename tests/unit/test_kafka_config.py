@@ -12,8 +12,8 @@ from tests.helpers import write_config
 from tidemark.cli.main import main
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.errors import ConfigError, SourceError
-from tidemark.kafka.options import kafka_access
 from tidemark.secrets import redact
+from tidemark.sources.kafka.options import kafka_access
 
 CONNECTION = (
     "Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=listen;"

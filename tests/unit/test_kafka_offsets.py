@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tidemark.checkpoint.kafka import committed_offsets, kafka_findings, kafka_report, planned_offsets
 from tidemark.formats import Checkpoint, ProgressLogWriter
-from tidemark.kafka.offsets import TopicPartition, lost_ranges, offsets_json, parse_offsets
+from tidemark.formats.kafka_offsets import TopicPartition, offsets_json, parse_offsets
 from tidemark.monitor.analyze import analyze
 from tidemark.monitor.report import render_report
+from tidemark.sources.kafka import kafka_findings, kafka_report
+from tidemark.sources.kafka.committed import committed_offsets, planned_offsets
+from tidemark.sources.kafka.offsets import lost_ranges
 
 T0, T1 = TopicPartition("clicks", 0), TopicPartition("clicks", 1)
 

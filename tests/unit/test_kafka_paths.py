@@ -14,7 +14,7 @@ from tests.helpers import write_config
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.formats import Checkpoint
-from tidemark.kafka.offsets import TopicPartition
+from tidemark.formats.kafka_offsets import TopicPartition
 from tidemark.recovery.plan import plan_recovery
 from tidemark.recovery.replay import EPOCH, describe_replay, replay_config
 from tidemark.sources import source_of

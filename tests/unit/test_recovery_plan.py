@@ -17,22 +17,22 @@ from tests.helpers import write_config
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
-from tidemark.formats import (
-    LedgerEntry,
-    compact_ledger,
-    partition_start,
-    read_ledger,
-    read_recovery_marker,
-    read_sink_log,
-    record_batch,
-    sink_data_files,
-)
+from tidemark.formats import read_recovery_marker
 from tidemark.pipeline.start import launched
 from tidemark.recovery.apply import archive_and_mark, finish_interrupted_moves, interrupted_recovery
 from tidemark.recovery.archive import MoveKind
 from tidemark.recovery.auto import prepare_failover, sweep_failed_batch_files
-from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import ceil_to_grid, floor_to_grid, plan_recovery
+from tidemark.sinks.parquet import (
+    LedgerEntry,
+    compact_ledger,
+    finish_pending,
+    partition_start,
+    read_ledger,
+    read_sink_log,
+    record_batch,
+    sink_data_files,
+)
 from tidemark.storage import Location, parse_location
 from tidemark.storage import journal as journal_module
 from tidemark.storage.local import LocalFS

@@ -14,9 +14,10 @@ from tests.helpers import write_config
 from tidemark.cli.main import main
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
-from tidemark.formats import FileKind, StoreScan, read_sink_log
+from tidemark.formats import FileKind, StoreScan
 from tidemark.formats.scan import KIND_BITS
 from tidemark.recovery.rollback import plan_rollback, roll_back
+from tidemark.sinks.parquet import read_sink_log
 from tidemark.storage.local import LocalFS
 
 
@@ -76,7 +77,7 @@ def test_loadable_needs_a_snapshot_and_every_change_after_it() -> None:
     assert chain.can_load(2)
     assert chain.can_load(1)
     assert not chain.can_load(4)  # version 3 is missing
-    assert _store({3: FileKind.SNAPSHOT, 4: FileKind.DELTA}).can_load(4)
+    assert _store({3: FileKind.SNAPSHOT, 4: FileKind.STATE_DELTA}).can_load(4)
 
 
 def test_rollback_moves_later_batches_state_and_sink_files(pipeline: tuple[Path, TidemarkConfig]) -> None:

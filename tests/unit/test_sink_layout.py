@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tidemark.errors import StorageError
-from tidemark.formats import read_sink_layout
+from tidemark.sinks.parquet import read_sink_layout
 from tidemark.storage.open import open_storage
 
 COLUMNS = ["user", "windowEnd", "count"]
@@ -67,7 +67,8 @@ def test_a_killed_batchs_empty_file_is_not_part_of_a_sink_whose_log_lists_no_fil
     layout = read_sink_layout(open_storage(str(sink)))
     assert (layout.files, layout.footers_read, layout.columns) == (1, 0, ())
     config = load_config(write_config(tmp_path, sink={"path": str(sink)}))
-    assert check_sink(config) == (layout, None)
+    found = check_sink(config)
+    assert found is not None and (found.uri, found.problem) == (layout.uri, None)
     # Without a log the same file is all the sink holds, and a torn file there is an error, not skipped.
     (sink / "_spark_metadata" / "0").unlink()
     (sink / "_spark_metadata").rmdir()
@@ -79,7 +80,8 @@ def test_every_reader_of_a_sink_takes_the_same_files_as_committed(tmp_path: Path
     """The layout check and adopt's window read share one rule: the log's files, or every file of a copied sink."""
     from datetime import UTC, datetime
 
-    from tidemark.formats import committed_data_files, sink_windows
+    from tidemark.sinks.parquet import committed_data_files
+    from tidemark.sinks.parquet.layout import sink_windows
 
     own = open_storage(str(_sink(tmp_path / "own", logged_under=tmp_path / "own" / "output")))
     found = committed_data_files(own)

@@ -1,6 +1,6 @@
-"""Issue #38: sources behind one contract (tidemark.sources): every format has exactly one Source, each answers
-what the pipeline and the tools ask without a JVM, and nothing outside sources/ (and config/, and the Kafka client
-in kafka/) branches on the source's format."""
+"""Issues #38 and #55: sources behind one contract (tidemark.sources): every format has exactly one Source, each
+answers what the pipeline and the tools ask without a JVM, and nothing outside sources/ (and config/) branches on
+the source's format or asks which connector class it holds (optional capabilities are asked instead)."""
 
 from __future__ import annotations
 
@@ -19,16 +19,30 @@ from tidemark.errors import UsageError
 from tidemark.formats import Checkpoint
 from tidemark.needs import needs_of
 from tidemark.recovery.replay import check_replayable
-from tidemark.sources import SOURCES, BacklogKind, FilePosition, FileSource, KafkaSource, RateSource, source_of
+from tidemark.sources import (
+    SOURCES,
+    CatchesUp,
+    FilePosition,
+    FileSource,
+    KafkaSource,
+    RateSource,
+    Replayable,
+    ReportsLag,
+    source_of,
+)
 from tidemark.spark.artifacts import JarFeature
 
 SRC = Path(tidemark.__file__).parent
 CORPUS = Path(__file__).parents[1] / "fixtures" / "corpus" / "spark-4.1.4" / "hdfs_window" / "checkpoint"
 
 # A branch on the source's format: `SourceFormat.X`, the config's format read, or its family tested (`is_kafka`,
-# `is_file` as a property, not pathlib's `is_file()`), outside sources/, config/ and kafka/.
-SOURCE_BRANCH = re.compile(r"SourceFormat\.\w+|source\.format\b|\.is_kafka\b|\.is_file\b(?!\()|KAFKA_FORMATS")
-OWN_PACKAGES = ("sources", "config", "kafka")
+# `is_file` as a property, not pathlib's `is_file()`), or an isinstance on a connector's class or plan, outside
+# sources/ and config/.
+SOURCE_BRANCH = re.compile(
+    r"SourceFormat\.\w+|source\.format\b|\.is_kafka\b|\.is_file\b(?!\()|KAFKA_FORMATS"
+    r"|isinstance\(.*\b(Kafka|File|Rate)\w*(Source|Plan)\b"
+)
+OWN_PACKAGES = ("sources", "config")
 
 
 def test_no_branch_on_the_source_format_outside_its_package() -> None:
@@ -47,9 +61,12 @@ def test_the_grep_sees_a_branch() -> None:
         "if config.source.is_kafka:",
         "if config.source.format is SourceFormat.RATE:",
         "jars = {JarFeature.KAFKA} if source.is_file else set()",
+        "if isinstance(plan, KafkaCatchUpPlan):",
+        "if isinstance(source_of(config), (FileSource, KafkaSource)):",
     ]
     assert all(SOURCE_BRANCH.search(line) for line in branches)
     assert not SOURCE_BRANCH.search("if not path.is_file():")
+    assert not SOURCE_BRANCH.search("if isinstance(source, Replayable):")  # a capability, not a connector
 
 
 def test_every_source_format_has_exactly_one_source() -> None:
@@ -73,11 +90,11 @@ def test_each_source_declares_what_a_session_and_the_tools_need(tmp_path: Path) 
     assert needs_of(files).jars == frozenset() and not needs_of(files).helper
     assert JarFeature.KAFKA in needs_of(kafka).jars and needs_of(kafka).helper
     assert not needs_of(kafka, helper=False).helper
-    assert [source_of(c).backlog for c in (files, kafka, rate)] == [
-        BacklogKind.FILES,
-        BacklogKind.RECORDS,
-        BacklogKind.NONE,
-    ]
+    # The optional capabilities each source has (callers ask these, never the connector's class).
+    sources = [source_of(c) for c in (files, kafka, rate)]
+    assert [isinstance(s, CatchesUp) for s in sources] == [True, True, False]
+    assert [isinstance(s, Replayable) for s in sources] == [True, True, False]
+    assert [isinstance(s, ReportsLag) for s in sources] == [False, True, False]
     assert source_of(kafka).origin_names_record and not source_of(files).origin_names_record
     assert not source_of(rate).malformed and source_of(files).malformed
     with pytest.raises(UsageError, match="the rate source cannot be replayed"):

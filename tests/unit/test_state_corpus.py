@@ -22,7 +22,8 @@ import pytest
 from tidemark.checkpoint.inspect import inspect_checkpoint
 from tidemark.cli.main import main
 from tidemark.errors import CheckpointError
-from tidemark.formats import Checkpoint, read_sink_log
+from tidemark.formats import Checkpoint
+from tidemark.sinks.parquet import read_sink_log
 from tidemark.state.show import show_state
 from tidemark.state.stats import Reader, state_stats
 from tidemark.storage import open_storage

@@ -100,12 +100,12 @@ def _utf(text: str) -> bytes:
 
 def test_delta_and_snapshot_records() -> None:
     delta = lz4_java(_record(b"a", b"1") + _record(b"b", None) + struct.pack(">i", -1))
-    parsed = parse_state_file(delta, FileKind.DELTA)
+    parsed = parse_state_file(delta, FileKind.STATE_DELTA)
     assert parsed.records == ((RecordKind.PUT, b"a", b"1"), (RecordKind.DELETE, b"b", None))
     with pytest.raises(StateFileError, match="value size"):
         parse_state_file(delta, FileKind.SNAPSHOT)  # a snapshot holds no removals
     with pytest.raises(StateFileError, match="no end marker"):
-        parse_state_file(lz4_java(_record(b"a", b"1")), FileKind.DELTA)
+        parse_state_file(lz4_java(_record(b"a", b"1")), FileKind.STATE_DELTA)
 
 
 def test_changelog_versions() -> None:

@@ -117,7 +117,7 @@ def rollback_fix(target: int | None, point: RestartPoint, also: tuple[str, ...] 
         hand += f", {', '.join(also)}"
     return (
         f"roll back to batch {target}: `tidemark recover CONFIG --to-batch {target} --apply` for a tidemark pipeline "
-        f"(it also rolls the sink back); by hand, {hand}, and a file sink's _spark_metadata entries after {target}. "
+        f"(it also rolls the sink back); by hand, {hand}, and a file sink's log entries after {target}. "
         f"Spark then restarts at batch {after}"
     )
 

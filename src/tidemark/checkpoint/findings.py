@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tidemark.checkpoint.corruption import RestartPoint, damaged_file_findings, gap_findings, missing_state_findings
-from tidemark.checkpoint.report import FolderCount, OperatorReport, SinkReport
+from tidemark.checkpoint.report import FolderCount, OperatorReport
 from tidemark.findings import Finding, Severity
 from tidemark.formats import (
     CheckpointHealth,
@@ -17,8 +17,7 @@ from tidemark.formats import (
     SourceEntryProblem,
     StoreScan,
 )
-from tidemark.sinks.delta import DeltaSinkReport
-from tidemark.sizes import format_size
+from tidemark.sinks import SinkInspection, SinkLimits
 from tidemark.spark.lines import Defect, has_defect, installed_version
 
 PRUNE_HINT = "stop the query and run `tidemark checkpoint prune PATH --keep 100 --apply`"
@@ -37,6 +36,12 @@ class Thresholds:
     max_delta_files: int = 1_000
     delta_small_file_bytes: int = 32 * 1024**2
 
+    def sink_limits(self) -> SinkLimits:
+        """The thresholds the sink connector's own report checks itself against."""
+        return SinkLimits(
+            self.max_sink_compact_bytes, self.max_sink_files, self.max_delta_files, self.delta_small_file_bytes
+        )
+
 
 @dataclass(frozen=True)
 class FindingsInput:
@@ -47,8 +52,7 @@ class FindingsInput:
     folders: list[FolderCount]
     commits: Mapping[int, CommitEntry]
     metadata_partitions: Mapping[int, int]
-    sink: SinkReport | None
-    delta_sink: DeltaSinkReport | None = None
+    sink: SinkInspection | None
     # What reading every log entry and the newest state files found (None: only the scan's listing is known).
     health: CheckpointHealth | None = None
     state_problems: list[FileProblem] = field(default_factory=list)
@@ -218,45 +222,6 @@ def _missing_state(data: FindingsInput) -> tuple[list[Finding], bool]:
     return missing_state_findings(data.scan, point.state_version, point.latest_committed, expected, data.store_names)
 
 
-def check_sink(sink: SinkReport | None, thresholds: Thresholds) -> list[Finding]:
-    """SINK_METADATA_GROWTH when the file sink's compact log is large."""
-    if sink is None:
-        return []
-    too_big = sink.compact_bytes > thresholds.max_sink_compact_bytes
-    too_many = sink.files_in_compact > thresholds.max_sink_files
-    if not (too_big or too_many):
-        return []
-    message = (
-        f"{sink.path}/_spark_metadata compact file (batch {sink.latest_compact_batch}) is "
-        f"{format_size(sink.compact_bytes)} and lists {sink.files_in_compact:,} files; every compaction rewrites it"
-    )
-    fix = (
-        "set the file sink option retention (e.g. .option('retention', '7d')) so old entries age out, or write "
-        "new output to a new folder with a new checkpoint; readers of the folder also read this log"
-    )
-    return [Finding("SINK_METADATA_GROWTH", Severity.WARNING, message, fix)]
-
-
-def check_delta_sink(sink: DeltaSinkReport | None, thresholds: Thresholds) -> list[Finding]:
-    """DELTA_SMALL_FILES when a Delta sink holds many small files (a streaming append writes one per task and
-    batch); the fix is Delta's own compaction."""
-    if sink is None or sink.files < thresholds.max_delta_files:
-        return []
-    if sink.mean_file_bytes >= thresholds.delta_small_file_bytes:
-        return []
-    message = (
-        f"the Delta table {sink.path} holds {sink.files:,} active files averaging {format_size(sink.mean_file_bytes)}: "
-        "a streaming append writes one file per task and batch, and every read opens them all"
-    )
-    fix = (
-        f'compact it with Delta\'s OPTIMIZE: spark.sql("OPTIMIZE delta.`{sink.path}`") or '
-        f'DeltaTable.forPath(spark, "{sink.path}").optimize().executeCompaction() (the pipeline may keep running: '
-        "its appends do not conflict with a compaction); fewer [sink] writers or a longer trigger interval write "
-        "fewer files"
-    )
-    return [Finding("DELTA_SMALL_FILES", Severity.WARNING, message, fix)]
-
-
 def check_metadata(health: CheckpointHealth, spark_version: str | None = None) -> list[Finding]:
     """METADATA_MISSING: no `metadata` file while offsets/ or commits/ hold entries. Spark 4.2+ refuses the restart
     (an error where the installed Spark is one of those); earlier lines write a new file with a new query id."""
@@ -292,8 +257,7 @@ def find_problems(data: FindingsInput, thresholds: Thresholds) -> list[Finding]:
         *check_files(data.scan, data.folders, thresholds),
         *check_replay(data.operators, thresholds),
         *check_retention(data.scan, data.operators, thresholds),
-        *check_sink(data.sink, thresholds),
-        *check_delta_sink(data.delta_sink, thresholds),
+        *(data.sink.findings(thresholds.sink_limits()) if data.sink is not None else []),
     ]
     order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(found, key=lambda f: order[f.severity])

@@ -8,16 +8,13 @@ from typing import Any
 
 from tidemark.checkpoint.corruption import RestartPoint
 from tidemark.checkpoint.findings import FindingsInput, Thresholds, find_problems
-from tidemark.checkpoint.kafka import KafkaSourceReport, kafka_findings, kafka_report
 from tidemark.checkpoint.report import (
     CheckpointReport,
     FolderCount,
     KindCount,
     OperatorReport,
-    SinkReport,
     StoreReport,
 )
-from tidemark.checkpoint.sink_report import inspect_delta_sink, inspect_sink, is_delta_sink
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
 from tidemark.config.provider import PROVIDER_KEY
@@ -36,10 +33,12 @@ from tidemark.formats import (
     keyless_operator,
     read_health,
     read_source_logs,
-    sink_log_skipped_batches,
 )
-from tidemark.sources import source_of
-from tidemark.storage import Backend
+from tidemark.formats.kafka_offsets import Offsets
+from tidemark.sinks import SinkInspection, reader_of
+from tidemark.sources import ReportsLag, source_of
+from tidemark.sources.kafka import KafkaSourceReport, kafka_findings, kafka_report
+from tidemark.storage import Backend, open_storage
 
 log = logging.getLogger(__name__)
 
@@ -115,31 +114,37 @@ def _kafka(checkpoint: Checkpoint, source: TidemarkConfig | None) -> KafkaSource
     if source is None:
         return report
     reader = source_of(source)
-    if not reader.keeps_offsets:
+    if not isinstance(reader, ReportsLag):
         msg = f"--source compares with a Kafka or Event Hubs source; this config reads {reader.format.value!r}"
         raise UsageError(msg)
-    from tidemark.checkpoint.kafka import broker_offsets
-
-    earliest, end, endpoint = broker_offsets(source)
+    earliest, end, endpoint = server_offsets(source, reader)
     return kafka_report(checkpoint, earliest, end, endpoint)
 
 
-def _repartition_findings(checkpoint: Checkpoint, committed: list[int], sink: SinkReport | None) -> list[Finding]:
+def server_offsets(config: TidemarkConfig, source: ReportsLag) -> tuple[Offsets, Offsets, str]:
+    """(earliest, end, endpoint) of every partition the source subscribes to, asked of its server (a broker:
+    through Kafka's admin client in a small local JVM, jars from tidemark's lock)."""
+    from tidemark.needs import kafka_session
+
+    with kafka_session(config) as spark:
+        return source.live_offsets(spark)
+
+
+def _repartition_findings(checkpoint: Checkpoint, committed: list[int], sink: SinkInspection | None) -> list[Finding]:
     """Each batch Spark's offline state repartition (4.2+) committed: it read no input and wrote no output, and
     it gives a file sink's log no entry, so once a later batch writes one, every Spark reader of the sink fails
-    (`IllegalStateException: .../_spark_metadata/<b> doesn't exist (latestId: ...)`, seen on 4.1 reading the
-    4.2.1 recording) and so does the sink log's next compaction, which reads every batch since the last one."""
+    (`IllegalStateException: .../<the log>/<b> doesn't exist (latestId: ...)`, seen on 4.1 reading the 4.2.1
+    recording) and so does the sink log's next compaction, which reads every batch since the last one."""
     found = []
     repartitioned = checkpoint.repartition_batches(committed)
-    gaps = set(sink_log_skipped_batches(sink.batches, sink.latest_compact_batch, repartitioned)) if sink else set()
+    gaps = sink.missing_log_entries(repartitioned) if sink is not None else {}
     for batch, (old, new) in sorted(repartitioned.items()):
         message = (
             f"batch {batch} was written by Spark's offline state repartition ({old} -> {new} shuffle partitions): "
             "it read no input and wrote no output"
         )
-        if batch in gaps:
-            assert sink is not None
-            entry = f"{sink.path}/_spark_metadata/{batch}"
+        entry = gaps.get(batch)
+        if entry is not None and sink is not None:
             found.append(
                 Finding(
                     "SINK_LOG_GAP",
@@ -154,8 +159,8 @@ def _repartition_findings(checkpoint: Checkpoint, committed: list[int], sink: Si
             )
             continue
         impact = (
-            "none for the query; with a file sink (Parquet and _spark_metadata) its log gets no entry for this "
-            "batch, and once a later batch writes one, Spark's readers of the sink fail (inspect with --sink checks)"
+            "none for the query; with a file sink (Parquet and its log) its log gets no entry for this batch, and "
+            "once a later batch writes one, Spark's readers of the sink fail (inspect with --sink checks)"
         )
         fix = "nothing before the next batch; run `checkpoint inspect --sink` afterwards with a file sink"
         found.append(Finding("SPARK_REPARTITION_BATCH", Severity.INFO, message, fix, "offsets", impact))
@@ -193,8 +198,8 @@ def inspect_checkpoint(
         families = join_families(checkpoint, op_id, meta.properties) if meta else ()
         operators.append(_operator_report(op, meta, load_version, families))
     folders = [FolderCount(name, files, size) for name, (files, size) in sorted(scan.folders.items())]
-    delta_sink = inspect_delta_sink(sink, checkpoint.store) if sink and is_delta_sink(sink) else None
-    sink_report: SinkReport | None = inspect_sink(sink, backend, spark=spark) if sink and not delta_sink else None
+    # --sink: the connector whose format the folder holds reads it (a file sink's log, a Delta table).
+    sink_report = reader_of(open_storage(sink)).inspect_folder(sink, checkpoint.store, backend, spark) if sink else None
     point = RestartPoint.of(health)
     state_problems = []
     if point.state_version is not None:
@@ -211,7 +216,6 @@ def inspect_checkpoint(
                 commits=commits,
                 metadata_partitions={i: m.partitions for i, m in metas.items() if m is not None and m.partitions},
                 sink=sink_report,
-                delta_sink=delta_sink,
                 health=health,
                 state_problems=state_problems,
                 source_problems=read_source_logs(checkpoint),
@@ -251,5 +255,4 @@ def inspect_checkpoint(
         walker=checkpoint.store.walker,
         list_requests=checkpoint.store.list_requests,
         kafka=kafka,
-        delta_sink=delta_sink,
     )

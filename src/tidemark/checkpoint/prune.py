@@ -9,16 +9,14 @@ from typing import Any
 from tidemark.checkpoint.report import FolderCount, KindCount
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import (
-    SINK_LOG_DIR,
     Checkpoint,
-    compacted_log_through,
     ensure_unlocked,
     files_through,
     finish_removals,
     remove_files,
-    with_checksums,
 )
-from tidemark.storage import Backend, Storage, join, open_storage
+from tidemark.sinks import reader_of
+from tidemark.storage import Backend, open_storage
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +40,8 @@ class PruneResult:
     history_from_batch: int | None = None  # C - keep + 1: the oldest of the N committed batches kept
     finished_files: int = 0  # removed now to finish a prune an interruption left part-way
     finished_already_gone: int = 0  # files that interrupted prune had removed before it stopped
-    sink: str | None = None  # the file sink whose `_spark_metadata` log was pruned too (--sink)
+    sink: str | None = None  # the sink whose own log was pruned too (--sink: a file sink's)
     sink_paths: list[str] = field(default_factory=list)  # below the sink folder
-
-
-def _sink_log_through(sink: str, batch: int) -> tuple[Storage, list[str], int]:
-    """The entries of a file sink's `_spark_metadata` log that no batch from `batch` on reads (the store, their
-    paths below the sink folder, their bytes)."""
-    store = open_storage(sink)
-    picked = compacted_log_through(store, SINK_LOG_DIR, batch)
-    if picked is None:
-        msg = f"{sink} has no {SINK_LOG_DIR} log (a Spark file sink's): --sink names the folder the query writes to"
-        raise UsageError(msg)
-    listing, names = picked
-    sizes = {join(SINK_LOG_DIR, n): size for n, size in listing.files}
-    rels = [rel for n in names for rel in with_checksums(join(SINK_LOG_DIR, n), set(sizes))]
-    return store, rels, sum(sizes[rel] for rel in rels)
 
 
 def prune_checkpoint(
@@ -69,7 +53,7 @@ def prune_checkpoint(
     sink: str | None = None,
 ) -> PruneResult:
     """Plan (and with apply, do) the removal of log entries and state files older than N committed batches need;
-    with `sink` (a file sink's folder), its `_spark_metadata` entries before the compaction those batches read."""
+    with `sink` (a file sink's folder), its log's entries before the compaction those batches read."""
     if keep < 1:
         msg = f"--keep must be at least 1 (got {keep}): it is how many committed batches of history to keep"
         raise UsageError(msg)
@@ -89,9 +73,11 @@ def prune_checkpoint(
     found = files_through(checkpoint, keep_from - 1, latest)
     paths = found.paths
     by_folder = [FolderCount(name, f, b) for name, (f, b) in sorted(found.by_top_folder().items())]
-    sink_store, sink_paths, sink_bytes = _sink_log_through(sink, keep_from) if sink else (None, [], 0)
-    if sink_paths:
-        by_folder.append(FolderCount(f"sink {SINK_LOG_DIR}", len(sink_paths), sink_bytes))
+    sink_store = open_storage(sink) if sink else None
+    trim = reader_of(sink_store).log_through(sink_store, keep_from) if sink_store is not None else None
+    sink_paths, sink_bytes = (list(trim.paths), trim.bytes) if trim is not None else ([], 0)
+    if trim is not None and sink_paths:
+        by_folder.append(FolderCount(trim.label, len(sink_paths), sink_bytes))
     if apply:
         ensure_unlocked(path, checkpoint.store)  # again: a run may have started while we planned
         # Journaled: a crash part-way leaves the list of what was still to go, and the next prune finishes it.

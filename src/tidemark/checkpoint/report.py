@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tidemark.checkpoint.kafka import KafkaSourceReport
 from tidemark.findings import Finding, Severity
-from tidemark.sinks.delta import DeltaSinkReport
+from tidemark.sinks import SinkInspection
+from tidemark.sources.kafka import KafkaSourceReport
 from tidemark.storage import Walker
 
 
@@ -65,20 +65,6 @@ class OperatorReport:
 
 
 @dataclass(frozen=True)
-class SinkReport:
-    """The file sink's `_spark_metadata` log."""
-
-    path: str
-    entries: int
-    latest_batch: int | None
-    latest_compact_batch: int | None
-    compact_bytes: int
-    files_in_compact: int
-    bytes_total: int
-    batches: list[int] = field(default_factory=list)  # the batch of every log file, in order
-
-
-@dataclass(frozen=True)
 class CheckpointReport:
     """Everything `tidemark checkpoint inspect` reports about one checkpoint."""
 
@@ -97,7 +83,7 @@ class CheckpointReport:
     bytes_total: int
     folders: list[FolderCount]
     operators: list[OperatorReport]
-    sink: SinkReport | None
+    sink: SinkInspection | None  # --sink: the sink connector's own report (a file sink's log, a Delta table)
     findings: list[Finding]
     # How the folders were listed: "native" (C), "python" (os.scandir fallback), "hadoop" (FileSystem API) or
     # "flat" (one paged listing of an object store prefix).
@@ -108,7 +94,6 @@ class CheckpointReport:
     source_names: list[str] = field(default_factory=list)  # offsets v2
     sink_names: list[str] = field(default_factory=list)  # commits v3, the active sink first
     kafka: KafkaSourceReport | None = None  # a Kafka source: each partition's committed offset (+ the broker's)
-    delta_sink: DeltaSinkReport | None = None  # --sink naming a Delta table
 
     @property
     def has_errors(self) -> bool:

@@ -60,7 +60,7 @@ def adopt(
 ) -> None:
     """Move a stopped plain-Spark window job over to tidemark: nothing lost, nothing twice (docs/adopt.md)."""
     from tidemark.config import load_config
-    from tidemark.evolve.check import require_describes_old_job
+    from tidemark.evolve.guard import require_describes_old_job
     from tidemark.recovery.adopt import adopt_job
 
     settings = load_config(config)

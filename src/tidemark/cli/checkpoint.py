@@ -11,10 +11,9 @@ from rich.markup import escape
 from tidemark.cli.output import out, print_json
 
 if TYPE_CHECKING:
-    from tidemark.checkpoint.kafka import KafkaSourceReport
     from tidemark.checkpoint.prune import PruneResult
     from tidemark.checkpoint.report import CheckpointReport
-    from tidemark.sinks.delta import DeltaSinkReport
+    from tidemark.sources.kafka import KafkaSourceReport
 
 checkpoint_app = typer.Typer(
     name="checkpoint",
@@ -75,15 +74,8 @@ def _render_report(report: CheckpointReport) -> None:
             out.print(f"      by kind: {kinds or '-'}")
     if report.kafka is not None:
         _render_kafka(report.kafka)
-    if report.sink is not None:
-        sink = report.sink
-        out.print(
-            f"[bold]sink log[/bold] {escape(sink.path)}/_spark_metadata: {sink.entries} entries, latest batch "
-            f"{_opt(sink.latest_batch)}, compact {_opt(sink.latest_compact_batch)} ({_size(sink.compact_bytes)}, "
-            f"{sink.files_in_compact:,} files)"
-        )
-    if report.delta_sink is not None:
-        _render_delta(report.delta_sink)
+    for title, text in report.sink.describe() if report.sink is not None else ():
+        out.print(f"[bold]{escape(title)}[/bold] {escape(text)}" if title else escape(text))
     if not report.findings:
         out.print("[green]no findings[/green]")
     for finding in report.findings:
@@ -92,27 +84,6 @@ def _render_report(report: CheckpointReport) -> None:
         if finding.impact:
             out.print(f"  impact: {escape(finding.impact)}")
         out.print(f"  fix: {escape(finding.fix)}")
-
-
-def _render_delta(sink: DeltaSinkReport) -> None:
-    rows = f", {sink.rows:,} rows" if sink.rows is not None else ""
-    out.print(
-        f"[bold]Delta sink[/bold] {escape(sink.path)}: version {sink.version}, {sink.files:,} active files "
-        f"({_size(sink.bytes_total)}{rows}), log checkpoint {_opt(sink.checkpoint_version)}, oldest commit "
-        f"{_opt(sink.oldest_commit)}"
-    )
-    if sink.app_id is None:
-        out.print("  this checkpoint keeps no Delta transaction (not started by tidemark on this table)")
-    else:
-        version = sink.transactions.get(sink.app_id)
-        out.print(
-            f"  this checkpoint writes as {escape(sink.app_id)}: latest version {_opt(version)} "
-            f"(batch {_opt(sink.last_batch)})"
-        )
-    others = {a: v for a, v in sink.transactions.items() if a != sink.app_id}
-    if others:
-        shown = ", ".join(f"{escape(a)} {v}" for a, v in sorted(others.items())[:5])
-        out.print(f"  other writers' transactions: {shown}{' ...' if len(others) > 5 else ''}")
 
 
 def _render_kafka(kafka: KafkaSourceReport) -> None:
@@ -173,9 +144,7 @@ def inspect_command(
     path: Annotated[str, typer.Argument(help="Checkpoint folder or URI (hdfs://, abfss://, s3a://).")],
     sink: Annotated[
         str | None,
-        typer.Option(
-            "--sink", help="The sink: a file sink's output folder (its _spark_metadata), or a Delta table's folder."
-        ),
+        typer.Option("--sink", help="The sink: a file sink's output folder (its log), or a Delta table's folder."),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     max_files: Annotated[int, typer.Option(help="TOO_MANY_FILES above this many files.")] = 100_000,
@@ -231,7 +200,7 @@ def prune_command(
         str | None,
         typer.Option(
             "--sink",
-            help="A file sink's output folder: its _spark_metadata entries before the kept batches' compaction go too.",
+            help="A file sink's output folder: its log's entries before the kept batches' compaction go too.",
         ),
     ] = None,
 ) -> None:

@@ -76,7 +76,7 @@ def run(
     from tidemark.config import load_config
     from tidemark.config.rocksdb import rows_tracked
     from tidemark.durations import parse_duration
-    from tidemark.evolve.check import RestartCheck
+    from tidemark.evolve.guard import RestartCheck
     from tidemark.monitor.publish import endpoint_lines
     from tidemark.pipeline.run import run_pipeline
     from tidemark.pipeline.start import JarsFetch

@@ -68,8 +68,8 @@ def _render_recovery(result: RecoveryResult) -> None:
     if check is not None:
         colour = "green" if check.ok else "red"
         out.print(
-            f"[{colour}]verified[/{colour}]: {check.parquet_rows:,} rows, {check.parquet_duplicates} duplicate "
-            "(key, window) with pyarrow"
+            f"[{colour}]verified[/{colour}]: {check.rows:,} rows, {check.duplicates} duplicate (key, window) with "
+            f"{check.reader}"
             + (
                 f"; {check.spark_rows} rows, {check.spark_duplicates} duplicates with Spark"
                 if check.spark_rows is not None
@@ -90,12 +90,9 @@ def _render_rollback(result: RollbackResult) -> None:
     out.print(table)
     if plan.moves:
         out.print(_moves_table(plan.moves))
-    if plan.table is not None:
-        rows = "?" if plan.table.rows is None else f"{plan.table.rows:,}"
-        out.print(
-            f"table {escape(plan.table.uri)}: {len(plan.table.undone)} commit(s) of batches after {plan.to_batch} "
-            f"undone by one commit ({len(plan.table.files)} file(s), {rows} rows, kept for time travel)"
-        )
+    undo = plan.sink_undo.describe()
+    if undo is not None:
+        out.print(escape(undo))
     for note in plan.notes:
         out.print(f"[yellow]note:[/yellow] {escape(note)}")
     if result.applied:
@@ -130,7 +127,7 @@ def recover(
         else:
             _render_rollback(rollback)
         return
-    from tidemark.evolve.check import require_same_query
+    from tidemark.evolve.guard import require_same_query
     from tidemark.recovery.apply import recover_pipeline
 
     if apply and not json_output:

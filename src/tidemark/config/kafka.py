@@ -2,7 +2,7 @@
 
 Pure checks on the config's values (no environment, no network): secrets are refused here, wherever the TOML
 puts them, so they never enter the config model, its dumps, or anything derived from it. Their values come from
-an environment variable or a file at run time (tidemark.kafka.options).
+an environment variable or a file at run time (tidemark.sources.kafka.options).
 """
 
 from __future__ import annotations

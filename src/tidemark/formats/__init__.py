@@ -1,9 +1,10 @@
-"""The only code that knows tidemark's and Spark's on-disk formats, for reading AND writing.
+"""The only code that knows the checkpoint's on-disk formats (Spark's and tidemark's), for reading AND writing.
 
-A checkpoint (`offsets/`, `commits/`, `sources/`, `state/`, `metadata`, tidemark's `_tidemark/`), a file sink's
-`_spark_metadata` log, tidemark's progress log. Everything else asks what is exported here and never names a path
-inside those folders nor reads, writes, moves or deletes one of their files itself; `formats.layout` (the names)
-is imported only inside this package. The one named exception is the JVM state writer of `state repartition`,
+A checkpoint (`offsets/`, `commits/`, `sources/`, `state/`, `metadata`, tidemark's `_tidemark/`) and tidemark's
+progress log. A connector's own formats (a file sink's log, a Delta table's) belong to its package under sinks/ or
+sources/. Everything else asks what is exported here and never names a path inside those folders nor reads,
+writes, moves or deletes one of their files itself; `formats.layout` (the names) is imported only inside this
+package. The one named exception is the JVM state writer of `state repartition`,
 which Python calls through `formats.state_rewrite`.
 """
 
@@ -17,7 +18,6 @@ from tidemark.formats.batches import (
     files_through,
     finish_removals,
     remove_files,
-    sink_files_after,
     unloadable_stores,
 )
 from tidemark.formats.checkpoint import Checkpoint, CheckpointStatus
@@ -59,17 +59,17 @@ from tidemark.formats.join_state import (
 from tidemark.formats.join_state import values as multi_values
 from tidemark.formats.layout import (
     ARCHIVE_DIR,
+    LEDGER_DIR,
     LOCK_FILE,
     QUARANTINE_DONE_FILE,
     QUARANTINE_SUFFIX,
     RECOVERY_PLAN_FILE,
-    SINK_LOG_DIR,
     FileKind,
+    crc_companions,
+    log_file_batch,
     quarantine_batch,
     quarantine_batch_name,
 )
-from tidemark.formats.ledger import LedgerEntry, compact_ledger, ledger_files, read_ledger, record_batch
-from tidemark.formats.ledger import batch_files as sink_batch_files
 from tidemark.formats.lock import (
     LockInfo,
     RunLock,
@@ -100,18 +100,10 @@ from tidemark.formats.progress_writer import ProgressLogWriter, log_path_for, ut
 from tidemark.formats.quarantine_files import entries_after as quarantine_entries_after
 from tidemark.formats.quarantine_files import read_marker as read_quarantine_marker
 from tidemark.formats.quarantine_files import write_marker as write_quarantine_marker
-from tidemark.formats.recovery_marker import RecoveryMarker, archive_marker, marker_paths, place_archived_marker
+from tidemark.formats.recovery_marker import RecoveryMarker, archive_marker, place_archived_marker
 from tidemark.formats.recovery_marker import read_marker as read_recovery_marker
 from tidemark.formats.recovery_marker import write_marker as write_recovery_marker
 from tidemark.formats.scan import CheckpointScan, OperatorScan, StoreScan, scan_checkpoint
-from tidemark.formats.sink_layout import (
-    CommittedFiles,
-    SinkLayout,
-    SinkWindows,
-    committed_data_files,
-    read_sink_layout,
-    sink_windows,
-)
 from tidemark.formats.sink_transaction import (
     SinkTransaction,
     clear_sink_rollback,
@@ -120,20 +112,6 @@ from tidemark.formats.sink_transaction import (
     read_sink_transaction,
     write_sink_transaction,
 )
-from tidemark.formats.sinklog import LogFile as SinkLogFile
-from tidemark.formats.sinklog import SinkLog, entry_rel, partition_start, require_sink
-from tidemark.formats.sinklog import batch_entries as sink_batch_entries
-from tidemark.formats.sinklog import companions as with_checksums
-from tidemark.formats.sinklog import data_files as sink_data_files
-from tidemark.formats.sinklog import entries_in as sink_entries_in
-from tidemark.formats.sinklog import inject_entries as inject_sink_entries
-from tidemark.formats.sinklog import log_files as sink_log_files
-from tidemark.formats.sinklog import log_files_after as sink_log_files_after
-from tidemark.formats.sinklog import log_folder as sink_log_folder
-from tidemark.formats.sinklog import log_names as sink_log_names
-from tidemark.formats.sinklog import log_uri as sink_log_uri
-from tidemark.formats.sinklog import read_log as read_sink_log
-from tidemark.formats.sinklog import skipped_batches as sink_log_skipped_batches
 from tidemark.formats.snapshot_zip import snapshot_metadata, zip_references
 from tidemark.formats.state_files import FetchReport, fetch_state, private_copy
 from tidemark.formats.state_replay import Method as StateReadMethod
@@ -164,6 +142,7 @@ __all__ = [
     "ARCHIVE_DIR",
     "EVENT_TIME",
     "JOIN_STORES",
+    "LEDGER_DIR",
     "LOCK_FILE",
     "MERGE_OPERATOR_KEY",
     "MULTI_VALUED",
@@ -172,7 +151,6 @@ __all__ = [
     "RECOVERY_PLAN_FILE",
     "ROCKSDB_CAP_FIELD",
     "SHUFFLE_PARTITIONS",
-    "SINK_LOG_DIR",
     "TIMER_FAMILIES",
     "TIME_POSTFIX",
     "TIME_PREFIX",
@@ -183,7 +161,6 @@ __all__ = [
     "CheckpointStatus",
     "ColumnFamilySchema",
     "CommitEntry",
-    "CommittedFiles",
     "Damage",
     "EventType",
     "FetchReport",
@@ -191,7 +168,6 @@ __all__ = [
     "FileKind",
     "FileProblem",
     "FileSet",
-    "LedgerEntry",
     "LockInfo",
     "LogEvent",
     "LogHealth",
@@ -206,11 +182,7 @@ __all__ = [
     "RecoveryMarker",
     "RowDecodeError",
     "RunLock",
-    "SinkLayout",
-    "SinkLog",
-    "SinkLogFile",
     "SinkTransaction",
-    "SinkWindows",
     "SourceEntryProblem",
     "StateNotReadable",
     "StateOperatorProgress",
@@ -228,13 +200,11 @@ __all__ = [
     "clear_sink_rollback",
     "clone_whole",
     "clone_without_state",
-    "committed_data_files",
-    "compact_ledger",
     "compacted_log_through",
+    "crc_companions",
     "decode_row",
     "delete_files",
     "ensure_unlocked",
-    "entry_rel",
     "fetch_state",
     "field_names",
     "fields_from_ddl",
@@ -243,7 +213,6 @@ __all__ = [
     "finish_checkpoint_swaps",
     "finish_removals",
     "helper_spec",
-    "inject_sink_entries",
     "is_record",
     "is_store_data",
     "iter_log",
@@ -251,13 +220,12 @@ __all__ = [
     "join_families",
     "keyless_operator",
     "last_progress",
-    "ledger_files",
     "lock_is_live",
     "locked_message",
     "log_features",
+    "log_file_batch",
     "log_path_for",
     "mark_sink_rollback",
-    "marker_paths",
     "merge_delimiter",
     "multi_values",
     "no_records",
@@ -265,7 +233,6 @@ __all__ = [
     "operator_schema_files",
     "parse_schema_file",
     "parse_spark_time",
-    "partition_start",
     "pending_checkpoint_swaps",
     "place_archived_marker",
     "private_copy",
@@ -274,41 +241,24 @@ __all__ = [
     "quarantine_batch_name",
     "quarantine_entries_after",
     "read_health",
-    "read_ledger",
     "read_lock",
     "read_progress",
     "read_progress_log",
     "read_quarantine_marker",
     "read_recovery_marker",
-    "read_sink_layout",
-    "read_sink_log",
     "read_sink_rollback",
     "read_sink_transaction",
     "read_source_logs",
     "read_store",
-    "record_batch",
     "refuse_foreign",
     "relocate_schema_paths",
     "remove_files",
     "repoint_schema_paths",
-    "require_sink",
     "rewrite_offset_conf",
     "rewrite_offset_watermark",
     "rewrite_operator_metadata",
     "run_move",
     "scan_checkpoint",
-    "sink_batch_entries",
-    "sink_batch_files",
-    "sink_data_files",
-    "sink_entries_in",
-    "sink_files_after",
-    "sink_log_files",
-    "sink_log_files_after",
-    "sink_log_folder",
-    "sink_log_names",
-    "sink_log_skipped_batches",
-    "sink_log_uri",
-    "sink_windows",
     "snapshot_metadata",
     "split_key",
     "state_root",
@@ -321,7 +271,6 @@ __all__ = [
     "unloadable_stores",
     "utc_now_text",
     "what_is_there",
-    "with_checksums",
     "write_quarantine_marker",
     "write_recovery_marker",
     "write_sink_transaction",

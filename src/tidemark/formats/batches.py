@@ -1,6 +1,7 @@
 """Which files of a checkpoint belong to which batches: "through batch N" (prune) and "after batch N" (rollback).
 
-The same for the logs beside it: a file sink's `_spark_metadata` (prune --sink, rollback's sink files).
+The same for compacted logs beside it (compacted_log_through: a file sink's log is pruned through it, by the sink's
+package).
 
 Spark's HDFSMetadataLog owns both `purge` and `purgeAfter`; here too one module answers both questions, for the
 offsets, commits and source logs, the state store files (with their checksum companions, RocksDB's shared SST
@@ -12,7 +13,6 @@ disk, and to remove it.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import zipfile
 from collections.abc import Iterable
@@ -34,11 +34,9 @@ from tidemark.formats.layout import (
     crc_companions,
     is_operator_metadata_v2_dir,
     log_batch,
-    sink_log_batch,
+    log_file_batch,
     store_ids,
 )
-from tidemark.formats.ledger import ledger_files
-from tidemark.formats.sinklog import companions, data_files, log_files_after
 from tidemark.formats.snapshot_zip import zip_references
 from tidemark.steps import step
 from tidemark.storage import DirListing, Storage, join
@@ -88,14 +86,14 @@ class FileSet:
 
 
 def compacted_log_through(fs: Storage, folder: str, batch: int) -> tuple[DirListing, list[str]] | None:
-    """Entries of a compacted log (a file source's `sources/<n>`, a file sink's `_spark_metadata`) that reading it
+    """Entries of a compacted log (a file source's `sources/<n>`, a file sink's log) that reading it
     at `batch` or later never needs: every entry before the newest compaction at or below `batch` (a compaction
     holds all entries before it). The rule of Spark's own CompactibleFileStreamLog.deleteExpiredLog, which runs
     at the next batch and deletes them one request at a time (on WASB ~7 requests each, inside that batch)."""
     listing = fs.list_dir(folder)
     if listing is None:
         return None
-    parsed = {name: b for name, _ in listing.files if (b := sink_log_batch(name)) is not None}
+    parsed = {name: b for name, _ in listing.files if (b := log_file_batch(name)) is not None}
     compactions = [b for b, compact in parsed.values() if compact and b <= batch]
     if not compactions:
         return listing, []
@@ -288,7 +286,7 @@ def files_after(checkpoint: Checkpoint, batch: int, *, keep_planned: bool = Fals
     for folder in folders:
         listing = store.list_dir(folder)
         if listing is not None:
-            later = [n for n, _ in listing.files if (parsed := sink_log_batch(n)) is not None and parsed[0] > batch]
+            later = [n for n, _ in listing.files if (parsed := log_file_batch(n)) is not None and parsed[0] > batch]
             picked += _later(listing, later)
     version = batch + 1
     for listing in store.walk(STATE):
@@ -302,40 +300,6 @@ def files_after(checkpoint: Checkpoint, batch: int, *, keep_planned: bool = Fals
 
 
 # --- removing them ---------------------------------------------------------------------------------------------
-
-
-def sink_files_after(checkpoint: Checkpoint, sink: Storage, batch: int) -> tuple[list[str], list[str]] | None:
-    """What a rollback to committed `batch` takes out of the checkpoint's file sink (paths below the sink folder):
-    (its log files after `batch`, the data files of the batches after it, each with its checksums); None when the
-    sink has no log.
-
-    A data file belongs to a later batch when tidemark's ledger or the newest sink log says so; a file listed
-    nowhere counts as later only when it is newer than the commit of `batch` (an expired log entry names an older
-    one).
-    """
-    later_log = log_files_after(sink, batch)
-    if later_log is None:
-        return None
-    present = {e.rel for e in sink.list_files()}
-    kept = set(checkpoint.sink_log(sink, up_to=batch).files)
-    by_ledger = ledger_files(checkpoint.store)
-    newest = set(checkpoint.sink_log(sink).files)
-    committed_at = checkpoint.commit_mtime(batch)
-    cutoff = math.floor(committed_at) if committed_at is not None else None
-    data: list[str] = []
-    for file in data_files(sink):
-        if file.rel in kept:
-            continue
-        writer = by_ledger.get(file.rel)
-        if writer is not None:
-            later = writer > batch
-        elif file.rel in newest:
-            later = True
-        else:
-            later = cutoff is None or (file.mtime is not None and math.floor(file.mtime) >= cutoff)
-        if later:
-            data += companions(file.rel, present)
-    return later_log, data
 
 
 def remove_files(

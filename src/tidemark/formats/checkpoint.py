@@ -30,13 +30,12 @@ from tidemark.formats.layout import (
     TIDEMARK_DIR,
     log_batch,
     log_entry,
+    log_file_batch,
     operator_metadata_v1,
     operator_metadata_v2_dir,
-    sink_log_batch,
     source_folder,
 )
 from tidemark.formats.scan import CheckpointScan, StoreScan, scan_checkpoint
-from tidemark.formats.sinklog import SinkLog, read_log
 from tidemark.storage import Backend, Location, Storage, open_storage
 
 log = logging.getLogger(__name__)
@@ -192,11 +191,6 @@ class Checkpoint:
             log.warning("%s", exc)
             return None
 
-    def sink_log(self, sink: Storage, up_to: int | None = None) -> SinkLog:
-        """The file sink log of this checkpoint's query (Spark's `_spark_metadata`), read past the batches Spark's
-        offline repartition committed, which the checkpoint proves wrote nothing (sinklog.read_log's `empty`)."""
-        return read_log(sink, up_to=up_to, empty=self.repartition_batches)
-
     def repartition_batches(self, batches: list[int]) -> dict[int, tuple[str | None, str | None]]:
         """Which of these batches Spark's offline repartition (4.2+, StreamingCheckpointManager.repartition) wrote,
         each with its (old, new) shuffle partitions.
@@ -306,7 +300,7 @@ class Checkpoint:
         files: dict[int, list[str]] = defaultdict(list)
         listing = self.store.list_dir(folder)
         for name, _ in listing.files if listing else []:
-            if sink_log_batch(name) is None:
+            if log_file_batch(name) is None:
                 continue
             text = self.read_text(f"{folder}/{name}") or ""
             for number, line in enumerate(text.splitlines()[1:], start=2):
@@ -362,7 +356,7 @@ class Checkpoint:
         """Source log id -> files: each id's own log file, the compact file only where it is gone."""
         folder = source_folder(source)
         listing = self.store.list_dir(folder)
-        names = {parsed[0]: name for name, _ in (listing.files if listing else []) if (parsed := sink_log_batch(name))}
+        names = {parsed[0]: name for name, _ in (listing.files if listing else []) if (parsed := log_file_batch(name))}
         found: dict[int, list[str]] = {}
         compacts = sorted(b for b, name in names.items() if name.endswith(".compact"))
         for batch in ids:

@@ -7,7 +7,7 @@ findings" for a sink folder, an empty folder or a config file.
 from __future__ import annotations
 
 from tidemark.errors import CheckpointError
-from tidemark.formats.layout import COMMITS, METADATA, OFFSETS, SINK_LOG_DIR, STATE, TIDEMARK_DIR
+from tidemark.formats.layout import COMMITS, METADATA, OFFSETS, STATE, TIDEMARK_DIR
 from tidemark.storage import Storage
 
 _HINT = "pass the folder the query was given as checkpointLocation"
@@ -30,8 +30,10 @@ def what_is_there(store: Storage, empty_ok: bool = False) -> str | None:
         return None
     if not folders - {TIDEMARK_DIR} and not files:
         return None if empty_ok else f"{uri} is an empty folder, not a checkpoint"
-    if SINK_LOG_DIR in folders:
-        return f"{uri} is a file sink's output folder (it has {SINK_LOG_DIR}/), not its checkpoint"
+    logs = sorted(d for d in folders if d.startswith("_") and d != TIDEMARK_DIR)
+    if logs and (any(n.startswith("part-") for n in files) or any("=" in d for d in folders) or len(folders) == 1):
+        # A query's output: a table's or a file sink's own log folder (an underscore name) beside its data
+        return f"{uri} is a query's output folder (it has {logs[0]}/), not its checkpoint"
     shown = sorted([f"{d}/" for d in folders] + sorted(files))[:4]
     more = ", ..." if len(folders) + len(files) > len(shown) else ""
     return f"{uri} is not a streaming checkpoint (no {OFFSETS}/ folder; it holds {', '.join(shown)}{more})"

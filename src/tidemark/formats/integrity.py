@@ -26,7 +26,7 @@ from tidemark.formats.layout import (
     FileKind,
     classify,
     log_batch,
-    sink_log_batch,
+    log_file_batch,
 )
 from tidemark.formats.scan import KIND_BITS, CheckpointScan, StoreScan
 from tidemark.formats.snapshot_zip import zip_references
@@ -215,7 +215,7 @@ def read_source_logs(checkpoint: Checkpoint) -> list[SourceEntryProblem]:
         listing = checkpoint.store.list_dir(folder)
         if listing is None:
             continue
-        entries = {parsed: name for name, _ in listing.files if (parsed := sink_log_batch(name)) is not None}
+        entries = {parsed: name for name, _ in listing.files if (parsed := log_file_batch(name)) is not None}
         compacts = [b for b, compact in entries if compact]
         restart_from = max(compacts, default=0)
         many = len(entries) > 1
@@ -315,7 +315,7 @@ def newest_state_files(store: StoreScan, op: int, version: int, unique_id: str |
             names.append(f"{number}_{uid}.{kind.value}")
     if names or store.unique_ids:
         return [f"{folder}/{n}" for n in names]
-    kinds = [FileKind.DELTA, FileKind.SNAPSHOT, FileKind.CHANGELOG, FileKind.ZIP]
+    kinds = [FileKind.STATE_DELTA, FileKind.SNAPSHOT, FileKind.CHANGELOG, FileKind.ZIP]
     return [f"{folder}/{version}.{k.value}" for k in kinds if bits & KIND_BITS[k]]
 
 

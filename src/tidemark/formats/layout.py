@@ -13,7 +13,6 @@ SOURCES = "sources"
 STATE = "state"
 METADATA = "metadata"
 TIDEMARK_DIR = "_tidemark"
-SINK_LOG_DIR = "_spark_metadata"
 SCHEMA_DIR = "_stateSchema"
 # Folders below state/<op>/ and state/<op>/<partition>/ that are not named stores: the store's own
 # RocksDB files (SSTs/, logs/), metadata and schema folders.
@@ -93,7 +92,7 @@ def source_folder(source: int) -> str:
 class FileKind(StrEnum):
     """What a file in a state store folder is."""
 
-    DELTA = "delta"
+    STATE_DELTA = "delta"  # a state store version's delta file (HDFS-backed store), not Delta Lake
     SNAPSHOT = "snapshot"
     CHANGELOG = "changelog"
     ZIP = "zip"
@@ -104,14 +103,14 @@ class FileKind(StrEnum):
 
 FILE_KINDS: tuple[FileKind, ...] = tuple(FileKind)
 _VERSIONED = {
-    "delta": FileKind.DELTA,
+    "delta": FileKind.STATE_DELTA,
     "snapshot": FileKind.SNAPSHOT,
     "changelog": FileKind.CHANGELOG,
     "zip": FileKind.ZIP,
 }
 # A load starts from one of these and replays the others on top of it.
 SNAPSHOT_KINDS = frozenset({FileKind.SNAPSHOT, FileKind.ZIP})
-REPLAY_KINDS = frozenset({FileKind.DELTA, FileKind.CHANGELOG})
+REPLAY_KINDS = frozenset({FileKind.STATE_DELTA, FileKind.CHANGELOG})
 
 
 def classify(name: str) -> tuple[FileKind, int | None, str | None]:
@@ -154,8 +153,9 @@ def log_batch(name: str) -> int | None:
     return int(name) if name.isdigit() else None
 
 
-def sink_log_batch(name: str) -> tuple[int, bool] | None:
-    """Batch id and is-compact of a `_spark_metadata` (or source log) file name."""
+def log_file_batch(name: str) -> tuple[int, bool] | None:
+    """Batch id and is-compact of a file name in one of Spark's compactible logs (a file source's `sources/<n>`, a
+    file sink's log)."""
     if name.isdigit():
         return int(name), False
     if name.endswith(".compact") and name[: -len(".compact")].isdigit():

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from tidemark.compat import UTC
-from tidemark.kafka.offsets import PartitionLag, source_lags
+from tidemark.formats.kafka_offsets import PartitionLag, source_lags
 
 
 def parse_spark_time(text: str | None) -> datetime | None:

@@ -15,7 +15,6 @@ from datetime import datetime
 
 from tidemark.errors import CheckpointError
 from tidemark.formats.layout import RECOVERY_MARKER
-from tidemark.formats.sinklog import entry_rel
 from tidemark.storage import Location, open_storage
 
 MARKER = RECOVERY_MARKER
@@ -93,10 +92,3 @@ def place_archived_marker(checkpoint: Location, archive: Location) -> RecoveryMa
     marker = RecoveryMarker.from_json(data.decode("utf-8"))
     write_marker(checkpoint, marker)
     return marker
-
-
-def marker_paths(sink: Location, marker: RecoveryMarker | None) -> set[str]:
-    """The sink files (paths below the sink) the marker's surviving entries name."""
-    if marker is None:
-        return set()
-    return {rel for line in marker.entries if (rel := entry_rel(sink, str(json.loads(line)["path"]))) is not None}

@@ -22,7 +22,7 @@ from tidemark.steps import step
 from tidemark.storage import DirListing, Storage
 
 # One bit per versioned kind, so a store keeps one small int per version instead of a record per file.
-KIND_BITS = {FileKind.DELTA: 1, FileKind.SNAPSHOT: 2, FileKind.CHANGELOG: 4, FileKind.ZIP: 8}
+KIND_BITS = {FileKind.STATE_DELTA: 1, FileKind.SNAPSHOT: 2, FileKind.CHANGELOG: 4, FileKind.ZIP: 8}
 # The same names recur in every partition (`1.delta`, `.1.delta.crc`, ...): a bounded cache halves the
 # classification time of a million-file walk (0.50 s -> 0.28 s), and unique names (v2 ids, SSTs) just miss.
 _classify = lru_cache(maxsize=1 << 16)(classify)

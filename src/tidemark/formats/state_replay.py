@@ -161,7 +161,7 @@ class _Replay:
         self.format_versions.add(parsed.format_version)
         for record, key, value in parsed.records:
             if record is RecordKind.DELETE:
-                if self.row_checksum and kind is FileKind.DELTA:
+                if self.row_checksum and kind is FileKind.STATE_DELTA:
                     key = key[4:]  # HDFS: a removal's key carries the row checksum in front
                 self.sizes.pop(key, None)
                 self.entries.pop(key, None)
@@ -179,13 +179,13 @@ def _hdfs_chain(listing: _Listing, version: int, folder: str) -> list[tuple[int,
     snapshots = [v for v, kinds in listing.files.items() if FileKind.SNAPSHOT in kinds and v <= version]
     base = max(snapshots, default=0)
     chain: list[tuple[int, FileKind]] = [(base, FileKind.SNAPSHOT)] if base else []
-    missing = [v for v in range(base + 1, version + 1) if FileKind.DELTA not in listing.files.get(v, {})]
+    missing = [v for v in range(base + 1, version + 1) if FileKind.STATE_DELTA not in listing.files.get(v, {})]
     if missing:
         since = f"snapshot {base}" if base else "version 1 (no snapshot)"
         shown = ", ".join(f"{v}.delta" for v in missing[:5]) + (" ..." if len(missing) > 5 else "")
         msg = f"{folder} cannot rebuild version {version}: it needs every delta after {since}, and {shown} is missing"
         raise StateNotReadable(msg)
-    return chain + [(v, FileKind.DELTA) for v in range(base + 1, version + 1)]
+    return chain + [(v, FileKind.STATE_DELTA) for v in range(base + 1, version + 1)]
 
 
 def read_store(
@@ -217,7 +217,7 @@ def read_store(
         )
         raise StateNotReadable(msg)
     replay = _Replay(keep_entries, row_checksum, merge_delimiter)
-    if kinds & {FileKind.DELTA, FileKind.SNAPSHOT}:
+    if kinds & {FileKind.STATE_DELTA, FileKind.SNAPSHOT}:
         chain = _hdfs_chain(listing, version, folder)
         files = []
         for number, kind in chain:

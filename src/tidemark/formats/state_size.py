@@ -100,7 +100,7 @@ def _measure(checkpoint: Checkpoint, ids: tuple[int, int, str], rel: str, folder
     kinds = {k for files in folder.names.values() for _, k, _ in files}
     provider = ROCKSDB if kinds & {FileKind.ZIP, FileKind.CHANGELOG} else HDFS
     snapshot_kind = FileKind.ZIP if provider == ROCKSDB else FileKind.SNAPSHOT
-    replay_kind = FileKind.CHANGELOG if provider == ROCKSDB else FileKind.DELTA
+    replay_kind = FileKind.CHANGELOG if provider == ROCKSDB else FileKind.STATE_DELTA
     snapshots = sorted(
         (v for v, files in folder.names.items() if v <= version and any(k is snapshot_kind for _, k, _ in files)),
         reverse=True,

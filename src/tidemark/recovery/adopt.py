@@ -25,16 +25,14 @@ from tidemark.errors import CheckpointError, InputError, UsageError
 from tidemark.formats import (
     Checkpoint,
     RecoveryMarker,
-    SinkWindows,
     ensure_unlocked,
     read_recovery_marker,
-    sink_windows,
     what_is_there,
     write_recovery_marker,
 )
 from tidemark.recovery.archive import pipeline_locations
 from tidemark.recovery.replay import EPOCH, replay_config
-from tidemark.sinks import Tool, claiming, sink_of
+from tidemark.sinks import SinkWindows, Tool, reader_of, sink_of
 from tidemark.sources import SourcePosition, source_of
 from tidemark.storage import Location, open_storage, parse_location
 
@@ -118,9 +116,9 @@ def _old_sink_windows(config: TidemarkConfig, old_sink: Location) -> SinkWindows
     """The windows the old job's sink holds: a table read by its own connector (in place: it is the config's
     sink), a folder of plain files by their committed files."""
     store = open_storage(old_sink)
-    owner = claiming(store)
-    if owner is None:
-        return sink_windows(store)
+    owner = reader_of(store)
+    if not owner.adopts_in_place:
+        return owner.old_windows(store)
     sink = sink_of(config)
     if type(sink) is not owner or not pipeline_locations(config, Tool.ADOPT).sink.same_place(old_sink):
         _refuse(
@@ -157,7 +155,7 @@ def plan_adoption(
     emitted = _time(old.offset(batch).watermark_ms)
     committed = _time(old.commit(batch).next_watermark_ms)
     resume = first_open_window(emitted, agg.window, agg.slide or agg.window)
-    source = source_of(config)
+    source = source_of(config).replayable()
     position = source.adoption_position(spark, old, batch, resume)
     problem = position.refusal(resume) if position is not None else None
     if problem is not None:
@@ -172,12 +170,12 @@ def plan_adoption(
             )
         if windows.copied:
             notes.append(
-                f"the old sink's _spark_metadata log names another folder's files (a copied or moved sink): all "
+                f"the old sink's log names another folder's files (a copied or moved sink): all "
                 f"{windows.files} data file(s) in {windows.uri} were read as its windows"
             )
         if windows.uncommitted:
             notes.append(
-                f"the old sink holds {len(windows.uncommitted)} data file(s) its _spark_metadata log does not list "
+                f"the old sink holds {len(windows.uncommitted)} data file(s) its log does not list "
                 f"(a failed batch's, e.g. {windows.uncommitted[0]}): Spark readers skip them, plain Parquet readers "
                 "count them; move them aside before reading the old sink without Spark"
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidemark.config import TidemarkConfig
 from tidemark.errors import CheckpointError
@@ -16,13 +16,11 @@ from tidemark.formats import (
     archive_marker,
     place_archived_marker,
     read_recovery_marker,
-    read_sink_log,
 )
 from tidemark.recovery.archive import finish_interrupted, perform, pipeline_locations
-from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import RecoveryPlan, checkpoint_state, ensure_not_running
 from tidemark.recovery.replay import replay_config
-from tidemark.sinks import sink_of
+from tidemark.sinks import SinkCheck, sink_of
 from tidemark.storage import Location, open_storage, parse_location
 from tidemark.storage.journal import JournalResult
 
@@ -34,22 +32,6 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Verification:
-    """Rows and duplicate (key, window) rows as a plain Parquet reader and as Spark see the sink."""
-
-    parquet_rows: int
-    parquet_duplicates: int
-    spark_rows: int | None
-    spark_duplicates: int | None
-
-    @property
-    def ok(self) -> bool:
-        """True when no reader sees a (key, window) twice and both see the same rows."""
-        spark_ok = self.spark_rows is None or (self.spark_duplicates == 0 and self.spark_rows == self.parquet_rows)
-        return self.parquet_duplicates == 0 and spark_ok
-
-
-@dataclass(frozen=True)
 class RecoveryResult:
     """What an applied recovery did."""
 
@@ -57,8 +39,8 @@ class RecoveryResult:
     applied: bool
     replay: RunResult | None
     injected_files: int | None  # None: no batch committed yet; the next run adds them
-    verification: Verification | None
-    own_log: bool = False  # a table sink (Delta): its own log keeps listing what survived, nothing to add
+    verification: SinkCheck | None
+    own_log: bool = False  # the sink keeps its own log (a table's): it keeps listing what survived, nothing to add
 
 
 def finish_interrupted_moves(config: TidemarkConfig) -> list[JournalResult]:
@@ -85,8 +67,7 @@ def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
     """
     paths = pipeline_locations(config)
     ensure_not_running(paths.checkpoint)
-    log = Checkpoint.open(paths.checkpoint).sink_log(open_storage(paths.sink))
-    entries = tuple(log.files[p] for p in plan.surviving_files if p in log.files)
+    entries = sink_of(config).surviving_entries(Checkpoint.open(paths.checkpoint), plan.surviving_files)
     marker = RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False, source_offsets=plan.source_offsets)
     archive = parse_location(plan.archive)
     kept = open_storage(archive)
@@ -100,28 +81,6 @@ def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
         after=lambda _: _place(paths.checkpoint, archive),
     )
     place_archived_marker(paths.checkpoint, archive)
-
-
-def verify_sink(config: TidemarkConfig, spark: SparkSession | None) -> Verification:
-    """Count rows and duplicate (key, window) rows with pyarrow and, given a session, with Spark."""
-    import pyarrow.dataset as ds
-
-    location = pipeline_locations(config).sink
-    sink = location.uri
-    filesystem, base = open_storage(location).arrow()
-    group = [*config.aggregation.key, "windowStart", "windowEnd"]
-    dataset = ds.dataset(base, format="parquet", partitioning="hive", filesystem=filesystem)
-    table = dataset.to_table(columns=group)
-    frame: Any = table.to_pandas()
-    parquet_dups = int(frame.duplicated(group).sum())
-    spark_rows = spark_dups = None
-    if spark is not None:
-        from pyspark.sql import functions as F
-
-        read = spark.read.parquet(sink)
-        spark_rows = read.count()
-        spark_dups = read.groupBy(*group).count().where(F.col("count") > 1).count()
-    return Verification(len(frame), parquet_dups, spark_rows, spark_dups)
 
 
 def apply_recovery(plan: RecoveryPlan, launch: Launch) -> RecoveryResult:
@@ -145,15 +104,12 @@ def _replay(plan: RecoveryPlan, launch: Launch) -> RecoveryResult:
             replay_from=plan.resume_from,
             on_progress=lambda _: advance(1),
         )
-    table = sink_of(config).table_output(open_storage(paths.checkpoint))
-    if table is not None:
-        from tidemark.recovery.audit import key_columns, table_duplicates
+    from tidemark.recovery.audit import key_columns
 
-        rows, duplicated, _ = table_duplicates(config, key_columns(config))
-        return RecoveryResult(plan, True, replay, 0, Verification(rows, duplicated, None, None), own_log=True)
-    injected = finish_pending(paths.checkpoint, paths.sink)
-    verification = verify_sink(config, launch.session()) if read_sink_log(open_storage(paths.sink)).exists else None
-    return RecoveryResult(plan, True, replay, injected, verification)
+    sink = sink_of(config)
+    injected = sink.finish_recovery(paths.checkpoint)
+    check = sink.check_rows(key_columns(config), launch.session())
+    return RecoveryResult(plan, True, replay, injected, check, own_log=sink.keeps_own_log)
 
 
 def interrupted_recovery(config: TidemarkConfig) -> RecoveryPlan | None:
@@ -181,7 +137,7 @@ def plan_from_source(session: SparkSession, config: TidemarkConfig, per_key: boo
     from tidemark.recovery.plan import plan_recovery
     from tidemark.sources import EPOCH, source_of
 
-    source = source_of(config)
+    source = source_of(config).replayable()
     start = source.replay_start(
         session, lambda: plan_recovery(config, None, per_key=per_key).unclamped_resume_from or EPOCH
     )

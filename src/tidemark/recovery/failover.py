@@ -16,7 +16,6 @@ from tidemark.pipeline.start import Launch, StartPoint
 from tidemark.recovery.apply import finish_interrupted_moves
 from tidemark.recovery.archive import pipeline_locations
 from tidemark.recovery.auto import prepare_failover
-from tidemark.recovery.marker import finish_pending
 from tidemark.recovery.plan import checkpoint_state
 from tidemark.recovery.replay import replay_config
 from tidemark.sinks import Tool, sink_of
@@ -64,5 +63,5 @@ class Failover:
         if not self._guarded:
             return
         paths = pipeline_locations(launch.config)
-        if finish_pending(paths.checkpoint, paths.sink):
+        if sink_of(launch.config).finish_recovery(paths.checkpoint):
             log.warning("added the files that survived the recovery to the sink log of %s", paths.sink)

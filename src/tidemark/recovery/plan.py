@@ -9,17 +9,7 @@ from datetime import datetime, timedelta
 
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
-from tidemark.errors import UsageError
-from tidemark.formats import (
-    Checkpoint,
-    CheckpointStatus,
-    ensure_unlocked,
-    partition_start,
-    read_sink_log,
-    sink_data_files,
-    sink_log_folder,
-    with_checksums,
-)
+from tidemark.formats import Checkpoint, CheckpointStatus, ensure_unlocked
 from tidemark.recovery.archive import (
     Move,
     MoveKind,
@@ -27,8 +17,8 @@ from tidemark.recovery.archive import (
     plan_move,
 )
 from tidemark.recovery.replay import EPOCH, check_replayable, describe_replay
-from tidemark.sinks import sink_of
-from tidemark.storage import Location, Storage, open_storage
+from tidemark.sinks import AsideKind, sink_of
+from tidemark.storage import Location, open_storage
 from tidemark.storage.journal import pending_journals
 
 
@@ -115,22 +105,6 @@ def ensure_not_running(checkpoint: Location) -> None:
     ensure_unlocked(checkpoint.uri)
 
 
-def _newest_per_key(files: list[str], sink: Storage, keys: list[str]) -> dict[tuple[object, ...], datetime]:
-    import pyarrow.parquet as pq
-
-    filesystem, base = sink.arrow()
-    newest: dict[tuple[object, ...], datetime] = {}
-    for file in files:
-        start = partition_start(file)
-        if start is None:
-            continue
-        table = pq.read_table(f"{base}/{file}", columns=keys, partitioning=None, filesystem=filesystem)
-        for row in zip(*(table.column(k).to_pylist() for k in keys), strict=True):
-            if row not in newest or newest[row] < start:
-                newest[row] = start
-    return newest
-
-
 def plan_recovery(
     config: TidemarkConfig,
     newest_event_time: datetime | None,
@@ -145,28 +119,16 @@ def plan_recovery(
     slide = config.aggregation.slide or config.aggregation.window
     assert slide is not None
     archive = paths.archive_for(now)
-    sink = open_storage(paths.sink)
     # What the sink holds, read from it (a table's snapshot or rows, a file sink's committed files): the replay
-    # resumes after its newest window. A table sink (Delta) keeps its own log, which a lost checkpoint does not
-    # touch: nothing in it moves (windows from the resume point on are not in it).
+    # resumes after its newest window. What moves aside of it is the sink's to say (a table keeps its own log,
+    # which a lost checkpoint does not touch: nothing of it moves).
     target = sink_of(config)
-    table = target.table_output(open_storage(paths.checkpoint))
-    if table is not None and per_key:
-        msg = (
-            "--per-key rewrites windows some keys already have, which a Delta sink cannot take back (its files do not "
-            "move aside): recover without --per-key"
-        )
-        raise UsageError(msg)
     held = target.held_windows()
-    no_output = Checkpoint.open(paths.checkpoint).repartition_batches  # batches the sink log may skip
-    log = read_sink_log(sink, empty=no_output) if table is None else None
-    listed = {e.rel for e in sink.list_files()} if table is None else set(held.files)
-    committed = list(held.files)
     newest_window = held.newest_start
     unclamped = None if newest_window is None else newest_window + slide
-    if per_key and newest_window is not None:
-        per = _newest_per_key(committed, sink, list(config.aggregation.key))
-        unclamped = (min(per.values()) + slide) if per else unclamped
+    if per_key:  # refused in one line by a sink whose files cannot move aside
+        oldest_newest = target.newest_per_key(held, list(config.aggregation.key))
+        unclamped = (oldest_newest + slide) if oldest_newest is not None else unclamped
     reference = newest_event_time or now or datetime.now(tz=UTC)
     floor = ceil_to_grid(reference - config.checkpoint.max_lookback, slide)
     notes: list[str] = []
@@ -188,29 +150,15 @@ def plan_recovery(
                 f"max_lookback ({config.checkpoint.max_lookback}) clamps the replay: {lost} window start(s) from "
                 f"{unclamped.isoformat()} to {(resume - slide).isoformat()} will NOT be rewritten"
             )
-    missing = len(log.files) - len(committed) if log is not None else 0
-    if missing:
-        notes.append(f"{missing} file(s) the sink log lists are gone from disk; Spark readers would fail on them")
+    cut = target.recovery_cut(Checkpoint.open(paths.checkpoint), held, resume)
+    notes.extend(cut.notes)
     moves: list[Move] = []
     state = checkpoint_state(paths.checkpoint)
     if state is not CheckpointStatus.MISSING:
         moves.append(plan_move(MoveKind.CHECKPOINT, paths.checkpoint, "", archive, "checkpoint"))
-    log_folder = sink_log_folder(sink) if table is None else None
-    if log_folder is not None and any(rel.startswith(f"{log_folder}/") for rel in listed):
-        moves.append(plan_move(MoveKind.SINK_METADATA, paths.sink, log_folder, archive, "sink-metadata"))
-    live = set(committed)
-    surviving: list[str] = list(committed) if table is not None else []
-    for file in sink_data_files(sink) if table is None else ():
-        start = partition_start(file.rel)
-        if file.rel not in live:
-            kind = MoveKind.FAILED_BATCH_FILE
-        elif start is not None and start >= resume:
-            kind = MoveKind.REWRITTEN_PARTITION_FILE
-        else:
-            surviving.append(file.rel)
-            continue
-        rels = with_checksums(file.rel, listed)
-        moves.extend(plan_move(kind, paths.sink, f, archive, "sink-partitions") for f in rels)
+    for aside in cut.aside:
+        folder = "sink-metadata" if aside.kind is AsideKind.LOG else "sink-partitions"
+        moves.append(plan_move(MoveKind(aside.kind.value), paths.sink, aside.rel, archive, folder))
     if open_storage(paths.quarantine).exists(""):
         moves.append(plan_move(MoveKind.QUARANTINE, paths.quarantine, "", archive, "quarantine"))
         notes.append("the quarantine folder moves aside too: the replay re-quarantines malformed lines")
@@ -222,7 +170,7 @@ def plan_recovery(
         sink=paths.sink.uri,
         archive=archive.uri,
         per_key=per_key,
-        committed_files=len(committed),
+        committed_files=len(held.files),
         newest_committed_window=newest_window,
         newest_event_time=newest_event_time,
         resume_from=resume,
@@ -231,7 +179,7 @@ def plan_recovery(
         replay=describe_replay(config, resume),
         rewritten_from=resume,
         rewritten_until=until if until is None or until >= resume else None,
-        surviving_files=tuple(surviving),
+        surviving_files=cut.surviving,
         moves=tuple(moves),
         notes=tuple(notes),
         windows_read_from=held.read_from,

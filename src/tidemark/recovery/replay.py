@@ -28,9 +28,9 @@ def check_replayable(config: TidemarkConfig) -> None:
 def replay_config(config: TidemarkConfig, resume_from: datetime, source_offsets: str | None = None) -> TidemarkConfig:
     """The config the replay query runs with: for an offset source, the plan's start offsets (or the earliest)."""
     del resume_from  # the replay filter goes to the query itself (replay_from)
-    return source_of(config).replay_config(source_offsets)
+    return source_of(config).replayable().replay_config(source_offsets)
 
 
 def describe_replay(config: TidemarkConfig, resume_from: datetime) -> str:
     """One line saying from where the source is replayed (a plan with start offsets says them too)."""
-    return source_of(config).describe_replay(resume_from, None)
+    return source_of(config).replayable().describe_replay(resume_from, None)

@@ -12,13 +12,12 @@ from tidemark.formats import (
     files_after,
     quarantine_entries_after,
     read_quarantine_marker,
-    sink_files_after,
     unloadable_stores,
     write_quarantine_marker,
 )
 from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
 from tidemark.recovery.plan import ensure_not_running
-from tidemark.sinks import TableRollback, Tool, sink_of
+from tidemark.sinks import SinkRollback, TableRollback, Tool, sink_of
 from tidemark.storage import Location, open_storage
 
 
@@ -35,8 +34,13 @@ class RollbackPlan:
     undone_batches: tuple[int, ...]
     state_version: int  # the state version the next run loads (to_batch + 1)
     moves: tuple[Move, ...]
+    sink_undo: SinkRollback  # what the sink undoes: its files (in moves), or its own undo commit
     notes: tuple[str, ...] = field(default_factory=tuple)
-    table: TableRollback | None = None  # a table sink's undo commit (Delta), in place of moving its files
+
+    @property
+    def table(self) -> TableRollback | None:
+        """The sink's own undo commit (a table's), None for a sink whose files move aside."""
+        return self.sink_undo.undo
 
 
 def _checkpoint_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
@@ -51,16 +55,6 @@ def _checkpoint_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive:
         raise CheckpointError(msg)
     rels = files_after(checkpoint, to_batch)
     return [plan_move(MoveKind.CHECKPOINT_FILE, paths.checkpoint, rel, archive, "checkpoint") for rel in rels]
-
-
-def _sink_moves(checkpoint: Checkpoint, paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
-    """The sink log files after to_batch and the data files of the batches after it (formats' sink_files_after)."""
-    picked = sink_files_after(checkpoint, open_storage(paths.sink), to_batch)
-    if picked is None:
-        return []
-    log_files, data = picked
-    moves = [plan_move(MoveKind.CHECKPOINT_FILE, paths.sink, rel, archive, "sink") for rel in log_files]
-    return moves + [plan_move(MoveKind.ROLLED_BACK_FILE, paths.sink, rel, archive, "sink") for rel in data]
 
 
 def _quarantine_moves(paths: PipelineLocations, archive: Location, to_batch: int) -> list[Move]:
@@ -105,16 +99,15 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
         )
         raise UsageError(msg)
     archive = paths.archive_for(now).join(f"rollback-to-{to_batch}")
-    table = sink_of(config).plan_table_rollback(checkpoint.store, to_batch)
+    sink_undo = sink_of(config).plan_rollback(checkpoint, to_batch)
     moves = [
         *_checkpoint_moves(checkpoint, paths, archive, to_batch),
-        *(_sink_moves(checkpoint, paths, archive, to_batch) if table is None else []),
+        *(plan_move(MoveKind(a.kind.value), paths.sink, a.rel, archive, "sink") for a in sink_undo.aside),
         *_quarantine_moves(paths, archive, to_batch),
     ]
     undone = sorted({*(b for b in offsets if b > to_batch), *(b for b in commits if b > to_batch)})
     notes = [] if undone else [f"batch {to_batch} is already the newest batch: nothing to roll back"]
-    if table is not None:
-        notes.extend(table.notes)
+    notes.extend(sink_undo.notes)
     return RollbackPlan(
         checkpoint=paths.checkpoint.uri,
         sink=paths.sink.uri,
@@ -126,7 +119,7 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
         state_version=to_batch + 1,
         moves=tuple(moves),
         notes=tuple(notes),
-        table=table,
+        sink_undo=sink_undo,
     )
 
 
@@ -172,17 +165,11 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
         done = read_quarantine_marker(config.quarantine.path)
         if done is not None and done > to_batch:
             write_quarantine_marker(config.quarantine.path, to_batch)
-        if plan.table is not None:
-            # The mark first: a run refuses while it is there, so a kill between the table's undo commit and the
-            # checkpoint's moves cannot let the old batches run on against the rolled-back table. Run again, the
-            # rollback finds the table done and finishes the checkpoint.
-            from tidemark.formats import clear_sink_rollback, mark_sink_rollback
-
-            store = open_storage(paths.checkpoint.uri)
-            mark_sink_rollback(store, to_batch)
-            sink_of(config).apply_table_rollback(store, plan.table)
-            perform(list(plan.moves), paths, "rollback", {"archive": plan.archive})
-            clear_sink_rollback(store)
-        else:
-            perform(list(plan.moves), paths, "rollback", {"archive": plan.archive})
+        # The sink's own undo first (a table's undo commit, with a mark a run refuses on until the checkpoint's
+        # moves are done too), then the moves of the checkpoint's and the sink's files.
+        store = open_storage(paths.checkpoint.uri)
+        sink = sink_of(config)
+        sink.apply_rollback(store, plan.sink_undo)
+        perform(list(plan.moves), paths, "rollback", {"archive": plan.archive})
+        sink.end_rollback(store)
     return RollbackResult(plan, apply)

@@ -4,7 +4,25 @@ format."""
 from __future__ import annotations
 
 from tidemark.config import SinkFormat, TidemarkConfig
-from tidemark.sinks.base import BatchHook, HeldWindows, Sink, TableCommit, TableOutput, TableRollback, Tool
+from tidemark.sinks.base import (
+    AsideKind,
+    BatchHook,
+    HeldWindows,
+    LogTrim,
+    Sink,
+    SinkAside,
+    SinkCheck,
+    SinkInspection,
+    SinkLimits,
+    SinkMatch,
+    SinkRecovery,
+    SinkRollback,
+    SinkWindows,
+    TableCommit,
+    TableOutput,
+    TableRollback,
+    Tool,
+)
 from tidemark.sinks.console import ConsoleSink
 from tidemark.sinks.delta import DeltaSink
 from tidemark.sinks.parquet import ParquetSink
@@ -23,18 +41,35 @@ def claiming(folder: Storage) -> type[Sink] | None:
     return next((s for s in SINKS.values() if s.claims(folder)), None)
 
 
+def reader_of(folder: Storage) -> type[Sink]:
+    """The connector that reads what the folder holds: the one whose own format it is, else the file sink's (a
+    folder of plain Parquet files, with or without Spark's file sink log)."""
+    return claiming(folder) or ParquetSink
+
+
 __all__ = [
     "SINKS",
+    "AsideKind",
     "BatchHook",
     "ConsoleSink",
     "DeltaSink",
     "HeldWindows",
+    "LogTrim",
     "ParquetSink",
     "Sink",
+    "SinkAside",
+    "SinkCheck",
+    "SinkInspection",
+    "SinkLimits",
+    "SinkMatch",
+    "SinkRecovery",
+    "SinkRollback",
+    "SinkWindows",
     "TableCommit",
     "TableOutput",
     "TableRollback",
     "Tool",
     "claiming",
+    "reader_of",
     "sink_of",
 ]

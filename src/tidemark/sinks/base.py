@@ -1,26 +1,32 @@
 """The sink contract: what the pipeline and the tools ask of wherever a pipeline writes its final rows.
 
-One implementation per `[sink] format`, each in its own module (or, with a format of its own, package: delta/) of
-this package; nothing outside this package (and config/) branches on the sink's format. A new sink subclasses
-`Sink` (CONTRIBUTING.md: "Add a sink").
+One connector per `[sink] format`, a module of this package or, with a format of its own, a package (parquet/:
+Spark's file sink log; delta/: the table's log) that answers every question about that format through this
+contract; nothing outside the connector chooses behaviour by connector (tests/unit/test_sink_seam.py). A new sink
+subclasses `Sink` (CONTRIBUTING.md: "Add a sink").
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from tidemark.compat import StrEnum
-from tidemark.config import SinkFormat, TidemarkConfig
+from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig
 from tidemark.spark.artifacts import JarFeature
-from tidemark.storage import Storage
+from tidemark.storage import Location, Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    from tidemark.findings import Finding
+    from tidemark.formats import Checkpoint
+    from tidemark.sinks.audit import SinkAudit
+    from tidemark.storage import Backend
 
 # Called with each committed batch's progress (Spark's StreamingQueryProgress as JSON).
 BatchHook = Callable[[dict[str, Any]], None]
@@ -85,6 +91,20 @@ class HeldWindows:
 
 
 @dataclass(frozen=True)
+class SinkWindows:
+    """The windows an old job's sink holds (`tidemark adopt`): a folder's committed files (its log's, or all of a
+    copy), a table's snapshot."""
+
+    uri: str
+    files: int  # committed data files read
+    rows: int
+    newest_start: datetime | None
+    column: str | None  # where the window start was found: windowStart, window.start, or a partition folder
+    uncommitted: tuple[str, ...]  # data files the sink's log does not list (a failed batch's)
+    copied: bool = False  # the sink's log names another folder's files: every file here was read
+
+
+@dataclass(frozen=True)
 class TableRollback:
     """How a table sink undoes a checkpoint's batches after to_batch: one commit of its own log (Delta's RESTORE)."""
 
@@ -108,6 +128,149 @@ class TableRollback:
         return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
+DYNAMIC_ALLOCATION_KEY = "spark.dynamicAllocation.enabled"
+
+
+def file_writers(config: TidemarkConfig, task_slots: int) -> int | None:
+    """How many tasks run the stage that writes a batch's files (Parquet, a table's data files); None leaves Spark's
+    plan.
+
+    Each writing task writes one file into every output partition its rows fall in, so with Spark's plan a batch
+    that closes windows writes (state partitions x windows) small files, and the batch that emits a caught-up
+    backlog spends most of its time opening and closing them. Window and session aggregations write through
+    `coalesce` instead: `[sink] writers` tasks, by default one per task slot (a coalesce never adds partitions).
+    Coalesce is narrow, so the whole stage after the shuffle (state restore, merge, state save, write) runs in that
+    many tasks. Under dynamic allocation the slots are not known at start: Spark's plan stays unless `writers` is
+    set. Per-key logic (kind "custom") keeps Spark's plan: its state operator runs Python workers per partition,
+    which this has not been verified with.
+    """
+    if config.aggregation.kind is AggregationKind.CUSTOM:
+        return None
+    if config.sink.writers is not None:
+        return config.sink.writers
+    if str(config.spark_conf().get(DYNAMIC_ALLOCATION_KEY, "false")).lower() == "true":
+        return None
+    return max(1, task_slots)
+
+
+class AsideKind(StrEnum):
+    """Why a recovery or a rollback moves one of the sink's files or folders into the archive (the values are
+    recovery's move kinds)."""
+
+    LOG = "sink-metadata"  # the sink's own log folder (a new query starts its own)
+    LOG_FILE = "checkpoint-file"  # a log entry of a batch a rollback undoes
+    FAILED_BATCH_FILE = "failed-batch-file"  # a data file no committed batch lists
+    REWRITTEN_PARTITION_FILE = "rewritten-partition-file"  # a data file of a window the replay writes again
+    ROLLED_BACK_FILE = "rolled-back-file"  # a data file of a batch a rollback undoes
+
+
+@dataclass(frozen=True)
+class SinkAside:
+    """One file or folder of the sink (below it) that moves into the archive."""
+
+    kind: AsideKind
+    rel: str
+
+
+@dataclass(frozen=True)
+class SinkRecovery:
+    """What a recovery does to the sink before its replay from `resume`: what moves aside, what stays."""
+
+    aside: tuple[SinkAside, ...]
+    surviving: tuple[str, ...]  # data files that stay, below the sink
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SinkRollback:
+    """What a rollback to to_batch does to the sink: files moved aside (by the caller's journal), and the sink's
+    own undo commit where its table keeps a log (applied by `Sink.apply_rollback` before the moves)."""
+
+    to_batch: int
+    aside: tuple[SinkAside, ...] = ()
+    undo: TableRollback | None = None
+    notes: tuple[str, ...] = ()
+
+    def describe(self) -> str | None:
+        """One line for the plan about the sink's own undo, None when it has none."""
+        if self.undo is None:
+            return None
+        undo = self.undo
+        rows = "?" if undo.rows is None else f"{undo.rows:,}"
+        return (
+            f"table {undo.uri}: {len(undo.undone)} commit(s) of batches after {self.to_batch} undone by one commit "
+            f"({len(undo.files)} file(s), {rows} rows, kept for time travel)"
+        )
+
+
+@dataclass(frozen=True)
+class SinkLimits:
+    """`checkpoint inspect`'s thresholds for a sink's own log and files."""
+
+    max_log_compact_bytes: int  # a file sink's compact log file
+    max_log_files: int  # files one compact log file lists
+    max_table_files: int  # a table's active files (with small_file_bytes: compact it)
+    small_file_bytes: int
+
+
+class SinkInspection(Protocol):
+    """What `checkpoint inspect --sink` reports of a sink folder: the connector's own report (JSON: its fields)."""
+
+    @property
+    def path(self) -> str:
+        """The folder inspected."""
+        ...
+
+    def findings(self, limits: SinkLimits) -> list[Finding]:
+        """What the sink's own log or files call for (a log grown large, many small files)."""
+        ...
+
+    def describe(self) -> list[tuple[str, str]]:
+        """Lines for the terminal: (a bold title or "", the rest)."""
+        ...
+
+    def missing_log_entries(self, repartitioned: Collection[int]) -> dict[int, str]:
+        """Of the batches Spark's offline repartition committed (no output), those the sink's log has no entry for
+        while later batches have one (every Spark reader then fails), each with the entry to write; {} for a sink
+        whose log owes such a batch nothing."""
+        ...
+
+
+@dataclass(frozen=True)
+class LogTrim:
+    """The entries of a sink's own log that no batch from a given one on reads (`checkpoint prune --sink`)."""
+
+    label: str  # the log, in the user's words, for prune's folder counts
+    paths: tuple[str, ...]  # below the sink folder, checksums included
+    bytes: int
+
+
+@dataclass(frozen=True)
+class SinkMatch:
+    """What a sink holds on disk against what the config writes: checked before anything changes a sink."""
+
+    uri: str
+    problem: str | None  # how it differs in words (another job's output), None when it matches
+
+
+@dataclass(frozen=True)
+class SinkCheck:
+    """Rows and repeated (key, window) rows as the sink's readers read it after a replay; a second reader's (Spark's)
+    where the sink has one."""
+
+    rows: int
+    duplicates: int
+    reader: str  # who read them: "pyarrow", "delta-rs"
+    spark_rows: int | None = None
+    spark_duplicates: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when no reader sees a (key, window) twice and both see the same rows."""
+        spark_ok = self.spark_rows is None or (self.spark_duplicates == 0 and self.spark_rows == self.rows)
+        return self.duplicates == 0 and spark_ok
+
+
 class Sink(ABC):
     """A pipeline's sink, built from its config (sinks.sink_of)."""
 
@@ -121,6 +284,11 @@ class Sink(ABC):
     adopts_in_place: ClassVar[bool] = False
     # What a new query would do to this sink's committed output if its checkpoint were lost.
     lost_checkpoint_risk: ClassVar[str] = "write its output again"
+    # Who reads the rows `table_rows` returns, for audit's messages.
+    readers: ClassVar[str] = "its readers"
+    # True when the sink keeps its own log across a recovery (what survived stays listed in it); False when the new
+    # query starts a new log and the surviving files join it after the replay (`finish_recovery`).
+    keeps_own_log: ClassVar[bool] = True
 
     def __init__(self, config: TidemarkConfig) -> None:
         self.config = config
@@ -170,6 +338,40 @@ class Sink(ABC):
         """Why `tidemark recover` cannot resume this sink's windows (one line), None when it can."""
         return self.exactly_once_gap if not self.vouches(Tool.RECOVER) else None
 
+    @classmethod
+    def inspect_folder(
+        cls, path: str, checkpoint: Storage, backend: Backend = "auto", spark: Any | None = None
+    ) -> SinkInspection:
+        """`checkpoint inspect --sink`: what the folder in this connector's format holds (checkpoint: the query's,
+        for what of it the folder holds)."""
+        del checkpoint, backend, spark
+        from tidemark.errors import UsageError
+
+        msg = f"checkpoint inspect --sink cannot read {path} as {cls.format.value} output"
+        raise UsageError(msg)
+
+    @classmethod
+    def log_through(cls, folder: Storage, batch: int) -> LogTrim:
+        """The entries of this connector's log in folder that no batch from `batch` on reads (`checkpoint prune
+        --sink`); a connector whose log keeps its own retention refuses in one line."""
+        del batch
+        from tidemark.errors import UsageError
+
+        msg = (
+            f"{folder.uri()} is a {cls.format.value} table: its log keeps its own retention, which `checkpoint prune "
+            "--sink` does not trim"
+        )
+        raise UsageError(msg)
+
+    @classmethod
+    def old_windows(cls, folder: Storage) -> SinkWindows:
+        """The windows another job's output in this connector's format holds (`tidemark adopt --old-sink`, for a
+        connector that does not adopt in place)."""
+        from tidemark.errors import UsageError
+
+        msg = f"{Tool.ADOPT.value} refused: {folder.uri()} cannot be read as an old job's {cls.format.value} output"
+        raise UsageError(msg)
+
     def held_windows(self) -> HeldWindows:
         """The windows the sink holds, read from what it holds (never from file names): `recover` resumes after
         the newest. A sink that cannot say refuses in one line."""
@@ -186,8 +388,11 @@ class Sink(ABC):
         """What to record after each committed batch (tidemark's ledger), None for nothing."""
         return None
 
-    def files_checked(self) -> str | None:
-        """The folder of plain Parquet files whose layout must match the config before anything changes it."""
+    def match_layout(self, expected_columns: tuple[str, ...] | None) -> SinkMatch | None:
+        """How what the sink holds differs from what the config writes (its partitioning, its query's columns:
+        expected_columns, None when code decides them); None when there is nothing to compare (a table checks its
+        own schema at every append)."""
+        del expected_columns
         return None
 
     def vouches(self, tool: Tool) -> bool:
@@ -202,26 +407,72 @@ class Sink(ABC):
             msg = f"{tool.value} refused: {self.exactly_once_gap or 'not for this sink'}"
             raise UsageError(msg)
 
-    def plan_table_rollback(self, checkpoint: Storage, to_batch: int) -> TableRollback | None:
-        """A table sink's undoing of the batches after to_batch (through its own log); None for a sink whose files
-        the rollback moves aside (Parquet, by Spark's file sink log and tidemark's ledger)."""
-        del checkpoint, to_batch
-        return None
+    def newest_per_key(self, held: HeldWindows, keys: list[str]) -> datetime | None:
+        """`recover --per-key`: the oldest of the keys' newest windows, from which every key's later windows are
+        rewritten. A sink whose files cannot move aside refuses in one line."""
+        del held, keys
+        from tidemark.errors import UsageError
 
-    def apply_table_rollback(self, checkpoint: Storage, plan: TableRollback) -> None:
-        """Carry out plan_table_rollback's plan (the checkpoint keeps a mark of it until the rollback ends)."""
-        del checkpoint, plan
-        msg = f"{type(self).__name__} has no table to roll back"
-        raise NotImplementedError(msg)
+        msg = (
+            "--per-key rewrites windows some keys already have, which this sink cannot take back (its files do not "
+            "move aside): recover without --per-key"
+        )
+        raise UsageError(msg)
 
-    def table_rows(self, columns: list[str]) -> Any:
-        """A table sink's rows as its readers read them (deletion vectors applied, partition values from its log),
-        projected on columns, as a pyarrow Table; None for a sink audited through its files (Parquet)."""
-        del columns
-        return None
+    def recovery_cut(self, checkpoint: Checkpoint, held: HeldWindows, resume: datetime) -> SinkRecovery:
+        """What a recovery replaying from `resume` moves aside of the sink. A table sink keeps its own log, which a
+        lost checkpoint does not touch: nothing moves (windows from the resume point on are not in it)."""
+        del checkpoint, resume
+        return SinkRecovery(aside=(), surviving=held.files)
 
-    def table_output(self, checkpoint: Storage) -> TableOutput | None:
-        """A table sink's own record of the checkpoint's batches; None for a sink audited through Spark's file
-        sink log and tidemark's ledger (Parquet)."""
+    def surviving_entries(self, checkpoint: Checkpoint, files: tuple[str, ...]) -> tuple[str, ...]:
+        """What the recovery marker keeps of the surviving files, for `finish_recovery` (a file sink's log lines)."""
+        del checkpoint, files
+        return ()
+
+    def finish_recovery(self, checkpoint: Location) -> int | None:
+        """After the replay's first committed batch: give the sink's new log the surviving files; how many, None
+        when there is nothing to do (yet)."""
         del checkpoint
         return None
+
+    def failed_batch_files(self, checkpoint: Checkpoint) -> tuple[tuple[str, ...], int]:
+        """A killed batch's files (below the sink) to move aside before a re-run, and how many files no commit lists
+        stay (older than the newest commit: an expired log entry's). Nothing for a sink whose commits are atomic."""
+        del checkpoint
+        return (), 0
+
+    def check_rows(self, keys: tuple[str, ...], spark: SparkSession | None) -> SinkCheck | None:
+        """The rows and repeated keys after a replay, None when the sink holds nothing yet."""
+        del keys, spark
+        return None
+
+    def audit(self, checkpoint: Checkpoint, inputs: Mapping[int, tuple[str, ...]]) -> SinkAudit:
+        """The sink's own record of the checkpoint's committed batches (what each read: inputs) and what breaks
+        exactly-once in it."""
+        del checkpoint, inputs
+        self.refuse(Tool.AUDIT)
+        msg = f"{type(self).__name__} has no audit"
+        raise NotImplementedError(msg)
+
+    def plan_rollback(self, checkpoint: Checkpoint, to_batch: int) -> SinkRollback:
+        """What undoing the batches after to_batch does to the sink (its files moved aside, or its own undo
+        commit)."""
+        del checkpoint
+        self.refuse(Tool.ROLLBACK)
+        return SinkRollback(to_batch)
+
+    def apply_rollback(self, checkpoint: Storage, plan: SinkRollback) -> None:  # noqa: B027 (files-only sinks)
+        """The sink's own undo, before the caller moves the plan's files aside (the checkpoint keeps a mark of it
+        until `end_rollback`)."""
+
+    def end_rollback(self, checkpoint: Storage) -> None:  # noqa: B027 (files-only sinks)
+        """After the checkpoint's moves: the rollback is over."""
+
+    def table_rows(self, columns: list[str]) -> Any:
+        """The sink's rows as its readers read them, projected on columns, as a pyarrow Table (a table's deletion
+        vectors applied, partition values from its log; a folder of files as a plain Parquet reader sees it)."""
+        del columns
+        self.refuse(Tool.AUDIT)
+        msg = f"{type(self).__name__} cannot read its rows"
+        raise NotImplementedError(msg)

@@ -1,4 +1,5 @@
-"""Sources: where a pipeline reads its events, behind one contract (sources/base.py), one module per family."""
+"""Sources: where a pipeline reads its events, behind one contract (sources/base.py) and optional capabilities
+(sources/capabilities.py), one connector per family (files/, kafka/, rate.py). The registry: `source_of`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from tidemark.sources.base import (
     CORRUPT_COLUMN,
     EPOCH,
     SOURCE_FILE_COLUMN,
-    BacklogKind,
     BatchInput,
     RawStream,
     ReplayStart,
@@ -17,6 +17,8 @@ from tidemark.sources.base import (
     event_time_expression,
     parse_schema,
 )
+from tidemark.sources.capabilities import CatchesUp, Replayable, ReportsLag
+from tidemark.sources.catchup import CatchUpContext, CatchUpPlan
 from tidemark.sources.files import FilePosition, FileSource
 from tidemark.sources.kafka import KafkaSource
 from tidemark.sources.rate import RateSource
@@ -34,14 +36,18 @@ __all__ = [
     "EPOCH",
     "SOURCES",
     "SOURCE_FILE_COLUMN",
-    "BacklogKind",
     "BatchInput",
+    "CatchUpContext",
+    "CatchUpPlan",
+    "CatchesUp",
     "FilePosition",
     "FileSource",
     "KafkaSource",
     "RateSource",
     "RawStream",
     "ReplayStart",
+    "Replayable",
+    "ReportsLag",
     "Source",
     "SourcePosition",
     "SourceStart",

@@ -1,23 +1,24 @@
 """The source contract: what the pipeline and the tools ask of wherever a pipeline reads its events.
 
 One implementation per family of `[source] format` (a landing folder of files, Kafka and Event Hubs, the rate
-generator), each in its own module of this package; nothing outside this package (and config/, and the Kafka
-client in kafka/) branches on the source's format. A new source subclasses `Source` (CONTRIBUTING.md: "Add a
-source").
+generator), each a connector of this package (files/, kafka/, rate.py) whose facade is its package; nothing outside
+this package (and config/) branches on the source's format. `Source` is the small core every source answers; what
+only some sources can do is an optional capability (sources/capabilities.py: Replayable, CatchesUp, ReportsLag)
+that callers ask with isinstance. A new source subclasses `Source` (CONTRIBUTING.md: "Add a source").
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
-from tidemark.compat import UTC, StrEnum
+from tidemark.compat import UTC
 from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.errors import ConfigError, UsageError
 from tidemark.schema import parse_ddl
+from tidemark.sources.capabilities import Replayable
 from tidemark.spark.artifacts import JarFeature
 
 if TYPE_CHECKING:
@@ -25,19 +26,10 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from tidemark.formats import Checkpoint
-    from tidemark.kafka.offsets import Offsets
 
 CORRUPT_COLUMN = "_corrupt_record"
 SOURCE_FILE_COLUMN = "_source_file"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class BacklogKind(StrEnum):
-    """How a source's backlog is measured for catch-up sizing (`[trigger] target_batch_duration`)."""
-
-    FILES = "files"  # the landing files no batch has read (their bytes and the throughput per byte)
-    RECORDS = "records"  # the records between the committed position and the end (records_behind)
-    NONE = "none"  # not measured: the query reads at its steady size
 
 
 @dataclass(frozen=True)
@@ -125,19 +117,24 @@ def newest_event(config: TidemarkConfig, frame: DataFrame) -> datetime | None:
 
 
 class Source(ABC):
-    """A pipeline's source, built from its config (sources.source_of)."""
+    """A pipeline's source, built from its config (sources.source_of): the core every source answers."""
 
     formats: ClassVar[frozenset[SourceFormat]]
     jar_groups: ClassVar[frozenset[JarFeature]] = frozenset()  # jars Spark needs to read it
     helper: ClassVar[bool] = False  # tidemark's own JVM helper asks the source's server (a broker's admin client)
-    backlog: ClassVar[BacklogKind] = BacklogKind.NONE
     malformed: ClassVar[bool] = True  # its rows can be malformed (a generator's cannot)
     # A record's origin names it alone (topic/partition/offset): a batch's malformed records can travel with its
     # progress event and be told apart from a retried task's copies; a file's rows carry only the file's name.
     origin_names_record: ClassVar[bool] = False
-    keeps_offsets: ClassVar[bool] = False  # it has positions a server can be asked about (checkpoint inspect --source)
-    # Why recover and adopt cannot replay it; None: they can.
+    # Why recover and adopt cannot replay it (a source that is not Replayable).
     replay_refusal: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        mro = cls.__mro__
+        if issubclass(cls, Replayable) and mro.index(Replayable) > mro.index(Source):
+            msg = f"{cls.__name__}: list Replayable before Source in its bases (Source's refusals would answer)"
+            raise TypeError(msg)
 
     def __init__(self, config: TidemarkConfig) -> None:
         self.config = config
@@ -166,22 +163,6 @@ class Source(ABC):
         del spark, batch
         return None
 
-    # Sizing.
-
-    def expansion(self) -> float:
-        """In-memory bytes per input byte of its files (catch-up sizing by bytes)."""
-        return 1.0
-
-    def splits_by_bytes(self) -> bool:
-        """True when Spark cuts its files into tasks by byte ranges (not by row groups)."""
-        return False
-
-    def records_behind(self, spark: SparkSession) -> int:
-        """Records between where the next batch starts and the end (BacklogKind.RECORDS)."""
-        del spark
-        msg = f"the {self.format.value} source has no records-behind backlog"
-        raise UsageError(msg)
-
     # A run's start and its failures.
 
     def check_start(self, spark: SparkSession) -> SourceStart | None:
@@ -204,45 +185,18 @@ class Source(ABC):
         del failure
         return None
 
-    # Recovery: replaying the source from a resume point.
+    # Recovery: whether the source can be replayed (the Replayable capability).
+
+    def replayable(self) -> Replayable:
+        """This source as Replayable; a UsageError naming why when recover and adopt cannot replay it."""
+        if isinstance(self, Replayable):
+            return self
+        msg = self.replay_refusal or f"the {self.format.value} source cannot be replayed"
+        raise UsageError(msg)
 
     def require_replayable(self) -> None:
         """A UsageError when recover and adopt cannot replay this source."""
-        if self.replay_refusal is not None:
-            raise UsageError(self.replay_refusal)
-
-    @abstractmethod
-    def replay_start(self, spark: SparkSession, resume_from: Callable[[], datetime]) -> ReplayStart:
-        """Where a replay of the windows from resume_from() starts (asked only when the source needs it)."""
-
-    @abstractmethod
-    def newest_event(self, spark: SparkSession, start: ReplayStart) -> datetime | None:
-        """The newest valid event time of what a replay from start would read, None when there is none."""
-
-    def replay_config(self, start: str | None) -> TidemarkConfig:
-        """The config the replay query runs with (start: the plan's offsets, for a source that has them)."""
-        del start
-        return self.config
-
-    @abstractmethod
-    def describe_replay(self, resume_from: datetime, start: ReplayStart | None) -> str:
-        """One line saying what the replay reads, keeping events from resume_from on."""
-
-    def adoption_position(
-        self, spark: SparkSession | None, old: Checkpoint, batch: int, resume_from: datetime
-    ) -> SourcePosition | None:
-        """Where an old plain-Spark job stood in this source after its committed batch (None: not read yet, it needs
-        Spark); a UsageError when adopt cannot replay this source."""
-        del spark, old, batch, resume_from
-        self.require_replayable()
-        msg = f"tidemark adopt replays from a landing folder or Kafka; the {self.format.value} source cannot be"
-        raise UsageError(msg)
-
-    def live_offsets(self, spark: SparkSession) -> tuple[Offsets, Offsets, str]:
-        """(earliest, end, endpoint) of every partition it subscribes to, asked of its server (keeps_offsets)."""
-        del spark
-        msg = f"the {self.format.value} source has no offsets to ask a server about"
-        raise UsageError(msg)
+        self.replayable()
 
     def _keeping(self, resume_from: datetime) -> str:
         return f"keeping events with {self.config.event_time.column} >= {resume_from.isoformat()}"

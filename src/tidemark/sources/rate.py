@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
 from tidemark.config import SourceFormat
-from tidemark.sources.base import RawStream, ReplayStart, Source
+from tidemark.sources.base import RawStream, Source
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,16 +37,3 @@ class RateSource(Source):
             )
         )
         return RawStream(frame, (key, event_column, "value"), None, F.lit("rate"))
-
-    def replay_start(self, spark: SparkSession, resume_from: Callable[[], datetime]) -> ReplayStart:
-        del spark, resume_from
-        self.require_replayable()
-        raise AssertionError  # require_replayable raised
-
-    def newest_event(self, spark: SparkSession, start: ReplayStart) -> datetime | None:
-        del spark, start
-        return None
-
-    def describe_replay(self, resume_from: datetime, start: ReplayStart | None) -> str:
-        del start
-        return f"the rate source cannot be replayed ({self._keeping(resume_from)})"

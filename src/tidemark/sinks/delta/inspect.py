@@ -3,9 +3,13 @@ batch of the checkpoint it holds (the checkpoint's transaction)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from tidemark.errors import CheckpointError
+from tidemark.findings import Finding, Severity
+from tidemark.sinks.base import SinkLimits
+from tidemark.sizes import format_size
 from tidemark.storage import Storage, open_storage
 
 
@@ -31,6 +35,60 @@ class DeltaSinkReport:
     def mean_file_bytes(self) -> int:
         """Average size of an active file."""
         return self.bytes_total // self.files if self.files else 0
+
+    def findings(self, limits: SinkLimits) -> list[Finding]:
+        """DELTA_SMALL_FILES when the table holds many small files (a streaming append writes one per task and
+        batch); the fix is Delta's own compaction."""
+        if self.files < limits.max_table_files or self.mean_file_bytes >= limits.small_file_bytes:
+            return []
+        message = (
+            f"the Delta table {self.path} holds {self.files:,} active files averaging "
+            f"{format_size(self.mean_file_bytes)}: a streaming append writes one file per task and batch, and every "
+            "read opens them all"
+        )
+        fix = (
+            f'compact it with Delta\'s OPTIMIZE: spark.sql("OPTIMIZE delta.`{self.path}`") or '
+            f'DeltaTable.forPath(spark, "{self.path}").optimize().executeCompaction() (the pipeline may keep running: '
+            "its appends do not conflict with a compaction); fewer [sink] writers or a longer trigger interval write "
+            "fewer files"
+        )
+        return [Finding("DELTA_SMALL_FILES", Severity.WARNING, message, fix)]
+
+    def describe(self) -> list[tuple[str, str]]:
+        """The table's version, files and log reach; the transaction this checkpoint writes with; other writers."""
+        rows = f", {self.rows:,} rows" if self.rows is not None else ""
+        lines = [
+            (
+                "Delta sink",
+                f"{self.path}: version {self.version}, {self.files:,} active files ({format_size(self.bytes_total)}"
+                f"{rows}), log checkpoint {_opt(self.checkpoint_version)}, oldest commit {_opt(self.oldest_commit)}",
+            )
+        ]
+        if self.app_id is None:
+            lines.append(("", "  this checkpoint keeps no Delta transaction (not started by tidemark on this table)"))
+        else:
+            version = self.transactions.get(self.app_id)
+            lines.append(
+                (
+                    "",
+                    f"  this checkpoint writes as {self.app_id}: latest version {_opt(version)} "
+                    f"(batch {_opt(self.last_batch)})",
+                )
+            )
+        others = {a: v for a, v in self.transactions.items() if a != self.app_id}
+        if others:
+            shown = ", ".join(f"{a} {v}" for a, v in sorted(others.items())[:5])
+            lines.append(("", f"  other writers' transactions: {shown}{' ...' if len(others) > 5 else ''}"))
+        return lines
+
+    def missing_log_entries(self, repartitioned: Collection[int]) -> dict[int, str]:
+        """None: a table owes a batch that wrote nothing no commit."""
+        del repartitioned
+        return {}
+
+
+def _opt(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def inspect_table(path: str, checkpoint: Storage) -> DeltaSinkReport:

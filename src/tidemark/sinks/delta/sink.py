@@ -18,14 +18,24 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from tidemark.config import SinkFormat, local_threads
 from tidemark.errors import CheckpointError, EnvironmentProblem, InputError
-from tidemark.sinks.base import HeldWindows, Sink, TableOutput, TableRollback, Tool
+from tidemark.sinks.base import (
+    HeldWindows,
+    Sink,
+    SinkCheck,
+    SinkInspection,
+    SinkRollback,
+    TableOutput,
+    TableRollback,
+    Tool,
+    file_writers,
+)
+from tidemark.sinks.delta.audit import audit_table
 from tidemark.sinks.delta.held import held_windows
 from tidemark.sinks.delta.log import has_log
 from tidemark.sinks.delta.output import table_output
 from tidemark.sinks.delta.protocol import require_supported
 from tidemark.sinks.delta.rollback import apply_table_rollback, plan_table_rollback
 from tidemark.sinks.delta.table import open_table, protocol_of, read_rows, transaction_version
-from tidemark.sinks.parquet import ParquetSink
 from tidemark.spark.artifacts import JarFeature
 
 if TYPE_CHECKING:
@@ -33,8 +43,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     from tidemark.config import TidemarkConfig
-    from tidemark.formats import SinkTransaction
-    from tidemark.storage import Storage
+    from tidemark.formats import Checkpoint, SinkTransaction
+    from tidemark.sinks.audit import SinkAudit
+    from tidemark.storage import Backend, Storage
 
 log = logging.getLogger(__name__)
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -61,11 +72,22 @@ class DeltaSink(Sink):
 
     lost_checkpoint_risk: ClassVar[str] = "write every window again"
     adopts_in_place: ClassVar[bool] = True
+    readers: ClassVar[str] = "the table's readers"
 
     @classmethod
     def claims(cls, folder: Storage) -> bool:
         """True when the folder is a Delta table (its `_delta_log` has a commit or checkpoint)."""
         return has_log(folder)
+
+    @classmethod
+    def inspect_folder(
+        cls, path: str, checkpoint: Storage, backend: Backend = "auto", spark: Any | None = None
+    ) -> SinkInspection:
+        """The table's version, files, log reach and the newest batch of the checkpoint it holds (delta-rs)."""
+        del backend, spark
+        from tidemark.sinks.delta.inspect import inspect_table
+
+        return inspect_table(path, checkpoint)
 
     def __init__(self, config: TidemarkConfig) -> None:
         super().__init__(config)
@@ -243,8 +265,9 @@ class DeltaSink(Sink):
         """True when the table has a commit carrying this pipeline's transaction."""
         return transaction_version(self._table_path(), self.app_id) is not None
 
-    # Files per output partition per batch: the same stage shape as the Parquet sink's (sinks/parquet.py).
-    writers = ParquetSink.writers
+    def writers(self, task_slots: int) -> int | None:
+        """Files per output partition per batch: the same stage shape as a file sink's (sinks/base.py)."""
+        return file_writers(self.config, task_slots)
 
     def _written(self, transaction: SinkTransaction, batch: int) -> bool:
         """True when the table already holds the batch's commit (its transaction version or a later one)."""
@@ -262,11 +285,45 @@ class DeltaSink(Sink):
         """The table's rows projected on columns, deletion vectors applied (delta-rs)."""
         return read_rows(self._table_path(), columns)
 
-    def table_output(self, checkpoint: Storage) -> TableOutput | None:
+    def table_output(self, checkpoint: Storage) -> TableOutput:
         """The checkpoint's batches as the table's log holds them: commits carrying its transaction, by batch."""
         from tidemark.formats import read_sink_transaction
 
         return table_output(self._table_path(), read_sink_transaction(checkpoint))
+
+    def audit(self, checkpoint: Checkpoint, inputs: Mapping[int, tuple[str, ...]]) -> SinkAudit:
+        """Each committed batch's commit, read from the table's log (sinks/delta/audit.py)."""
+        return audit_table(checkpoint, self.table_output(checkpoint.store), inputs)
+
+    def check_rows(self, keys: tuple[str, ...], spark: SparkSession | None) -> SinkCheck | None:
+        """Rows and repeated keys as delta-rs reads the table (deletion vectors applied)."""
+        del spark
+        import pandas as pd
+
+        rows = read_rows(self._table_path(), list(keys))
+        frame = pd.DataFrame({c: rows.column(c).to_pylist() for c in keys})
+        return SinkCheck(int(rows.num_rows), int(frame.duplicated().sum()) if keys else 0, "delta-rs")
+
+    def plan_rollback(self, checkpoint: Checkpoint, to_batch: int) -> SinkRollback:
+        """The table's own undo: one RESTORE commit (plan_table_rollback); no file moves."""
+        undo = self.plan_table_rollback(checkpoint.store, to_batch)
+        return SinkRollback(to_batch, undo=undo, notes=undo.notes)
+
+    def apply_rollback(self, checkpoint: Storage, plan: SinkRollback) -> None:
+        """The mark first: a run refuses while it is there, so a kill between the table's RESTORE and the
+        checkpoint's moves cannot let the old batches run on against the rolled-back table. Run again, the rollback
+        finds the table done and finishes the checkpoint (`end_rollback` clears the mark)."""
+        from tidemark.formats import mark_sink_rollback
+
+        mark_sink_rollback(checkpoint, plan.to_batch)
+        if plan.undo is not None:
+            self.apply_table_rollback(checkpoint, plan.undo)
+
+    def end_rollback(self, checkpoint: Storage) -> None:
+        """The checkpoint is rolled back too: the mark goes."""
+        from tidemark.formats import clear_sink_rollback
+
+        clear_sink_rollback(checkpoint)
 
     def plan_table_rollback(self, checkpoint: Storage, to_batch: int) -> TableRollback:
         """Delta's RESTORE to before the first of this checkpoint's commits after to_batch, setting the pipeline's

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tidemark.formats import Checkpoint
-from tidemark.kafka.offsets import Offsets, parse_offsets
+from tidemark.formats.kafka_offsets import Offsets, parse_offsets
 
 if TYPE_CHECKING:
     from tidemark.formats import OffsetEntry

@@ -30,7 +30,7 @@ def kafka_options(config: TidemarkConfig, start: str | None = None, end: str | N
 
     They hold the source's secrets (read from the environment or files now): never log or show them.
     """
-    from tidemark.kafka.options import kafka_access
+    from tidemark.sources.kafka.options import kafka_access
 
     access = kafka_access(config)
     return access.spark_options() if end is None else access.batch_options(start, end)

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 from tidemark.config import TidemarkConfig
 from tidemark.formats import Checkpoint
-from tidemark.kafka.admin import all_partitions, kafka_admin
-from tidemark.kafka.offsets import Offsets, offsets_json, parse_offsets
-from tidemark.kafka.options import kafka_access
+from tidemark.formats.kafka_offsets import Offsets, offsets_json, parse_offsets
 from tidemark.sources.base import EPOCH, ReplayStart, SourcePosition, newest_event
+from tidemark.sources.kafka.admin import all_partitions, kafka_admin
 from tidemark.sources.kafka.frames import read_kafka_range
+from tidemark.sources.kafka.options import kafka_access
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from tidemark.config import KAFKA_FORMATS, SourceFormat, TidemarkConfig
 from tidemark.sources.base import (
-    BacklogKind,
     BatchInput,
     RawStream,
     ReplayStart,
@@ -17,29 +16,30 @@ from tidemark.sources.base import (
     SourcePosition,
     SourceStart,
 )
+from tidemark.sources.capabilities import CatchesUp, Replayable, ReportsLag
 from tidemark.spark.artifacts import JarFeature
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from tidemark.formats import Checkpoint, OffsetEntry
-    from tidemark.kafka.offsets import Offsets
+    from tidemark.formats.kafka_offsets import Offsets
+    from tidemark.sources.catchup import CatchUpContext
+    from tidemark.sources.kafka.catchup import KafkaCatchUpPlan
 
 _START_OPTIONS = ("startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy")
 
 
-class KafkaSource(Source):
+class KafkaSource(Replayable, CatchesUp, ReportsLag, Source):
     """The topics a `[source]` subscribes to, on a Kafka broker or an Event Hubs namespace."""
 
     formats: ClassVar[frozenset[SourceFormat]] = frozenset(KAFKA_FORMATS)
     jar_groups: ClassVar[frozenset[JarFeature]] = frozenset({JarFeature.KAFKA})
     helper: ClassVar[bool] = True
-    backlog: ClassVar[BacklogKind] = BacklogKind.RECORDS
     origin_names_record: ClassVar[bool] = True
-    keeps_offsets: ClassVar[bool] = True
 
     def check(self) -> None:
-        from tidemark.kafka.options import kafka_access
+        from tidemark.sources.kafka.options import kafka_access
 
         kafka_access(self.config)  # reads the connection string or secret options: a missing one is named now
 
@@ -74,12 +74,28 @@ class KafkaSource(Source):
         return None if batch.end is None else read_kafka_range(spark, self.config, batch.start, batch.end)
 
     def records_behind(self, spark: SparkSession) -> int:
+        """Records between the checkpoint's committed offsets and the broker's end offsets (the source's lag)."""
         from tidemark.sources.kafka.start import kafka_backlog
 
         return kafka_backlog(spark, self.config)
 
+    def catch_up_gap(self, spark: SparkSession | None) -> str | None:
+        return None if spark is not None else "catch-up sizing asks the broker through a Spark session"
+
+    def plan_catch_up(self, spark: SparkSession | None, context: CatchUpContext) -> tuple[KafkaCatchUpPlan, None]:
+        """Measure the backlog (the broker's end offsets against the checkpoint) and size maxOffsetsPerTrigger."""
+        from tidemark.sources.catchup import fit_throughput
+        from tidemark.sources.kafka.catchup import default_record_throughput, plan_kafka_catch_up
+
+        assert spark is not None  # catch_up_gap said so
+        samples = [(p.num_input_rows, float(p.batch_duration_ms)) for p in context.history]
+        throughput = fit_throughput(samples) or default_record_throughput(context.task_slots)
+        backlog = self.records_behind(spark)
+        steady = self.config.source.max_offsets_per_trigger
+        return plan_kafka_catch_up(backlog, steady, context.target, throughput), None
+
     def check_start(self, spark: SparkSession) -> SourceStart:
-        from tidemark.kafka.offsets import describe_lost
+        from tidemark.sources.kafka.offsets import describe_lost
         from tidemark.sources.kafka.start import check_kafka_start
 
         start = check_kafka_start(spark, self.config)  # one line for a broker, topic or data-loss problem
@@ -130,7 +146,7 @@ class KafkaSource(Source):
         return replay_start(spark, self.config, resume_from())
 
     def newest_event(self, spark: SparkSession, start: ReplayStart) -> datetime | None:
-        from tidemark.kafka.offsets import parse_offsets
+        from tidemark.formats.kafka_offsets import parse_offsets
         from tidemark.sources.kafka.replay import newest_kafka_event
 
         return newest_kafka_event(spark, self.config, parse_offsets(start.offsets or "") or {})
@@ -168,8 +184,8 @@ class KafkaSource(Source):
         return position
 
     def live_offsets(self, spark: SparkSession) -> tuple[Offsets, Offsets, str]:
-        from tidemark.kafka.admin import all_partitions, kafka_admin
-        from tidemark.kafka.options import kafka_access
+        from tidemark.sources.kafka.admin import all_partitions, kafka_admin
+        from tidemark.sources.kafka.options import kafka_access
 
         access = kafka_access(self.config)
         with kafka_admin(spark, access, self.config.source.connect_timeout) as admin:

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 from tidemark.config import TidemarkConfig
 from tidemark.errors import SourceError
 from tidemark.formats import Checkpoint
-from tidemark.kafka.admin import all_partitions, kafka_admin
-from tidemark.kafka.offsets import LostRange, Offsets, TopicPartition, describe_lost, lost_ranges
-from tidemark.kafka.options import kafka_access
+from tidemark.formats.kafka_offsets import Offsets, TopicPartition
+from tidemark.sources.kafka.admin import all_partitions, kafka_admin
 from tidemark.sources.kafka.committed import committed_offsets
+from tidemark.sources.kafka.offsets import LostRange, describe_lost, lost_ranges
+from tidemark.sources.kafka.options import kafka_access
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,7 +49,7 @@ def data_loss_line(lost: list[LostRange]) -> str:
 
 def _check_named_partitions(config: TidemarkConfig, present: set[TopicPartition]) -> None:
     """Per-partition starting offsets must name every partition (Spark asserts it, in a stack trace)."""
-    from tidemark.kafka.offsets import parse_offsets
+    from tidemark.formats.kafka_offsets import parse_offsets
 
     named = parse_offsets(config.source.starting_position.offsets or "")
     if named is None:
@@ -90,7 +91,7 @@ _DATA_LOSS_SIGNS = ("data may have been lost", "KAFKA_DATA_LOSS", "OffsetOutOfRa
 
 def describe_kafka_failure(spark: SparkSession, config: TidemarkConfig, text: str) -> str | None:
     """One line for a query that failed on its Kafka source (authentication, timeout, lost data), or None."""
-    from tidemark.kafka.admin import failure_line
+    from tidemark.sources.kafka.admin import failure_line
 
     access = kafka_access(config)
     if any(sign.lower() in text.lower() for sign in _DATA_LOSS_SIGNS):
@@ -110,7 +111,7 @@ def _keep_going(config: TidemarkConfig) -> object:
 
 def kafka_backlog(spark: SparkSession, config: TidemarkConfig) -> int:
     """Records between where the next batch starts (the checkpoint, or the starting position) and the end."""
-    from tidemark.kafka.offsets import parse_offsets
+    from tidemark.formats.kafka_offsets import parse_offsets
 
     access = kafka_access(config)
     checkpoint = Checkpoint.open(config.checkpoint.location)

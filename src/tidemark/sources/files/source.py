@@ -1,4 +1,4 @@
-"""A landing folder of JSON, CSV or Parquet files, read by Spark's file source."""
+"""A landing folder of JSON, CSV or Parquet files, read by Spark's file source: the stream, its replay, its catch-up."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tidemark.config import SourceFormat
+from tidemark.config import SourceFormat, TidemarkConfig
 from tidemark.errors import SourceError
 from tidemark.sources.base import (
     CORRUPT_COLUMN,
     SOURCE_FILE_COLUMN,
-    BacklogKind,
     BatchInput,
     RawStream,
     ReplayStart,
@@ -22,12 +21,15 @@ from tidemark.sources.base import (
     newest_event,
     parse_schema,
 )
+from tidemark.sources.capabilities import CatchesUp, Replayable
 from tidemark.storage import open_storage, parse_location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from tidemark.formats import Checkpoint
+    from tidemark.sources.catchup import CatchUpContext
+    from tidemark.sources.files.catchup import FileCatchUpPlan
 
 # How much memory a batch's rows take per byte of input, at most (catch-up's memory ceiling, so it errs high):
 # text formats shrink when parsed, Parquet is compressed and grows.
@@ -70,11 +72,10 @@ def _same_file(uri: str) -> str:
     return parse_location(uri).uri.replace("file://", "").replace("file:", "")
 
 
-class FileSource(Source):
+class FileSource(Replayable, CatchesUp, Source):
     """JSON, CSV or Parquet files landing in a folder."""
 
     formats: ClassVar[frozenset[SourceFormat]] = frozenset(_EXPANSION)
-    backlog: ClassVar[BacklogKind] = BacklogKind.FILES
 
     @property
     def path(self) -> str:
@@ -128,10 +129,35 @@ class FileSource(Source):
         return self._frame(spark, list(batch.names)) if batch.names else None
 
     def expansion(self) -> float:
+        """In-memory bytes per input byte of its files (catch-up sizing by bytes)."""
         return _EXPANSION[self.format]
 
-    def splits_by_bytes(self) -> bool:
-        return self.format is not SourceFormat.PARQUET  # Parquet's work follows row groups
+    def catch_up_gap(self, spark: SparkSession | None) -> str | None:
+        from tidemark.sources.files.backlog import supports_backlog
+
+        del spark
+        return supports_backlog(self.config)
+
+    def plan_catch_up(
+        self, spark: SparkSession | None, context: CatchUpContext
+    ) -> tuple[FileCatchUpPlan, frozenset[object]]:
+        """Measure the landing folder's backlog against the source log; the plan and the pending files' identities."""
+        from tidemark.sources.catchup import fit_throughput
+        from tidemark.sources.files.backlog import batch_samples, files_of_batches, read_backlog
+        from tidemark.sources.files.catchup import default_throughput, file_split, plan_catch_up
+
+        del spark
+        config = self.config
+        backlog = read_backlog(config)
+        files = files_of_batches(config.checkpoint.location, [p.batch_id for p in context.history])
+        samples = batch_samples(context.history, files, backlog.sizes_by_key)
+        throughput = fit_throughput(samples) or default_throughput(context.task_slots)
+        ceiling = context.memory_ceiling(self.expansion())
+        sizes = [f.size for f in backlog.pending]
+        split = file_split(config, [f.key[2] for f in backlog.pending])
+        steady = config.source.max_files_per_trigger
+        plan = plan_catch_up(sizes, steady, context.target, throughput, ceiling, context.task_slots, split)
+        return plan, frozenset(f.key for f in backlog.pending)
 
     def replay_start(self, spark: SparkSession, resume_from: Callable[[], datetime]) -> ReplayStart:
         del spark, resume_from
@@ -142,6 +168,11 @@ class FileSource(Source):
         del start
         self.check()
         return newest_event(self.config, self._reader(spark, stream=False, keep_raw=False).load(self.path))
+
+    def replay_config(self, start: str | None) -> TidemarkConfig:
+        """The config itself: a landing folder is replayed whole."""
+        del start
+        return self.config
 
     def describe_replay(self, resume_from: datetime, start: ReplayStart | None) -> str:
         del start

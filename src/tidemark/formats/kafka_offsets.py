@@ -1,7 +1,8 @@
-"""Kafka offsets as Spark writes them (offset log, progress events) and what tidemark derives from them.
+"""Spark's Kafka source offsets as the checkpoint and the progress events hold them (Spark's format, not a client).
 
 Spark's Kafka source writes its offsets as JSON `{"topic": {"partition": offset}}`, in `offsets/<batch>` of the
 checkpoint and in each progress event's startOffset, endOffset and latestOffset. Pure functions: no client, no JVM.
+The Kafka connector (sources/kafka/) builds on them; formats/progress.py reads a progress event's lag with them.
 """
 
 from __future__ import annotations
@@ -52,40 +53,6 @@ def offsets_json(offsets: Mapping[TopicPartition, int]) -> str:
     for tp in sorted(offsets):
         nested.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
     return json.dumps(nested, separators=(",", ":"))
-
-
-@dataclass(frozen=True)
-class LostRange:
-    """Offsets a reader still needed that the topic no longer holds (retention, delete-records, a recreated topic)."""
-
-    partition: TopicPartition
-    first: int  # the first offset the reader needed
-    available_from: int  # the topic's earliest offset now
-
-    @property
-    def records(self) -> int:
-        """How many offsets are gone (transaction markers included: an upper bound on lost records)."""
-        return self.available_from - self.first
-
-    def __str__(self) -> str:
-        return f"{self.partition} offsets {self.first}..{self.available_from - 1}"
-
-
-def lost_ranges(needed: Mapping[TopicPartition, int], earliest: Mapping[TopicPartition, int]) -> list[LostRange]:
-    """The ranges between where a reader resumes and where each partition's log now starts."""
-    lost = []
-    for tp in sorted(needed):
-        start = earliest.get(tp)
-        if start is not None and needed[tp] >= 0 and start > needed[tp]:
-            lost.append(LostRange(tp, needed[tp], start))
-    return lost
-
-
-def describe_lost(ranges: list[LostRange], limit: int = 8) -> str:
-    """`events-0 offsets 0..99, events-2 offsets 5..9 (and 3 more)`."""
-    shown = ", ".join(str(r) for r in ranges[:limit])
-    more = len(ranges) - limit
-    return f"{shown} (and {more} more)" if more > 0 else shown
 
 
 @dataclass(frozen=True)

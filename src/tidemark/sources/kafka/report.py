@@ -9,17 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidemark.config import TidemarkConfig
 from tidemark.findings import Finding, Severity
 from tidemark.formats import Checkpoint
-from tidemark.kafka.offsets import (
-    LostRange,
-    Offsets,
-    TopicPartition,
-    describe_lost,
-    lost_ranges,
-)
+from tidemark.formats.kafka_offsets import Offsets, TopicPartition
 from tidemark.sources.kafka.committed import committed_offsets, planned_offsets
+from tidemark.sources.kafka.offsets import LostRange, describe_lost, lost_ranges
 
 
 @dataclass(frozen=True)
@@ -107,13 +101,3 @@ def kafka_findings(report: KafkaSourceReport | None) -> list[Finding]:
         "retention.ms so a stopped pipeline does not lose data again"
     )
     return [Finding("OFFSETS_EXPIRED", Severity.ERROR, message, fix)]
-
-
-def broker_offsets(config: TidemarkConfig) -> tuple[Offsets, Offsets, str]:
-    """(earliest, end, endpoint) of every partition the source subscribes to, asked of the broker through Kafka's
-    admin client in a small local JVM (jars from tidemark's lock)."""
-    from tidemark.needs import kafka_session
-    from tidemark.sources import source_of
-
-    with kafka_session(config) as spark:
-        return source_of(config).live_offsets(spark)

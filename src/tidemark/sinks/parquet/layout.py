@@ -14,7 +14,8 @@ from datetime import datetime
 
 from tidemark.compat import UTC
 from tidemark.errors import StorageError
-from tidemark.formats.sinklog import data_files
+from tidemark.sinks.base import SinkWindows
+from tidemark.sinks.parquet.log import data_files
 from tidemark.storage import Storage
 
 # Footers read at most: spread over the folder, so every partition layout is seen on a large sink too.
@@ -56,7 +57,7 @@ def committed_data_files(sink: Storage, empty: Callable[[list[int]], Collection[
     A folder another connector claims (a Delta table: sinks.claiming) is read by that connector, never here.
     empty: the batches the checkpoint proves wrote nothing (`sinklog.read_log`).
     """
-    from tidemark.formats.sinklog import read_log
+    from tidemark.sinks.parquet.log import read_log
 
     present = tuple(e.rel for e in data_files(sink))
     log = read_log(sink, empty=empty)
@@ -122,25 +123,12 @@ def read_sink_layout(
     )
 
 
-@dataclass(frozen=True)
-class SinkWindows:
-    """The windows a sink's committed files hold (`committed_data_files`: the log's files, or all of a copy)."""
-
-    uri: str
-    files: int  # committed data files read
-    rows: int
-    newest_start: datetime | None
-    column: str | None  # where the window start was found: windowStart, window.start, or a partition folder
-    uncommitted: tuple[str, ...]  # data files the sink log does not list (a failed batch's)
-    copied: bool = False  # the log names another folder's files: every file here was read
-
-
 def sink_windows(sink: Storage) -> SinkWindows:
     """Read the window starts of every committed data file (`committed_data_files`)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from tidemark.formats.sinklog import partition_start
+    from tidemark.sinks.parquet.log import partition_start
 
     found = committed_data_files(sink)
     committed = found.committed
@@ -173,3 +161,31 @@ def sink_windows(sink: Storage) -> SinkWindows:
         start = start if start.tzinfo is not None else start.replace(tzinfo=UTC)
         newest = start if newest is None or start > newest else newest
     return SinkWindows(sink.uri(), len(committed), rows, newest, column, found.uncommitted, found.copied)
+
+
+def layout_problem(layout: SinkLayout, partition_by: tuple[str, ...], expected: tuple[str, ...] | None) -> str | None:
+    """How the folder's files differ from what the config writes (its partition columns, its query's columns:
+    None when code decides them), None when they match."""
+    wanted = partition_by
+    if wanted and layout.unpartitioned:
+        return (
+            f"{layout.unpartitioned} of its {layout.files} data files are not in {'/'.join(wanted)}=... folders "
+            f"(e.g. {layout.example}): the config says it is partitioned by {', '.join(wanted)}"
+        )
+    found = [layout_ for layout_ in layout.layouts if layout_ != wanted]
+    if found:
+        shown = ", ".join("/".join(f"{c}=..." for c in f) or "no partition folders" for f in found[:3])
+        return f"its files are partitioned as {shown}; the config writes {'/'.join(wanted) or 'no partitions'}"
+    if layout.schemas > 1:
+        return f"its files have {layout.schemas} different column sets (read from {layout.footers_read} files)"
+    if expected is None or not layout.footers_read:  # no committed file: no columns to compare
+        return None
+    in_files = set(layout.columns) | set(layout.partition_columns)
+    missing = [c for c in expected if c not in in_files]
+    extra = sorted(in_files - set(expected))
+    if missing or extra:
+        parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
+            [f"not written by this config: {', '.join(extra)}"] if extra else []
+        )
+        return f"its columns differ from the config's query ({'; '.join(parts)})"
+    return None

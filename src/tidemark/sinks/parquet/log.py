@@ -11,9 +11,10 @@ from urllib.parse import unquote, urlparse
 
 from tidemark.compat import UTC
 from tidemark.errors import CheckpointError, UsageError
-from tidemark.formats.layout import SINK_LOG_DIR, crc_companions, sink_log_batch
+from tidemark.formats import Checkpoint, RecoveryMarker, crc_companions, log_file_batch
 from tidemark.storage import Backend, FileEntry, Location, Storage, open_storage, parse_location
 
+SINK_LOG_DIR = "_spark_metadata"  # Spark's file sink log, below the output folder
 COMPACT = ".compact"
 _CHUNK = 1024 * 1024
 
@@ -53,7 +54,7 @@ def log_names(store: Storage) -> dict[int, str]:
     listing = store.list_dir(SINK_LOG_DIR)
     found: dict[int, str] = {}
     for name, _ in listing.files if listing else []:
-        parsed = sink_log_batch(name)
+        parsed = log_file_batch(name)
         if parsed is not None:
             found[parsed[0]] = name
     return found
@@ -237,7 +238,7 @@ def log_files(path: str, backend: Backend = "auto", spark: Any | None = None) ->
     found = [
         LogFile(parsed[0], parsed[1], name, size)
         for name, size in listing.files
-        if (parsed := sink_log_batch(name)) is not None
+        if (parsed := log_file_batch(name)) is not None
     ]
     return sorted(found, key=lambda f: (f.batch, f.compact, f.name))
 
@@ -293,3 +294,16 @@ def inject_entries(sink: Storage, entries: tuple[str, ...], archive: Location) -
             aside.write_atomic(name, data)
             sink.delete(checksum)
     return len(added)
+
+
+def query_log(checkpoint: Checkpoint, sink: Storage, up_to: int | None = None) -> SinkLog:
+    """The file sink log of this checkpoint's query, read past the batches Spark's offline repartition committed,
+    which the checkpoint proves wrote nothing (read_log's `empty`)."""
+    return read_log(sink, up_to=up_to, empty=checkpoint.repartition_batches)
+
+
+def marker_paths(sink: Location, marker: RecoveryMarker | None) -> set[str]:
+    """The sink files (paths below the sink) the marker's surviving entries name."""
+    if marker is None:
+        return set()
+    return {rel for line in marker.entries if (rel := entry_rel(sink, str(json.loads(line)["path"]))) is not None}

@@ -18,9 +18,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import SourceError
-from tidemark.kafka.offsets import Offsets, TopicPartition
-from tidemark.kafka.options import KafkaAccess, KafkaEndpoint
+from tidemark.formats.kafka_offsets import Offsets, TopicPartition
 from tidemark.secrets import redact
+from tidemark.sources.kafka.options import KafkaAccess, KafkaEndpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

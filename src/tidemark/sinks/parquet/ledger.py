@@ -18,8 +18,8 @@ from datetime import datetime
 
 from tidemark.compat import UTC
 from tidemark.errors import CheckpointError
-from tidemark.formats.layout import LEDGER_DIR
-from tidemark.formats.sinklog import COMPACT, batch_entries, log_names, read_log
+from tidemark.formats import LEDGER_DIR
+from tidemark.sinks.parquet.log import COMPACT, batch_entries, log_names, read_log
 from tidemark.storage import Storage
 
 log = logging.getLogger(__name__)
