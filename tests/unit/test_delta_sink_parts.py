@@ -384,3 +384,17 @@ def test_a_rollback_is_refused_by_the_append_only_property_not_by_the_feature_ev
     DeltaTable(str(path)).alter.set_table_properties({"delta.appendOnly": "true"})
     with pytest.raises(UsageError, match=r"is append-only \(delta.appendOnly\)"):
         plan_table_rollback(str(path), transaction, 0)
+
+
+def test_recover_per_key_on_a_delta_sink_is_refused_before_the_table_is_read(tmp_path: Path) -> None:
+    """`recover --per-key` rewrites windows some keys already have, which a table's files cannot take back: refused
+    in one line before anything is read (here the table's folder holds a log no reader accepts: reading it would
+    fail first)."""
+    from tidemark.errors import UsageError
+    from tidemark.recovery.plan import plan_recovery
+
+    config = load_config(_delta_config(tmp_path))
+    (tmp_path / "output" / "_delta_log").mkdir(parents=True)
+    (tmp_path / "output" / "_delta_log" / f"{0:020d}.json").write_text("not json\n")
+    with pytest.raises(UsageError, match="--per-key rewrites windows some keys already have"):
+        plan_recovery(config, None, per_key=True)

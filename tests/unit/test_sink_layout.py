@@ -99,3 +99,28 @@ def test_every_reader_of_a_sink_takes_the_same_files_as_committed(tmp_path: Path
     windows = sink_windows(copied)
     assert (windows.files, windows.rows, windows.copied) == (2, 1, True)
     assert windows.newest_start == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_the_duplicate_check_reads_a_plain_folder_as_a_plain_reader_would(tmp_path: Path) -> None:
+    """`audit`'s duplicate check over a Parquet sink (the sink's `table_rows`: every data file, partition values
+    from Hive folders): a (key, window) in two files counts once as repeated, and a `windowStart=` folder whose
+    value is no time (a copy someone parked there) is compared as it is instead of failing the audit."""
+    from datetime import UTC, datetime
+
+    from tests.helpers import write_config
+    from tidemark.config import load_config
+    from tidemark.recovery.audit import key_columns, table_duplicates
+
+    sink = tmp_path / "output"
+    end = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+    for folder, name, users in (
+        ("windowStart=2026-01-01 00%3A00%3A00", "part-0.parquet", ["a", "b"]),
+        ("windowStart=2026-01-01 00%3A00%3A00", "part-1.parquet", ["b"]),  # b's window again
+        ("windowStart=backup", "part-2.parquet", ["a"]),
+    ):
+        (sink / folder).mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"user": users, "windowEnd": [end] * len(users)}), sink / folder / name)
+    config = load_config(write_config(tmp_path, sink={"path": str(sink)}))
+    rows, repeated, examples = table_duplicates(config, key_columns(config))
+    assert (rows, repeated) == (4, 1)
+    assert examples == ["b, 2026-01-01T00:00:00+00:00, 2026-01-01T00:10:00+00:00"]

@@ -38,7 +38,7 @@ class RecoveryResult:
     plan: RecoveryPlan
     applied: bool
     replay: RunResult | None
-    injected_files: int | None  # None: no batch committed yet; the next run adds them
+    injected_files: int | None  # None: no batch committed yet, the next run adds them (0: the sink keeps its log)
     verification: SinkCheck | None
     own_log: bool = False  # the sink keeps its own log (a table's): it keeps listing what survived, nothing to add
 
@@ -107,7 +107,7 @@ def _replay(plan: RecoveryPlan, launch: Launch) -> RecoveryResult:
     from tidemark.recovery.audit import key_columns
 
     sink = sink_of(config)
-    injected = sink.finish_recovery(paths.checkpoint)
+    injected = 0 if sink.keeps_own_log else sink.finish_recovery(paths.checkpoint)
     check = sink.check_rows(key_columns(config), launch.session())
     return RecoveryResult(plan, True, replay, injected, check, own_log=sink.keeps_own_log)
 

@@ -102,7 +102,11 @@ def table_duplicates(config: TidemarkConfig, columns: tuple[str, ...]) -> tuple[
     data = pd.DataFrame({c: frame.column(c).to_pylist() for c in columns})
     for column in columns:
         if column in _TIME_COLUMNS:
-            data[column] = pd.to_datetime(data[column], utc=True).map(lambda t: t.isoformat())
+            # A value that is no time (a `windowStart=backup` folder a plain reader picks up) stays as it is.
+            times = pd.to_datetime(data[column], utc=True, errors="coerce")
+            data[column] = times.map(lambda t: t.isoformat() if not pd.isna(t) else None).fillna(
+                data[column].astype(str)
+            )
     data = data.astype(str)
     repeated = data[data.duplicated(keep=False)].drop_duplicates()
     examples = [", ".join(row) for row in repeated.head(MAX_LISTED).itertuples(index=False)]

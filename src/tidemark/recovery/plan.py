@@ -123,6 +123,8 @@ def plan_recovery(
     # resumes after its newest window. What moves aside of it is the sink's to say (a table keeps its own log,
     # which a lost checkpoint does not touch: nothing of it moves).
     target = sink_of(config)
+    if per_key:
+        target.check_per_key()  # before anything is read
     held = target.held_windows()
     newest_window = held.newest_start
     unclamped = None if newest_window is None else newest_window + slide

@@ -15,7 +15,7 @@ __all__ = ["EPOCH", "check_replayable", "describe_replay", "replay_config"]
 def check_replayable(config: TidemarkConfig) -> None:
     """Recovery replays by event time: a source that can be replayed (a landing folder, Kafka), a window
     aggregation, and a sink that can say which windows it holds (each sink says: Sink.recover_gap)."""
-    source_of(config).require_replayable()
+    source_of(config).replayable()  # a UsageError naming why when it cannot be replayed
     if config.aggregation.kind.value != "window":
         msg = "tidemark recover needs a window aggregation (the replay resumes after the newest window the sink holds)"
         raise UsageError(msg)

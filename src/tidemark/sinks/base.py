@@ -276,8 +276,9 @@ class Sink(ABC):
 
     format: ClassVar[SinkFormat]
     jar_groups: ClassVar[frozenset[JarFeature]] = frozenset()  # jars Spark needs to write it
-    # The exactly-once tools that vouch for this sink; the others refuse with exactly_once_gap.
-    vouched_by: ClassVar[frozenset[Tool]] = frozenset(Tool)
+    # The exactly-once tools that vouch for this sink (none until a connector lists them and answers their
+    # questions below); the others refuse with exactly_once_gap.
+    vouched_by: ClassVar[frozenset[Tool]] = frozenset()
     exactly_once_gap: ClassVar[str | None] = None
     # True when `tidemark adopt` may write into the old job's own sink (its commits tell writers apart); a sink whose
     # log belongs to one query (Spark's file sink) gets a new folder.
@@ -407,10 +408,9 @@ class Sink(ABC):
             msg = f"{tool.value} refused: {self.exactly_once_gap or 'not for this sink'}"
             raise UsageError(msg)
 
-    def newest_per_key(self, held: HeldWindows, keys: list[str]) -> datetime | None:
-        """`recover --per-key`: the oldest of the keys' newest windows, from which every key's later windows are
-        rewritten. A sink whose files cannot move aside refuses in one line."""
-        del held, keys
+    def check_per_key(self) -> None:
+        """`recover --per-key` rewrites windows some keys already have: refused in one line (before anything is
+        read) by a sink whose files cannot move aside."""
         from tidemark.errors import UsageError
 
         msg = (
@@ -419,9 +419,17 @@ class Sink(ABC):
         )
         raise UsageError(msg)
 
+    def newest_per_key(self, held: HeldWindows, keys: list[str]) -> datetime | None:
+        """`recover --per-key` (after check_per_key): the oldest of the keys' newest windows, from which every key's
+        later windows are rewritten; None when no key has one."""
+        del held, keys
+        self.check_per_key()
+        return None
+
     def recovery_cut(self, checkpoint: Checkpoint, held: HeldWindows, resume: datetime) -> SinkRecovery:
-        """What a recovery replaying from `resume` moves aside of the sink. A table sink keeps its own log, which a
-        lost checkpoint does not touch: nothing moves (windows from the resume point on are not in it)."""
+        """What a recovery replaying from `resume` moves aside of the sink. By default nothing: right for a sink that
+        keeps its own log (a table), which a lost checkpoint does not touch and which holds no window from the
+        resume point on; a sink whose new query starts a new log (Spark's file sink) moves that log aside."""
         del checkpoint, resume
         return SinkRecovery(aside=(), surviving=held.files)
 

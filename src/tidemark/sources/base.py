@@ -194,10 +194,6 @@ class Source(ABC):
         msg = self.replay_refusal or f"the {self.format.value} source cannot be replayed"
         raise UsageError(msg)
 
-    def require_replayable(self) -> None:
-        """A UsageError when recover and adopt cannot replay this source."""
-        self.replayable()
-
     def _keeping(self, resume_from: datetime) -> str:
         return f"keeping events with {self.config.event_time.column} >= {resume_from.isoformat()}"
 

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from tidemark.compat import UTC
-from tidemark.errors import CheckpointError, UsageError
+from tidemark.errors import CheckpointError
 from tidemark.formats import Checkpoint, RecoveryMarker, crc_companions, log_file_batch
 from tidemark.storage import Backend, FileEntry, Location, Storage, open_storage, parse_location
 
@@ -252,19 +252,6 @@ def entries_in(path: str, file: LogFile, backend: Backend = "auto", spark: Any |
 def log_folder(store: Storage) -> str | None:
     """The sink log folder's path below the sink, or None when the sink has none."""
     return SINK_LOG_DIR if store.list_dir(SINK_LOG_DIR) is not None else None
-
-
-def log_uri(store: Storage) -> str:
-    """The URI of the sink log folder (for messages)."""
-    return store.uri(SINK_LOG_DIR)
-
-
-def require_sink(path: str | None) -> str:
-    """The sink path of a config, or a UsageError when the pipeline has no file sink."""
-    if not path:
-        msg = 'this needs a Parquet file sink ([sink] format = "parquet" with a path)'
-        raise UsageError(msg)
-    return path
 
 
 def inject_entries(sink: Storage, entries: tuple[str, ...], archive: Location) -> int:

@@ -20,6 +20,7 @@ from tidemark.sinks.base import (
     SinkRecovery,
     SinkRollback,
     SinkWindows,
+    Tool,
     file_writers,
 )
 
@@ -37,6 +38,7 @@ class ParquetSink(Sink):
 
     format: ClassVar[SinkFormat] = SinkFormat.PARQUET
     lost_checkpoint_risk: ClassVar[str] = "skip its first batches as already committed (Spark's file sink log)"
+    vouched_by: ClassVar[frozenset[Tool]] = frozenset(Tool)
     readers: ClassVar[str] = "a plain Parquet reader"
     keeps_own_log: ClassVar[bool] = False  # a new query starts a new `_spark_metadata`
 
@@ -158,6 +160,9 @@ class ParquetSink(Sink):
         # Spark's offline repartition batch, proven by the checkpoint, is the one batch the sink log may skip.
         layout = read_sink_layout(sink, empty=Checkpoint.open(self.config.checkpoint.location).repartition_batches)
         return SinkMatch(layout.uri, layout_problem(layout, tuple(self.config.partition_by), expected_columns))
+
+    def check_per_key(self) -> None:
+        """A file sink's files move aside per key's windows: `--per-key` is fine."""
 
     def newest_per_key(self, held: HeldWindows, keys: list[str]) -> datetime | None:
         """The oldest of the keys' newest windows (each committed file's keys, by its windowStart folder)."""
