@@ -46,6 +46,12 @@ class ParquetSink(Sink):
         """How many tasks run the stage that writes a batch's Parquet output (sinks/base.py `file_writers`)."""
         return file_writers(self.config, task_slots)
 
+    def _folder(self) -> Storage:
+        """The sink's output folder, on its store."""
+        from tidemark.storage import open_storage
+
+        return open_storage(self.path or "")
+
     def configure(self, writer: DataStreamWriter, output: DataFrame) -> DataStreamWriter:
         """Spark's file sink at the path, partitioned as the config says, with the log retention it asks."""
         del output
@@ -71,13 +77,12 @@ class ParquetSink(Sink):
         from tidemark.formats import Checkpoint
         from tidemark.sinks.parquet.log import partition_start
         from tidemark.sinks.parquet.log import read_log as read_sink_log
-        from tidemark.storage import open_storage
 
         gap = self.recover_gap()
         if gap is not None:
             msg = f"tidemark recover refused: {gap}"
             raise UsageError(msg)
-        sink = open_storage(self.path or "")
+        sink = self._folder()
         log = read_sink_log(sink, empty=Checkpoint.open(self.config.checkpoint.location).repartition_batches)
         listed = {e.rel for e in sink.list_files()}
         committed = tuple(p for p in log.files if p in listed)
@@ -130,9 +135,8 @@ class ParquetSink(Sink):
     def holds_output(self) -> bool:
         """True when the folder has Spark's file sink log (a query committed batches into it)."""
         from tidemark.sinks.parquet.log import read_log as read_sink_log
-        from tidemark.storage import open_storage
 
-        return read_sink_log(open_storage(self.path or "")).exists
+        return read_sink_log(self._folder()).exists
 
     def batch_hook(self) -> BatchHook | None:
         """Record, after each committed batch, the sink files it added (evidence Spark's retention cannot erase)."""
@@ -140,7 +144,7 @@ class ParquetSink(Sink):
         from tidemark.storage import open_storage
 
         checkpoint = open_storage(self.config.checkpoint.location)
-        sink = open_storage(self.path or "")
+        sink = self._folder()
 
         def hook(progress: dict[str, Any]) -> None:
             rows = (progress.get("sink") or {}).get("numOutputRows")
@@ -152,9 +156,8 @@ class ParquetSink(Sink):
         """The folder's partition folders and file columns against the config's (sinks/parquet/layout.py)."""
         from tidemark.formats import Checkpoint
         from tidemark.sinks.parquet.layout import layout_problem, read_sink_layout
-        from tidemark.storage import open_storage
 
-        sink = open_storage(self.path or "")
+        sink = self._folder()
         if not sink.exists(""):
             return None
         # Spark's offline repartition batch, proven by the checkpoint, is the one batch the sink log may skip.
@@ -167,24 +170,21 @@ class ParquetSink(Sink):
     def newest_per_key(self, held: HeldWindows, keys: list[str]) -> datetime | None:
         """The oldest of the keys' newest windows (each committed file's keys, by its windowStart folder)."""
         from tidemark.sinks.parquet.recovery import newest_per_key
-        from tidemark.storage import open_storage
 
-        return newest_per_key(list(held.files), open_storage(self.path or ""), keys)
+        return newest_per_key(list(held.files), self._folder(), keys)
 
     def recovery_cut(self, checkpoint: Checkpoint, held: HeldWindows, resume: datetime) -> SinkRecovery:
         """The log folder (the new query starts its own), files no committed batch lists, and the committed files
         of windows from `resume` on (sinks/parquet/recovery.py)."""
         from tidemark.sinks.parquet.recovery import recovery_cut
-        from tidemark.storage import open_storage
 
-        return recovery_cut(checkpoint, open_storage(self.path or ""), held, resume)
+        return recovery_cut(checkpoint, self._folder(), held, resume)
 
     def surviving_entries(self, checkpoint: Checkpoint, files: tuple[str, ...]) -> tuple[str, ...]:
         """The surviving files' lines of the old log, which the new log gets after the replay's first batch."""
         from tidemark.sinks.parquet.log import query_log
-        from tidemark.storage import open_storage
 
-        log = query_log(checkpoint, open_storage(self.path or ""))
+        log = query_log(checkpoint, self._folder())
         return tuple(log.files[p] for p in files if p in log.files)
 
     def finish_recovery(self, checkpoint: Location) -> int | None:
@@ -197,33 +197,29 @@ class ParquetSink(Sink):
     def failed_batch_files(self, checkpoint: Checkpoint) -> tuple[tuple[str, ...], int]:
         """Files no committed batch lists (log, ledger, recovery marker) written after the newest commit."""
         from tidemark.sinks.parquet.recovery import failed_batch_files
-        from tidemark.storage import open_storage
 
-        return failed_batch_files(checkpoint, open_storage(self.path or ""))
+        return failed_batch_files(checkpoint, self._folder())
 
     def check_rows(self, keys: tuple[str, ...], spark: SparkSession | None) -> SinkCheck | None:
         """Rows and repeated keys with pyarrow (every data file) and, given a session, with Spark (through the log)."""
         from tidemark.sinks.parquet.log import read_log
         from tidemark.sinks.parquet.recovery import check_rows
-        from tidemark.storage import open_storage
 
-        if not read_log(open_storage(self.path or "")).exists:
+        if not read_log(self._folder()).exists:
             return None
         return check_rows(self.path or "", keys, spark)
 
     def audit(self, checkpoint: Checkpoint, inputs: Mapping[int, tuple[str, ...]]) -> SinkAudit:
         """Each batch's files from the log and the ledger, and what breaks exactly-once (sinks/parquet/audit.py)."""
         from tidemark.sinks.parquet.audit import audit_files
-        from tidemark.storage import open_storage
 
-        return audit_files(checkpoint, open_storage(self.path or ""), inputs)
+        return audit_files(checkpoint, self._folder(), inputs)
 
     def plan_rollback(self, checkpoint: Checkpoint, to_batch: int) -> SinkRollback:
         """The log files after to_batch and the data files of the batches after it move aside."""
         from tidemark.sinks.parquet.rollback import sink_files_after
-        from tidemark.storage import open_storage
 
-        picked = sink_files_after(checkpoint, open_storage(self.path or ""), to_batch)
+        picked = sink_files_after(checkpoint, self._folder(), to_batch)
         if picked is None:
             return SinkRollback(to_batch)
         log_files, data = picked
@@ -234,6 +230,5 @@ class ParquetSink(Sink):
     def table_rows(self, columns: list[str]) -> Any:
         """The rows a plain Parquet reader reads (every data file, partition values from Hive folders)."""
         from tidemark.sinks.parquet.recovery import plain_rows
-        from tidemark.storage import open_storage
 
-        return plain_rows(open_storage(self.path or ""), columns)
+        return plain_rows(self._folder(), columns)
