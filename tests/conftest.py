@@ -25,6 +25,22 @@ if QUICK_JVM not in _SUBMIT_OPTS:
     os.environ["SPARK_SUBMIT_OPTS"] = f"{_SUBMIT_OPTS} {QUICK_JVM}".strip()
 
 
+# Fixtures that hold a fixed loopback port (hadoop-azure's emulator mode looks for the Blob endpoint at
+# 127.0.0.1:10000 only): the tests that use one run on one worker.
+FIXED_PORT_FIXTURES = ("wasb_proxy",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs two workers), a module's tests stay on one worker (its module-scoped
+    fixtures start once, its tests keep their order) and every test on a fixed port shares one worker."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        fixed = next((name for name in FIXED_PORT_FIXTURES if name in item.fixturenames), None)
+        group = f"port:{fixed}" if fixed is not None else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The one Spark session of the test run (local[2], no UI, 2 shuffle partitions)."""

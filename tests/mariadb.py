@@ -84,8 +84,12 @@ def _template() -> Path:
         "--skip-test-db",
     ]
     subprocess.run(command, capture_output=True, check=True, timeout=120)
-    shutil.rmtree(template, ignore_errors=True)
-    partial.rename(template)
+    try:
+        partial.rename(template)  # an empty or absent folder is replaced; a template another process made stays
+    except OSError:
+        if not (template / "mysql").is_dir():
+            raise
+        shutil.rmtree(partial, ignore_errors=True)
     return template
 
 

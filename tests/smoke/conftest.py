@@ -69,7 +69,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     target = os.environ.get("TIDEMARK_SMOKE_RESULTS")
-    if not target:
+    # Under pytest-xdist each worker ends its own session: only the one that ran smoke tests writes the results.
+    if not target or (not _outcomes and os.environ.get("PYTEST_XDIST_WORKER")):
         return
     import pyspark
 
