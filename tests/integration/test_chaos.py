@@ -30,6 +30,7 @@ from tests.oracles import count_malformed
 from tidemark.checkpoint.prune import prune_checkpoint
 from tidemark.cli.main import main
 from tidemark.config import load_config
+from tidemark.context import PipelineContext
 from tidemark.formats import Checkpoint
 from tidemark.formats import read_quarantine_marker as read_marker
 from tidemark.pipeline.generate import generate_events
@@ -203,7 +204,7 @@ def test_kill_during_prune_and_rollback_moves_then_rerun(spark: Any, tmp_path: P
     # Not the batch before the last: that last one is the no-data batch that closed the final windows, and
     # Spark runs a no-data batch only after one with data (a restart with no new data would not emit them).
     to_batch = Checkpoint.open(str(checkpoint)).commit_batches()[-3]
-    moves = len(plan_rollback(config, to_batch).moves)
+    moves = len(plan_rollback(PipelineContext.of(config), to_batch).moves)
     assert moves > 2
     after = rng.randrange(1, moves - 1)
     print(f"rollback to {to_batch} dies after {after} of {moves} moves")

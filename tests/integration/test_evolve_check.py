@@ -15,6 +15,7 @@ import pytest
 from tests.helpers import write_config
 from tidemark.cli.main import main
 from tidemark.config import TidemarkConfig, load_config
+from tidemark.context import PipelineContext
 from tidemark.evolve.check import CheckReport, check_config
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.run import start_query
@@ -46,7 +47,7 @@ class Pipeline:
 
 def _run(spark: SparkSession, config: TidemarkConfig) -> None:
     with runtime_conf(spark, config.spark_conf()):
-        query = start_query(spark, config, available_now=True)
+        query = start_query(spark, PipelineContext.of(config), available_now=True)
         query.awaitTermination(600)
         assert query.exception() is None
 
@@ -275,7 +276,7 @@ def test_recover_and_adopt_read_the_state_with_the_planned_rocksdb_cap(
 ) -> None:
     """Their pre-checks open the state in the session their replay runs in: with the cap `run` would plan."""
     from tidemark.config.rocksdb import MAX_MEMORY_USAGE
-    from tidemark.evolve.guard import require_describes_old_job, require_same_query
+    from tidemark.evolve.guard import SameQuery, require_describes_old_job
     from tidemark.recovery.adopt import adopt_job
     from tidemark.recovery.apply import recover_pipeline
 
@@ -283,9 +284,7 @@ def test_recover_and_adopt_read_the_state_with_the_planned_rocksdb_cap(
     seen = _plan_and_record_the_cap(monkeypatch, planned_mb)
     config, path = window.config()
     if command == "recover":
-        recover_pipeline(
-            config, precheck=lambda s, planned_config: require_same_query(config, str(path), s, planned_config)
-        )
+        recover_pipeline(config, precheck=SameQuery(config, str(path)))
     else:
         old = config.checkpoint.location
         moved = config.model_copy(
@@ -297,7 +296,7 @@ def test_recover_and_adopt_read_the_state_with_the_planned_rocksdb_cap(
         adopt_job(
             moved,
             old,
-            precheck=lambda s, planned_config: require_describes_old_job(moved, str(path), old, s, planned_config),
+            precheck=lambda launch: require_describes_old_job(moved, str(path), old, launch.session(), launch.config),
         )
     assert seen and set(seen) == {str(planned_mb)}
     assert spark.conf.get(MAX_MEMORY_USAGE, None) != str(planned_mb)  # given back afterwards

@@ -28,6 +28,7 @@ from tidemark.cli.main import main
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
 from tidemark.config.model import PROVIDER_KEY
+from tidemark.context import PipelineContext
 from tidemark.evolve.repartition import RepartitionReport, repartition_checkpoint
 from tidemark.evolve.verify import compare_state
 from tidemark.formats import Checkpoint, read_progress_log
@@ -49,7 +50,7 @@ HDFS = "hdfs"
 def run_available(spark: SparkSession, config: TidemarkConfig) -> None:
     """Run the configured pipeline until the files present are processed."""
     with runtime_conf(spark, config.spark_conf()):
-        query = start_query(spark, config, available_now=True)
+        query = start_query(spark, PipelineContext.of(config), available_now=True)
         query.awaitTermination(600)
         assert query.exception() is None
 

@@ -18,6 +18,7 @@ import pytest
 from tests.servers import Azurite, MotoS3
 from tidemark.checkpoint.inspect import inspect_checkpoint
 from tidemark.checkpoint.prune import prune_checkpoint
+from tidemark.context import PipelineContext
 from tidemark.storage import open_storage
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "spark35"
@@ -163,15 +164,16 @@ def test_recovery_moves_killed_mid_copy_end_with_every_file_in_one_place(azure_e
     config_path = _pipeline(root, tmp_path)
     config = load_config(config_path)
     before = remote_files(root)
-    plan = plan_recovery(config, newest_event_time=None, now=datetime(2026, 1, 1, tzinfo=UTC))
+    plan = plan_recovery(PipelineContext.of(config), newest_event_time=None, now=datetime(2026, 1, 1, tzinfo=UTC))
     assert remote_files(root) == before  # a plan is a dry run
     body = (
         "from datetime import datetime\n"
         "from tidemark.compat import UTC\n"
         "from tidemark.config import load_config\n"
+        "from tidemark.context import PipelineContext\n"
         "from tidemark.recovery.apply import archive_and_mark\n"
         "from tidemark.recovery.plan import plan_recovery\n"
-        f"config = load_config({str(config_path)!r})\n"
+        f"config = PipelineContext.of(load_config({str(config_path)!r}))\n"
         "plan = plan_recovery(config, newest_event_time=None, now=datetime(2026, 1, 1, tzinfo=UTC))\n"
         "archive_and_mark(config, plan)\n"
     )
@@ -179,7 +181,7 @@ def test_recovery_moves_killed_mid_copy_end_with_every_file_in_one_place(azure_e
     after_kill = remote_files(root)
     journals = [r for r in after_kill if "/journal-" in r]
     assert len(journals) == 1
-    finished = finish_interrupted_moves(config)
+    finished = finish_interrupted_moves(PipelineContext.of(config))
     assert [r.purpose for r in finished] == ["recovery"]
     final = remote_files(root)
     assert not any("/journal-" in r for r in final)

@@ -20,6 +20,7 @@ from tests.oracles import assert_matches_oracle, read_valid_events
 from tests.servers import SparkStore
 from tests.storage.spark_stores import cloud_config, events, oracle, raw_sink
 from tidemark.config import TidemarkConfig, load_config
+from tidemark.context import PipelineContext
 from tidemark.pipeline.generate import GenerateResult
 from tidemark.pipeline.run import run_pipeline
 from tidemark.recovery.failover import Failover
@@ -184,8 +185,8 @@ def test_audit_recover_rollback_and_check_agree(written: Written, spark: Any) ->
     assert audit.ok and audit.data_files > 0
     _same(audit, audit_sink(written.local), written)
     newest = max(e["ts"] for e in read_valid_events(written.data.files))
-    cloud_plan = plan_recovery(written.config, newest)
-    local_plan = plan_recovery(written.local, newest)
+    cloud_plan = plan_recovery(PipelineContext.of(written.config), newest)
+    local_plan = plan_recovery(PipelineContext.of(written.local), newest)
     assert (cloud_plan.resume_from, cloud_plan.committed_files, cloud_plan.lost_windows) == (
         local_plan.resume_from,
         local_plan.committed_files,
@@ -193,7 +194,10 @@ def test_audit_recover_rollback_and_check_agree(written: Written, spark: Any) ->
     )
     from tidemark.recovery.rollback import plan_rollback
 
-    cloud_back, local_back = plan_rollback(written.config, 0), plan_rollback(written.local, 0)
+    cloud_back, local_back = (
+        plan_rollback(PipelineContext.of(written.config), 0),
+        plan_rollback(PipelineContext.of(written.local), 0),
+    )
     assert cloud_back.undone_batches == local_back.undone_batches and cloud_back.undone_batches
 
     def moved(plan: Any, root: str) -> list[str]:

@@ -12,6 +12,7 @@ import pytest
 from tests.helpers import write_config
 from tidemark.config import load_config
 from tidemark.config.model import StateStoreKind
+from tidemark.context import PipelineContext
 from tidemark.errors import ConfigError
 from tidemark.pipeline.backlog import recent_progress
 from tidemark.pipeline.catchup import memory_ceiling_bytes
@@ -250,7 +251,7 @@ def test_available_now_run_is_one_query_at_the_catch_up_size(tmp_path: Path) -> 
     _landing(tmp_path, 12)
     config = load_config(write_config(tmp_path, trigger={"target_batch_duration": "1 minute"}))
     plans = []
-    phases = list(run_phases(config, True, plans.append))
+    phases = list(run_phases(PipelineContext.of(config), True, plans.append))
     assert len(phases) == 1 and phases[0].available_now
     assert phases[0].config.source.max_files_per_trigger == 12  # 12 KB: one batch
     assert config.source.max_files_per_trigger == 1
@@ -261,7 +262,7 @@ def test_processing_time_run_catches_up_then_starts_the_steady_query(tmp_path: P
     _landing(tmp_path, 12)
     trigger = {"mode": "processing-time", "interval": "5 seconds", "target_batch_duration": "1 minute"}
     config = load_config(write_config(tmp_path, trigger=trigger))
-    phases = run_phases(config, False)
+    phases = run_phases(PipelineContext.of(config), False)
     catch_up = next(phases)
     assert catch_up.available_now and catch_up.config.source.max_files_per_trigger == 12
     # Nothing read the files (no Spark here): the next plan sees the same backlog and does not try again.
@@ -273,7 +274,7 @@ def test_processing_time_run_catches_up_then_starts_the_steady_query(tmp_path: P
 def test_catch_up_off_without_a_target(tmp_path: Path) -> None:
     _landing(tmp_path, 12)
     config = load_config(write_config(tmp_path))
-    phases = list(run_phases(config, True))
+    phases = list(run_phases(PipelineContext.of(config), True))
     assert len(phases) == 1 and phases[0].config is config and phases[0].plan is None
 
 

@@ -12,6 +12,7 @@ from tests.helpers import write_config
 from tidemark.cli.main import main
 from tidemark.config import AggregationKind, StateStoreKind, load_config
 from tidemark.config.model import ROCKSDB_PROVIDER
+from tidemark.context import PipelineContext
 from tidemark.errors import ConfigError
 
 
@@ -99,16 +100,21 @@ def test_error_text_in_brackets_survives_rendering(tmp_path: Path, capsys: pytes
 def test_output_writers_follow_the_task_slots_unless_set(tmp_path: Path) -> None:
     from tidemark.pipeline.sinks import output_writers
 
-    assert output_writers(load_config(write_config(tmp_path)), task_slots=8) == 8
-    assert output_writers(load_config(write_config(tmp_path, sink={"writers": 3})), task_slots=8) == 3
+    assert output_writers(PipelineContext.of(load_config(write_config(tmp_path))), task_slots=8) == 8
+    assert (
+        output_writers(PipelineContext.of(load_config(write_config(tmp_path, sink={"writers": 3}))), task_slots=8) == 3
+    )
     custom = {"kind": "custom", "processor": "m:P", "window": None}
-    assert output_writers(load_config(write_config(tmp_path, aggregation=custom)), task_slots=8) is None
+    assert (
+        output_writers(PipelineContext.of(load_config(write_config(tmp_path, aggregation=custom))), task_slots=8)
+        is None
+    )
     # Under dynamic allocation the slots are unknown at start: Spark's plan, unless writers is set.
     dynamic = write_config(tmp_path)
     dynamic.write_text(dynamic.read_text() + '\n[spark.conf]\n"spark.dynamicAllocation.enabled" = true\n')
-    assert output_writers(load_config(dynamic), task_slots=8) is None
+    assert output_writers(PipelineContext.of(load_config(dynamic)), task_slots=8) is None
     console = {"format": "console", "path": None}
-    assert output_writers(load_config(write_config(tmp_path, sink=console)), task_slots=8) is None
+    assert output_writers(PipelineContext.of(load_config(write_config(tmp_path, sink=console))), task_slots=8) is None
 
 
 def test_a_delta_table_name_is_a_sink_with_no_path_until_a_run_records_it(tmp_path: Path) -> None:

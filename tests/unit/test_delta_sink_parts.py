@@ -13,6 +13,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from tests.helpers import write_config
 from tidemark.config import load_config
+from tidemark.context import PipelineContext
 from tidemark.errors import EnvironmentProblem, InputError
 from tidemark.formats import SinkTransaction, read_sink_transaction, write_sink_transaction
 from tidemark.needs import needs_of
@@ -345,10 +346,10 @@ def test_recover_takes_a_delta_table_of_any_partitioning_and_a_parquet_sink_only
 
     for partitions in ([], ["user"], ["windowStart"]):
         delta = write_config(tmp_path, sink={"format": "delta", "path": "output", "partition_by": partitions})
-        check_replayable(load_config(delta))
+        check_replayable(PipelineContext.of(load_config(delta)))
     parquet = write_config(tmp_path, sink={"partition_by": []})
     with pytest.raises(UsageError, match=r"tidemark recover refused: a Parquet sink is recovered by moving its"):
-        check_replayable(load_config(parquet))
+        check_replayable(PipelineContext.of(load_config(parquet)))
     # An unpartitioned table tidemark wrote (delta-rs here): the windows come from its rows.
     import datetime as dt
 
@@ -397,4 +398,4 @@ def test_recover_per_key_on_a_delta_sink_is_refused_before_the_table_is_read(tmp
     (tmp_path / "output" / "_delta_log").mkdir(parents=True)
     (tmp_path / "output" / "_delta_log" / f"{0:020d}.json").write_text("not json\n")
     with pytest.raises(UsageError, match="--per-key rewrites windows some keys already have"):
-        plan_recovery(config, None, per_key=True)
+        plan_recovery(PipelineContext.of(config), None, per_key=True)

@@ -13,6 +13,7 @@ import pytest
 from tests.helpers import write_config
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
+from tidemark.context import PipelineContext
 from tidemark.formats import Checkpoint
 from tidemark.formats.kafka_offsets import TopicPartition
 from tidemark.recovery.plan import plan_recovery
@@ -54,22 +55,22 @@ def _config(tmp_path: Path, options: dict[str, str] | None = None, **source_keys
 def test_replay_starts_at_the_plans_offsets_or_the_earliest(tmp_path: Path) -> None:
     config = _config(tmp_path, {"startingOffsetsByTimestamp": '{"events": {"0": 1}}'}, starting_offsets="latest")
     offsets = '{"events":{"0":120,"1":98}}'
-    options = kafka_options(replay_config(config, datetime(2026, 3, 1, tzinfo=UTC), offsets))
+    options = kafka_options(replay_config(PipelineContext.of(config), datetime(2026, 3, 1, tzinfo=UTC), offsets))
     assert options["startingOffsets"] == offsets
     assert "startingOffsetsByTimestamp" not in options and "startingTimestamp" not in options  # they would win
     for key, value in EVENT_HUBS.items():  # the endpoint settings reach Spark unchanged
         assert options[key] == value
     timed = _config(tmp_path, starting_offsets="2026-01-01T00:00:00Z")
-    options = kafka_options(replay_config(timed, EPOCH))
+    options = kafka_options(replay_config(PipelineContext.of(timed), EPOCH))
     assert options["startingOffsets"] == "earliest" and "startingTimestamp" not in options
 
 
 def test_recovery_plan_with_no_finalized_window_names_no_secret(tmp_path: Path) -> None:
     config = _config(tmp_path)
     (tmp_path / "output").mkdir()
-    plan = plan_recovery(config, newest_event_time=None, now=datetime(2026, 3, 1, tzinfo=UTC))
+    plan = plan_recovery(PipelineContext.of(config), newest_event_time=None, now=datetime(2026, 3, 1, tzinfo=UTC))
     assert plan.resume_from == EPOCH
-    assert "per-partition start offsets" in describe_replay(config, EPOCH)
+    assert "per-partition start offsets" in describe_replay(PipelineContext.of(config), EPOCH)
     assert "SECRET" not in plan.replay and "SECRET" not in json.dumps(plan.to_json())
 
 

@@ -16,6 +16,7 @@ import pytest
 from tests.helpers import write_config
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
+from tidemark.context import PipelineContext
 from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
 from tidemark.formats import read_recovery_marker
 from tidemark.pipeline.start import launched
@@ -133,7 +134,9 @@ def test_plan_resumes_after_newest_committed_window_and_changes_nothing(
 ) -> None:
     config, p = pipeline
     before = sorted(str(x) for x in p["sink"].parent.rglob("*"))
-    plan = plan_recovery(config, newest_event_time=T0 + timedelta(hours=1), now=T0 + timedelta(hours=2))
+    plan = plan_recovery(
+        PipelineContext.of(config), newest_event_time=T0 + timedelta(hours=1), now=T0 + timedelta(hours=2)
+    )
     # Newest committed window starts at T0+30m, so the window after it (T0+45m) is the resume point.
     assert plan.newest_committed_window == T0 + 2 * MIN15
     assert plan.resume_from == T0 + 3 * MIN15
@@ -155,18 +158,22 @@ def test_recover_refuses_a_plain_spark_job_mid_batch(pipeline: tuple[TidemarkCon
     (offsets / "2").write_text("v1\n{}\n")
     before = sorted(str(x) for x in p["sink"].parent.rglob("*"))
     with pytest.raises(CheckpointLocked, match=r"batch 2 was planned .* ago and has not committed"):
-        plan_recovery(config, newest_event_time=T0 + timedelta(hours=1), now=T0 + timedelta(hours=2))
+        plan_recovery(
+            PipelineContext.of(config), newest_event_time=T0 + timedelta(hours=1), now=T0 + timedelta(hours=2)
+        )
     assert sorted(str(x) for x in p["sink"].parent.rglob("*")) == before
     old = time.time() - 3600  # planned an hour ago: the query crashed, recovery goes ahead
     os.utime(offsets / "2", (old, old))
-    plan = plan_recovery(config, newest_event_time=T0 + timedelta(hours=1), now=T0 + timedelta(hours=2))
+    plan = plan_recovery(
+        PipelineContext.of(config), newest_event_time=T0 + timedelta(hours=1), now=T0 + timedelta(hours=2)
+    )
     assert plan.resume_from == T0 + 3 * MIN15
 
 
 def test_plan_clamps_to_max_lookback_and_says_so(pipeline: tuple[TidemarkConfig, dict[str, Path]]) -> None:
     config, _ = pipeline
     newest = T0 + timedelta(days=1, hours=2)  # look-back floor: T0 + 2h
-    plan = plan_recovery(config, newest_event_time=newest)
+    plan = plan_recovery(PipelineContext.of(config), newest_event_time=newest)
     assert plan.unclamped_resume_from == T0 + 3 * MIN15
     assert plan.resume_from == T0 + timedelta(hours=2)
     assert plan.lost_windows == 5  # 00:45, 01:00, 01:15, 01:30, 01:45
@@ -175,7 +182,7 @@ def test_plan_clamps_to_max_lookback_and_says_so(pipeline: tuple[TidemarkConfig,
 
 def test_plan_per_key_takes_the_oldest_newest_window(pipeline: tuple[TidemarkConfig, dict[str, Path]]) -> None:
     config, p = pipeline
-    plan = plan_recovery(config, newest_event_time=T0 + timedelta(hours=1), per_key=True)
+    plan = plan_recovery(PipelineContext.of(config), newest_event_time=T0 + timedelta(hours=1), per_key=True)
     # u1's newest window is T0+15m, u2's T0+30m: resume at T0+30m and rewrite u2's T0+30m file too.
     assert plan.resume_from == T0 + 2 * MIN15
     rewritten = {Path(m.source).name for m in plan.moves if m.kind is MoveKind.REWRITTEN_PARTITION_FILE}
@@ -185,8 +192,8 @@ def test_plan_per_key_takes_the_oldest_newest_window(pipeline: tuple[TidemarkCon
 
 def test_archive_then_inject_repairs_new_log(pipeline: tuple[TidemarkConfig, dict[str, Path]]) -> None:
     config, p = pipeline
-    plan = plan_recovery(config, newest_event_time=T0 + timedelta(hours=1))
-    archive_and_mark(config, plan)
+    plan = plan_recovery(PipelineContext.of(config), newest_event_time=T0 + timedelta(hours=1))
+    archive_and_mark(PipelineContext.of(config), plan)
     assert not (p["sink"] / "_spark_metadata").exists()
     assert not p["failed"].exists() and p["a"].exists()
     assert (Path(plan.archive) / "sink-metadata" / "_spark_metadata" / "1").exists()
@@ -209,8 +216,8 @@ def test_archive_then_inject_repairs_new_log(pipeline: tuple[TidemarkConfig, dic
 
 def test_inject_goes_into_newest_compact(pipeline: tuple[TidemarkConfig, dict[str, Path]]) -> None:
     config, p = pipeline
-    plan = plan_recovery(config, newest_event_time=T0 + timedelta(hours=1))
-    archive_and_mark(config, plan)
+    plan = plan_recovery(PipelineContext.of(config), newest_event_time=T0 + timedelta(hours=1))
+    archive_and_mark(PipelineContext.of(config), plan)
     new = [_write_file(p["sink"], T0 + (4 + i) * MIN15, ["u1"], f"n{i}") for i in range(2)]
     _write_log(p["sink"], "0", [new[0]])
     _write_log(p["sink"], "9.compact", new)
@@ -247,15 +254,15 @@ def test_failover_keeps_the_resume_point_of_a_recovered_checkpoint(
     pipeline: tuple[TidemarkConfig, dict[str, Path]],
 ) -> None:
     config, _ = pipeline
-    plan = plan_recovery(config, newest_event_time=T0 + timedelta(hours=1))
-    archive_and_mark(config, plan)
+    plan = plan_recovery(PipelineContext.of(config), newest_event_time=T0 + timedelta(hours=1))
+    archive_and_mark(PipelineContext.of(config), plan)
     assert _failover(config) == plan.resume_from
 
 
 def test_recover_refuses_rate_source(tmp_path: Path) -> None:
     config = load_config(write_config(tmp_path, source={"format": "rate", "path": None, "schema": None}))
     with pytest.raises(UsageError, match="rate source"):
-        plan_recovery(config, None)
+        plan_recovery(PipelineContext.of(config), None)
 
 
 def _age(path: Path, when: float) -> None:
@@ -275,11 +282,11 @@ def test_sweep_moves_only_files_written_after_the_newest_commit(
         _age(p[name], now - 600)
     _age(commit, now - 300)
     _age(p["failed"], now - 10)
-    moves = sweep_failed_batch_files(config)
+    moves = sweep_failed_batch_files(PipelineContext.of(config))
     assert {Path(m.source).name for m in moves} == {p["failed"].name, f".{p['failed'].name}.crc"}
     assert p["a"].exists() and not p["failed"].exists()
     assert all(Path(m.target).exists() for m in moves)
-    assert sweep_failed_batch_files(config) == []  # a second start finds nothing
+    assert sweep_failed_batch_files(PipelineContext.of(config)) == []  # a second start finds nothing
 
 
 def test_sweep_keeps_what_the_ledger_names_even_when_newer(pipeline: tuple[TidemarkConfig, dict[str, Path]]) -> None:
@@ -292,7 +299,7 @@ def test_sweep_keeps_what_the_ledger_names_even_when_newer(pipeline: tuple[Tidem
     entry = LedgerEntry(2, "2026-01-01T00:00:00+00:00", ((_rel(p["failed"], p["sink"]), 1),), 2)
     checkpoint.write_atomic("_tidemark/ledger/000000000002.json", entry.to_json().encode())
     assert read_ledger(checkpoint)[2] == entry
-    assert sweep_failed_batch_files(config) == []
+    assert sweep_failed_batch_files(PipelineContext.of(config)) == []
     assert p["failed"].exists()
     # The ledger's own record of a batch comes from the sink log (plain file) of that batch.
     recorded = record_batch(checkpoint, sink, 1, 7)
@@ -316,7 +323,7 @@ def test_interrupted_recovery_is_finished_not_planned_again(
 ) -> None:
     """A crash after the first moves of `recover --apply`: the rerun finishes the journal and keeps the plan."""
     config, p = pipeline
-    plan = plan_recovery(config, newest_event_time=T0 + timedelta(hours=1))
+    plan = plan_recovery(PipelineContext.of(config), newest_event_time=T0 + timedelta(hours=1))
     calls = {"n": 0}
     real = journal_module._Runner.move
 
@@ -328,14 +335,14 @@ def test_interrupted_recovery_is_finished_not_planned_again(
 
     monkeypatch.setattr(journal_module._Runner, "move", crash_after_two)
     with pytest.raises(KeyboardInterrupt):
-        archive_and_mark(config, plan)
+        archive_and_mark(PipelineContext.of(config), plan)
     monkeypatch.setattr(journal_module._Runner, "move", real)
     assert read_recovery_marker(_loc(p["checkpoint"])) is None
-    finished = finish_interrupted_moves(config)
+    finished = finish_interrupted_moves(PipelineContext.of(config))
     assert [r.purpose for r in finished] == ["recovery"]
     marker = read_recovery_marker(_loc(p["checkpoint"]))
     assert marker is not None and marker.resume_from == plan.resume_from
-    resumed = interrupted_recovery(config)
+    resumed = interrupted_recovery(PipelineContext.of(config))
     assert resumed == plan
     for move in plan.moves:  # each file in exactly one place (the fresh checkpoint holds only the marker)
         assert Path(move.target).exists()

@@ -13,6 +13,7 @@ import pytest
 from tests.helpers import write_config
 from tidemark.cli.main import main
 from tidemark.config import TidemarkConfig, load_config
+from tidemark.context import PipelineContext
 from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
 from tidemark.formats import FileKind, StoreScan
 from tidemark.formats.scan import KIND_BITS
@@ -82,7 +83,7 @@ def test_loadable_needs_a_snapshot_and_every_change_after_it() -> None:
 
 def test_rollback_moves_later_batches_state_and_sink_files(pipeline: tuple[Path, TidemarkConfig]) -> None:
     root, config = pipeline
-    plan = plan_rollback(config, 1)
+    plan = plan_rollback(PipelineContext.of(config), 1)
     assert plan.undone_batches == (2, 3) and plan.state_version == 2
     sources = {str(Path(m.source).relative_to(root)) for m in plan.moves}
     assert {"checkpoint/offsets/2", "checkpoint/commits/3", "checkpoint/commits/.3.crc"} <= sources
@@ -111,7 +112,7 @@ def test_rollback_refuses_an_uncommitted_batch(pipeline: tuple[Path, TidemarkCon
     (root / "checkpoint" / "commits" / "3").unlink()
     _planned_long_ago(root / "checkpoint" / "offsets" / "3")  # a query that stopped mid-batch an hour ago
     with pytest.raises(UsageError, match="not committed"):
-        plan_rollback(config, 3)
+        plan_rollback(PipelineContext.of(config), 3)
 
 
 def _planned_long_ago(offset_file: Path) -> None:
@@ -127,7 +128,9 @@ def test_a_plain_spark_job_mid_batch_is_refused_and_nothing_moves(pipeline: tupl
     with pytest.raises(CheckpointLocked, match=r"batch 4 was planned .* ago and has not committed"):
         roll_back(config, 2, apply=True)
     with pytest.raises(CheckpointLocked, match="batch 4"):
-        plan_rollback(config, 2)  # the dry run too: its plan would be stale the moment the job commits
+        plan_rollback(
+            PipelineContext.of(config), 2
+        )  # the dry run too: its plan would be stale the moment the job commits
     assert sorted(root.rglob("*")) == before
     _planned_long_ago(root / "checkpoint" / "offsets" / "4")  # the job crashed long ago: allowed
     assert roll_back(config, 2, apply=True).plan.undone_batches == (3, 4)
@@ -138,7 +141,7 @@ def test_rollback_refuses_when_the_state_is_gone(pipeline: tuple[Path, TidemarkC
     root, config = pipeline
     (root / "checkpoint" / "state" / "0" / "1" / "1.changelog").unlink()  # partition 1 has no snapshot
     with pytest.raises(CheckpointError, match=r"state/0/1 cannot load state version 2"):
-        plan_rollback(config, 1)
+        plan_rollback(PipelineContext.of(config), 1)
     assert (root / "checkpoint" / "commits" / "3").exists()
 
 
@@ -159,5 +162,5 @@ def test_rollback_refuses_when_spark_could_not_restart_from_there(pipeline: tupl
     root, config = pipeline
     (root / "checkpoint" / "offsets" / "0").unlink()  # pruned: Spark restarts after 1 from offsets 0 and 1
     with pytest.raises(UsageError, match="offsets/0 is gone"):
-        plan_rollback(config, 1)
-    assert plan_rollback(config, 2).undone_batches == (3,)
+        plan_rollback(PipelineContext.of(config), 1)
+    assert plan_rollback(PipelineContext.of(config), 2).undone_batches == (3,)

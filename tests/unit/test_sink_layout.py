@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tidemark.context import PipelineContext
 from tidemark.errors import StorageError
 from tidemark.sinks.parquet import read_sink_layout
 from tidemark.storage.open import open_storage
@@ -67,7 +68,7 @@ def test_a_killed_batchs_empty_file_is_not_part_of_a_sink_whose_log_lists_no_fil
     layout = read_sink_layout(open_storage(str(sink)))
     assert (layout.files, layout.footers_read, layout.columns) == (1, 0, ())
     config = load_config(write_config(tmp_path, sink={"path": str(sink)}))
-    found = check_sink(config)
+    found = check_sink(PipelineContext.of(config))
     assert found is not None and (found.uri, found.problem) == (layout.uri, None)
     # Without a log the same file is all the sink holds, and a torn file there is an error, not skipped.
     (sink / "_spark_metadata" / "0").unlink()

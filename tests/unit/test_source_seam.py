@@ -15,6 +15,7 @@ import tidemark
 from tests.helpers import write_config
 from tidemark.compat import UTC
 from tidemark.config import SourceFormat, TidemarkConfig, load_config
+from tidemark.context import PipelineContext
 from tidemark.errors import UsageError
 from tidemark.formats import Checkpoint
 from tidemark.needs import needs_of
@@ -98,7 +99,7 @@ def test_each_source_declares_what_a_session_and_the_tools_need(tmp_path: Path) 
     assert source_of(kafka).origin_names_record and not source_of(files).origin_names_record
     assert not source_of(rate).malformed and source_of(files).malformed
     with pytest.raises(UsageError, match="the rate source cannot be replayed"):
-        check_replayable(rate)
+        check_replayable(PipelineContext.of(rate))
 
 
 def test_file_inputs_of_committed_batches_are_the_source_logs_files(tmp_path: Path) -> None:

@@ -71,8 +71,8 @@ def adopt(
         from_checkpoint,
         old_sink,
         apply=apply,
-        precheck=lambda spark, planned: require_describes_old_job(
-            settings, str(config), from_checkpoint, spark, read_with=planned
+        precheck=lambda launch: require_describes_old_job(
+            settings, str(config), from_checkpoint, launch.session(), read_with=launch.config
         ),
     )
     if json_output:

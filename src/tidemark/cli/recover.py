@@ -127,7 +127,7 @@ def recover(
         else:
             _render_rollback(rollback)
         return
-    from tidemark.evolve.guard import require_same_query
+    from tidemark.evolve.guard import SameQuery
     from tidemark.recovery.apply import recover_pipeline
 
     if apply and not json_output:
@@ -136,7 +136,7 @@ def recover(
         settings,
         apply=apply,
         per_key=per_key,
-        precheck=lambda spark, planned: require_same_query(settings, str(config), spark, read_with=planned),
+        precheck=SameQuery(settings, str(config)),
     )
     if json_output:
         print_json(result)

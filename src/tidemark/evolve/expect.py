@@ -53,10 +53,11 @@ def _ms(delta: object) -> int | None:
 
 
 def _aggregate_state(spark: SparkSession, config: TidemarkConfig) -> dict[str, tuple[Field, ...]]:
+    from tidemark.context import PipelineContext
     from tidemark.pipeline.query import build_events, build_output
     from tidemark.spark.jvm import call
 
-    events = build_events(spark, config)
+    events = build_events(spark, PipelineContext.of(config))
     empty = spark.createDataFrame(spark.sparkContext.emptyRDD(), events.schema)
     build_output(empty, config).createOrReplaceTempView(_PROBE_VIEW)
     try:
@@ -67,9 +68,10 @@ def _aggregate_state(spark: SparkSession, config: TidemarkConfig) -> dict[str, t
 
 
 def _events_fields(spark: SparkSession, config: TidemarkConfig) -> dict[str, Field]:
+    from tidemark.context import PipelineContext
     from tidemark.pipeline.query import build_events
 
-    events = build_events(spark, config)
+    events = build_events(spark, PipelineContext.of(config))
     return {f.name: f for f in struct_fields(events.schema.jsonValue())}
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidemark.config import TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.evolve.check import CheckReport, check_config
 from tidemark.formats import Checkpoint
 
@@ -43,7 +44,9 @@ def require_restartable(
     checkpoint = Checkpoint.open(config.checkpoint.location)
     refuse_foreign(checkpoint.store)
     require_matching_sink(
-        config, "tidemark run", "write to a new [sink] path, or see docs/adopt.md to continue another job's sink"
+        launch.pipeline if launch is not None else PipelineContext.of(config),
+        "tidemark run",
+        "write to a new [sink] path, or see docs/adopt.md to continue another job's sink",
     )
     if not checkpoint.exists() or not checkpoint.commit_batches():
         return None
@@ -83,6 +86,19 @@ class RestartCheck:
     def after(self, launch: Launch, result: RunResult) -> None:
         """Nothing: the check is done before the query."""
         del launch, result
+
+
+@dataclass(frozen=True)
+class SameQuery:
+    """`tidemark recover`'s precheck on the recovery's launch: require_same_query read with the launch's session and
+    planned config (the RocksDB cap the replay runs with)."""
+
+    config: TidemarkConfig
+    config_path: str
+
+    def __call__(self, launch: Launch) -> None:
+        """Refuse, in one line, a checkpoint another query wrote."""
+        require_same_query(self.config, self.config_path, launch.session(), read_with=launch.config)
 
 
 def require_same_query(

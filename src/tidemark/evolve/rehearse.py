@@ -63,6 +63,7 @@ def _wait_for_batch(query: StreamingQuery, batch: int) -> None:
 
 def rehearse(spark: SparkSession, config: TidemarkConfig) -> Rehearsal:
     """Run the config's query on a throwaway copy of its checkpoint until its last batch ran again."""
+    from tidemark.context import PipelineContext
     from tidemark.pipeline.query import build_query
     from tidemark.session import runtime_conf
 
@@ -88,7 +89,7 @@ def rehearse(spark: SparkSession, config: TidemarkConfig) -> Rehearsal:
         with runtime_conf(spark, rehearsal_config.spark_conf()):
             try:
                 query = (
-                    build_query(spark, rehearsal_config)
+                    build_query(spark, PipelineContext.of(rehearsal_config))
                     .writeStream.format("noop")
                     .outputMode("append")
                     .option("checkpointLocation", str(copy))

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidemark.config import TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.errors import TidemarkError
 from tidemark.formats import Checkpoint
 from tidemark.monitor.watchdog import default_stuck_after
 from tidemark.pipeline.backlog import peak_state_bytes, recent_progress
 from tidemark.pipeline.catchup import memory_ceiling_bytes
 from tidemark.plan.load import conf_from_config
-from tidemark.sources import CatchesUp, CatchUpContext, CatchUpPlan, source_of
+from tidemark.sources import CatchesUp, CatchUpContext, CatchUpPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,13 +69,13 @@ def catch_up_context(config: TidemarkConfig) -> CatchUpContext:
 
 
 def run_phases(
-    config: TidemarkConfig,
+    pipeline: PipelineContext,
     available_now: bool,
     on_plan: Callable[[CatchUpPlan], None] | None = None,
     spark: SparkSession | None = None,
 ) -> Iterator[RunPhase]:
     """The queries a run starts, one at a time; the caller stops asking when a query fails or the run must stop."""
-    source = source_of(config)
+    config, source = pipeline.config, pipeline.source
     if (
         config.trigger.target_batch_duration is None
         or not isinstance(source, CatchesUp)

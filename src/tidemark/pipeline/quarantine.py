@@ -21,13 +21,14 @@ from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
 from tidemark.errors import ConfigError
 from tidemark.formats import QUARANTINE_DONE_FILE, QUARANTINE_SUFFIX, quarantine_batch, quarantine_batch_name
-from tidemark.sources import event_time_expression, source_of
+from tidemark.sources import event_time_expression
 from tidemark.storage import Storage, open_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from tidemark.sources import RawStream
+    from tidemark.context import PipelineContext
+    from tidemark.sources import RawStream, Source
 
 OBSERVATION = "tidemark_quarantine"
 RECORDS = "records"
@@ -84,12 +85,13 @@ def _checks(stream: RawStream, config: TidemarkConfig) -> _Checks:
     return _Checks(frame, unparseable | no_time | no_key, record)
 
 
-def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
+def validate(stream: RawStream, pipeline: PipelineContext) -> ValidatedStream:
     """Split malformed rows off into an observation and return the good events with a watermark."""
     from pyspark.sql import functions as F
 
+    config = pipeline.config
     checks = _checks(stream, config)
-    records = _inline_records(stream, config, checks)
+    records = _inline_records(stream, pipeline.source, checks)
     observed = checks.frame.observe(
         OBSERVATION,
         F.count(F.when(checks.bad, 1)).alias("count"),
@@ -104,7 +106,7 @@ def validate(stream: RawStream, config: TidemarkConfig) -> ValidatedStream:
     return ValidatedStream(watermarked, stream.columns)
 
 
-def _inline_records(stream: RawStream, config: TidemarkConfig, checks: _Checks) -> Column | None:
+def _inline_records(stream: RawStream, source: Source, checks: _Checks) -> Column | None:
     """The bounded aggregate of a batch's malformed records as JSON, when the session's driver has it.
 
     Only for a source whose record's origin (Kafka's topic/partition/offset) names it alone, so the driver can drop
@@ -115,7 +117,7 @@ def _inline_records(stream: RawStream, config: TidemarkConfig, checks: _Checks) 
 
     from tidemark.spark.jvm import bounded_collect
 
-    if not source_of(config).origin_names_record:
+    if not source.origin_names_record:
         return None
     return bounded_collect(stream.frame.sparkSession, F.when(checks.bad, F.to_json(checks.record)), INLINE_CHARS)
 

@@ -10,30 +10,30 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from tidemark.config import TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.errors import EnvironmentProblem
 from tidemark.needs import require_features
 from tidemark.pipeline.quarantine import validate
 from tidemark.pipeline.sinks import output_writers, writer_for
 from tidemark.pipeline.transforms import build_stateful
-from tidemark.sources import source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 
-def build_events(spark: SparkSession, config: TidemarkConfig, replay_from: datetime | None = None) -> DataFrame:
+def build_events(spark: SparkSession, pipeline: PipelineContext, replay_from: datetime | None = None) -> DataFrame:
     """The source's good events: parsed, validated (malformed ones counted aside), watermarked.
 
     replay_from (recovery): only events at or after it are read.
     """
     from pyspark.sql import functions as F
 
-    source = source_of(config)
+    source = pipeline.source
     source.check()
-    events = validate(source.stream(spark), config).events
+    events = validate(source.stream(spark), pipeline).events
     if replay_from is not None:
-        events = events.where(F.col(config.event_time.column) >= F.lit(replay_from))
+        events = events.where(F.col(pipeline.config.event_time.column) >= F.lit(replay_from))
     return events
 
 
@@ -54,11 +54,11 @@ def build_output(events: DataFrame, config: TidemarkConfig, replay_from: datetim
 
 
 def build_query(
-    spark: SparkSession, config: TidemarkConfig, replay_from: datetime | None = None, writers: int | None = None
+    spark: SparkSession, pipeline: PipelineContext, replay_from: datetime | None = None, writers: int | None = None
 ) -> DataFrame:
     """The whole streaming plan up to its sink; writers (when given) is the task count of the writing stage."""
-    require_features(config)  # one line naming the Spark that has what the config asks for, before Spark fails
-    output = build_output(build_events(spark, config, replay_from), config, replay_from)
+    require_features(pipeline.config)  # one line naming the Spark that has what the config asks for, before Spark fails
+    output = build_output(build_events(spark, pipeline, replay_from), pipeline.config, replay_from)
     return output.coalesce(writers) if writers is not None else output
 
 
@@ -71,18 +71,18 @@ def task_slots(spark: SparkSession, config: TidemarkConfig) -> int:
 
 
 def start_query(
-    spark: SparkSession, config: TidemarkConfig, available_now: bool, replay_from: datetime | None = None
+    spark: SparkSession, pipeline: PipelineContext, available_now: bool, replay_from: datetime | None = None
 ) -> StreamingQuery:
     """Build the whole streaming plan from the config and start it.
 
     replay_from (recovery): only events at or after it are read, and only windows starting at or
     after it are written, so a replay rewrites exactly the windows the sink does not hold.
     """
-    output = build_query(spark, config, replay_from, output_writers(config, task_slots(spark, config)))
+    output = build_query(spark, pipeline, replay_from, output_writers(pipeline, task_slots(spark, pipeline.config)))
     try:
-        return writer_for(output, config, available_now).start()
+        return writer_for(output, pipeline, available_now).start()
     except Exception as exc:
-        missing = source_of(config).missing_connector(str(exc))
+        missing = pipeline.source.missing_connector(str(exc))
         if missing is not None:
             raise EnvironmentProblem(missing) from exc
         raise

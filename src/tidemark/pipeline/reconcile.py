@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from tidemark.config import TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.formats import Checkpoint
 from tidemark.formats import read_quarantine_marker as read_marker
 from tidemark.formats import write_quarantine_marker as write_marker
@@ -22,7 +22,7 @@ from tidemark.pipeline.quarantine import (
     write_batch,
     write_malformed,
 )
-from tidemark.sources import BatchInput, source_of
+from tidemark.sources import BatchInput
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,23 +32,23 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _batch_input(spark: SparkSession, config: TidemarkConfig, batch: BatchInput | None) -> RawStream | None:
-    return source_of(config).read_input(spark, batch) if batch is not None else None
+def _batch_input(spark: SparkSession, pipeline: PipelineContext, batch: BatchInput | None) -> RawStream | None:
+    return pipeline.source.read_input(spark, batch) if batch is not None else None
 
 
 def batch_newest_event_ms(
-    spark: SparkSession, config: TidemarkConfig, checkpoint: Checkpoint, batch: int
+    spark: SparkSession, pipeline: PipelineContext, checkpoint: Checkpoint, batch: int
 ) -> int | None:
     """The newest valid event time (epoch ms) a committed batch read, from its input read again; None when the
     checkpoint does not say what it read."""
-    inputs = source_of(config).committed_inputs(checkpoint, [batch])
-    stream = _batch_input(spark, config, inputs.get(batch))
-    return newest_event_ms(stream, config) if stream is not None else None
+    inputs = pipeline.source.committed_inputs(checkpoint, [batch])
+    stream = _batch_input(spark, pipeline, inputs.get(batch))
+    return newest_event_ms(stream, pipeline.config) if stream is not None else None
 
 
 def quarantine_batches(
     spark: SparkSession,
-    config: TidemarkConfig,
+    pipeline: PipelineContext,
     upto: int,
     counts: dict[int, int] | None = None,
     records: dict[int, list[dict[str, Any]]] | None = None,
@@ -59,7 +59,7 @@ def quarantine_batches(
     observation's records, when it carried them) are written as they are when, once each by source, they are as
     many as the count: a batch is read again only when the stream could not carry its records.
     """
-    source = source_of(config)
+    config, source = pipeline.config, pipeline.source
     if not source.malformed:
         return []
     done = read_marker(config.quarantine.path)
@@ -82,7 +82,7 @@ def quarantine_batches(
             write_batch(config.quarantine.path, batch, carried)
             log.debug("batch %d: %d malformed record(s) from the stream's own observation", batch, len(carried))
             continue
-        stream = _batch_input(spark, config, inputs.get(batch))
+        stream = _batch_input(spark, pipeline, inputs.get(batch))
         if stream is None:
             continue
         expected = counts.get(batch) if counts is not None else None
@@ -99,9 +99,9 @@ def quarantine_batches(
     return written
 
 
-def reconcile_quarantine(spark: SparkSession, config: TidemarkConfig) -> list[int]:
+def reconcile_quarantine(spark: SparkSession, pipeline: PipelineContext) -> list[int]:
     """At start: write the malformed records of every committed batch the quarantine has not seen."""
-    repaired = quarantine_batches(spark, config, upto=2**62)
+    repaired = quarantine_batches(spark, pipeline, upto=2**62)
     if repaired:
         log.warning("re-read %d committed batch(es) to write their malformed records: %s", len(repaired), repaired)
     return repaired

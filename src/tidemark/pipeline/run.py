@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import UTC, StrEnum
 from tidemark.config import AggregationKind, TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.errors import TidemarkError
 from tidemark.monitor.events import EventKind, json_listener
 from tidemark.pipeline.listener import ProgressHook, RunCounters, make_handler
 from tidemark.pipeline.phases import run_phases
 from tidemark.pipeline.query import start_query
-from tidemark.sinks import sink_of
-from tidemark.sources import source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -235,18 +234,19 @@ def run_pipeline(
     from tidemark.needs import session_conf
     from tidemark.pipeline.start import StartPoint, launched
 
-    source_of(config).check()  # before the JVM starts: a wrong path should cost nothing
+    pipeline = PipelineContext.of(config)
+    pipeline.source.check()  # before the JVM starts: a wrong path should cost nothing
     options = _Options(new_run_id(), available_now, max_duration, stop or threading.Event(), on_progress, on_warning)
     if launch is not None:
-        sink_of(config).check()
-        return _run(launch, StartPoint(config, replay_from), options)
+        pipeline.sink.check()
+        return _run(launch, StartPoint(pipeline, replay_from), options)
     if fetch is not None:  # the Spark route's one-line refusals (a scheme, a jar) before any storage is read
         session_conf(config, progress=fetch.progress, hint=fetch.hint)
     # A `state repartition` killed during its swap is finished before the plan (or a check) reads the checkpoint.
     finish_checkpoint_swaps(config.checkpoint.location)
-    sink_of(config).check()
+    pipeline.sink.check()
     with launched(config, spark) as own:
-        point = StartPoint(own.config, replay_from)
+        point = StartPoint(own.pipeline, replay_from)
         for step in prestarts:
             point = step.before(own, point)
         result = _run(own, point, options)
@@ -274,13 +274,14 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
     from tidemark.pipeline.reconcile import reconcile_quarantine
     from tidemark.session import runtime_conf
 
-    session, config, start, replay_from = launch.session(), point.config, launch.start, point.replay_from
+    session, pipeline, start, replay_from = launch.session(), point.pipeline, launch.start, point.replay_from
+    config = pipeline.config
     run_id, stop, on_progress, on_warning = options.run_id, options.stop, options.on_progress, options.on_warning
     reasons: list[StopReason] = []
     once = bool(options.available_now) or config.trigger.mode.value == "available-now"
     deadline_after = options.max_duration or config.trigger.max_duration
-    source_start = source_of(config).check_start(session)  # one line for a broker, topic or data-loss problem
-    reconcile_quarantine(session, config)
+    source_start = pipeline.source.check_start(session)  # one line for a broker, topic or data-loss problem
+    reconcile_quarantine(session, pipeline)
     warnings: list[str] = []
 
     def monitor_warning(text: str) -> None:
@@ -302,7 +303,7 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
     # grows only while it ramps up. Leaks come from per-key logic that forgets to remove state.
     if config.aggregation.kind is AggregationKind.CUSTOM:
         hooks.append(_leak_hook(config, monitor, warnings, on_warning))
-    sink = sink_of(config)
+    sink = pipeline.sink
     sink_hook = sink.batch_hook()
     if sink_hook is not None:
         hooks.append(sink_hook)
@@ -328,14 +329,16 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
                 failure = None
                 # One query, or catch-up queries sized from the backlog and then the steady one (pipeline/phases.py).
                 record_plan = lambda plan: monitor.record("catch-up", **asdict(plan))  # noqa: E731
-                for phase in run_phases(config, once, record_plan, session):
-                    with runtime_conf(session, {**_progress_retention(config), **phase.spark_conf}):
+                for phase in run_phases(pipeline, once, record_plan, session):
+                    # A catch-up phase's config (its per-trigger limit) has its own context.
+                    phased = pipeline if phase.config is config else PipelineContext.of(phase.config)
+                    with runtime_conf(session, {**_progress_retention(pipeline), **phase.spark_conf}):
                         planned = None
                         for attempt in range(1 + _RESTARTS):
                             if planned is None:  # else planned when the query before ended
-                                _plan_owed_batch(session, config, monitor)
+                                _plan_owed_batch(session, pipeline, monitor)
                             planned = None
-                            query = start_query(session, phase.config, phase.available_now, replay_from)
+                            query = start_query(session, phased, phase.available_now, replay_from)
                             monitor.attach(query)
                             while query.isActive:
                                 if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
@@ -347,21 +350,21 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
                                     query.awaitTermination(1)
                                 except Exception:  # it failed: reported below, in one line, from query.exception()
                                     break
-                                _write_quarantine(session, config, counters, lock)
+                                _write_quarantine(session, pipeline, counters, lock)
                             failure = query.exception()
                             _wait_for_listener(query, counters, lock)
-                            _write_quarantine(session, config, counters, lock)
+                            _write_quarantine(session, pipeline, counters, lock)
                             if attempt == _RESTARTS or reasons or stop.is_set():
                                 break
                             if failure is None:
                                 # An available-now query that re-ran a batch its sink had skipped ends owing one.
-                                planned = _plan_owed_batch(session, config, monitor) if phase.available_now else None
+                                planned = _plan_owed_batch(session, pipeline, monitor) if phase.available_now else None
                                 if planned is None:
                                     break
-                            elif _restart_after_spark_defect(config, str(failure), monitor, warnings, on_warning):
+                            elif _restart_after_spark_defect(pipeline, str(failure), monitor, warnings, on_warning):
                                 # The failed progress report was the re-run batch's only count of its malformed
                                 # rows: they are written from its input now, not at the next start.
-                                reconcile_quarantine(session, config)
+                                reconcile_quarantine(session, pipeline)
                             else:
                                 break
                     if failure is not None or reasons or stop.is_set():
@@ -370,7 +373,7 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
             monitor.stop(ended=(reasons[0] if reasons else StopReason.FINISHED if once else StopReason.REQUESTED).value)
             session.streams.removeListener(listener)
     if failure is not None:
-        raise PipelineFailed(_failure_message(session, config, str(failure))) from None
+        raise PipelineFailed(_failure_message(session, pipeline, str(failure))) from None
     with lock:
         return RunResult(
             run_id=run_id,
@@ -391,16 +394,18 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
         )
 
 
-def _plan_owed_batch(session: SparkSession, config: TidemarkConfig, monitor: RunMonitor) -> OwedBatch | None:
+def _plan_owed_batch(session: SparkSession, pipeline: PipelineContext, monitor: RunMonitor) -> OwedBatch | None:
     """Plan the no-data batch a stopped query owed (pipeline/owed_batch.py) before a query starts, and say so."""
     from tidemark.formats import Checkpoint
     from tidemark.pipeline.owed_batch import plan_owed_batch_at
     from tidemark.pipeline.reconcile import batch_newest_event_ms
     from tidemark.secrets import redact
 
+    config = pipeline.config
+
     def newest(batch: int) -> int | None:
         try:
-            return batch_newest_event_ms(session, config, Checkpoint.open(config.checkpoint.location), batch)
+            return batch_newest_event_ms(session, pipeline, Checkpoint.open(config.checkpoint.location), batch)
         except Exception as exc:  # the query reports a source problem itself, in one line
             text = _first_line(redact(str(exc)))
             log.warning("batch %d's input could not be read again to check its watermark: %s", batch, text)
@@ -425,20 +430,20 @@ def _plan_owed_batch(session: SparkSession, config: TidemarkConfig, monitor: Run
     return owed
 
 
-def _progress_retention(config: TidemarkConfig) -> dict[str, str]:
+def _progress_retention(pipeline: PipelineContext) -> dict[str, str]:
     """Fewer progress events kept on the driver by a query whose observation can carry malformed records (up to
     quarantine.INLINE_CHARS a batch, for a source whose records are named by their origin); tidemark's listener
     has every event already."""
     from tidemark.pipeline.quarantine import RECENT_PROGRESS
 
     key = "spark.sql.streaming.numRecentProgressUpdates"
-    if not source_of(config).origin_names_record or key in config.spark.conf:
+    if not pipeline.source.origin_names_record or key in pipeline.config.spark.conf:
         return {}
     return {key: str(RECENT_PROGRESS)}
 
 
 def _write_quarantine(
-    session: SparkSession, config: TidemarkConfig, counters: RunCounters, lock: threading.Lock
+    session: SparkSession, pipeline: PipelineContext, counters: RunCounters, lock: threading.Lock
 ) -> None:
     """Write the malformed records of the batches reported since the last call (the listener only counts)."""
     from tidemark.pipeline.reconcile import quarantine_batches
@@ -449,7 +454,7 @@ def _write_quarantine(
     if not counts:
         return
     try:
-        quarantine_batches(session, config, upto=max(counts), counts=counts, records=records)
+        quarantine_batches(session, pipeline, upto=max(counts), counts=counts, records=records)
     except Exception as exc:  # never the run's end: the next start re-reads what is not written
         log.warning("writing the quarantine failed (the next start retries): %s", _first_line(str(exc)))
         return
@@ -460,7 +465,7 @@ def _write_quarantine(
 
 
 def _restart_after_spark_defect(
-    config: TidemarkConfig,
+    pipeline: PipelineContext,
     failure: str,
     monitor: RunMonitor,
     warnings: list[str],
@@ -468,7 +473,7 @@ def _restart_after_spark_defect(
 ) -> bool:
     """True when the query failed on a known Spark defect of its source after its batch committed, and may simply
     start again (the source says which: Source.restartable_failure)."""
-    message = source_of(config).restartable_failure(failure)
+    message = pipeline.source.restartable_failure(failure)
     if message is None:
         return False
     _warn("SPARK_DEFECT", message, "none needed (Spark 4.2 fixed it)", monitor, warnings, on_warning)
@@ -490,11 +495,11 @@ def _record_data_loss(
         on_warning(text)
 
 
-def _failure_message(session: SparkSession, config: TidemarkConfig, text: str) -> str:
+def _failure_message(session: SparkSession, pipeline: PipelineContext, text: str) -> str:
     """One line for a failed query: a source's problem in its terms (a Kafka broker's), else Spark's first line."""
     from tidemark.secrets import redact
 
-    line = source_of(config).describe_failure(session, text)
+    line = pipeline.source.describe_failure(session, text)
     if line is None:
         from tidemark.spark.credentials import explain_storage_failure
 

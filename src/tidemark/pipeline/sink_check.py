@@ -7,10 +7,11 @@ of two schemas and windows twice; recover, run over an existing sink and audit r
 from __future__ import annotations
 
 from tidemark.config import AggregationKind, TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.errors import InputError
 from tidemark.pipeline.transforms import session as session_transform
 from tidemark.pipeline.transforms import window as window_transform
-from tidemark.sinks import SinkMatch, sink_of
+from tidemark.sinks import SinkMatch
 
 
 def expected_columns(config: TidemarkConfig) -> tuple[str, ...] | None:
@@ -24,15 +25,16 @@ def expected_columns(config: TidemarkConfig) -> tuple[str, ...] | None:
     return None
 
 
-def check_sink(config: TidemarkConfig) -> SinkMatch | None:
+def check_sink(pipeline: PipelineContext) -> SinkMatch | None:
     """What the sink holds against what the config writes (the sink's package reads it: a folder of files' partition
     folders and columns); None when there is nothing to compare (no files, or a table that checks its own schema)."""
-    return sink_of(config).match_layout(expected_columns(config))
+    columns = expected_columns(pipeline.config)
+    return pipeline.sink.match_layout(columns)
 
 
-def require_matching_sink(config: TidemarkConfig, action: str, fix: str) -> SinkMatch | None:
+def require_matching_sink(pipeline: PipelineContext, action: str, fix: str) -> SinkMatch | None:
     """Raise a one-line InputError naming how the sink on disk differs from the config; before `action`."""
-    found = check_sink(config)
+    found = check_sink(pipeline)
     if found is not None and found.problem is not None:
         msg = (
             f"{action} refused: the sink {found.uri} was not written by this config: {found.problem}. "

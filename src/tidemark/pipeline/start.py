@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from tidemark.config import TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.needs import pipeline_session
 from tidemark.plan import store_start
 from tidemark.plan.store_start import StartPlan
@@ -41,11 +42,19 @@ class Launch:
     _lent: SparkSession | None
     _stack: ExitStack
     _session: SparkSession | None = field(default=None, init=False)
+    _pipeline: PipelineContext | None = field(default=None, init=False)
 
     @property
     def config(self) -> TidemarkConfig:
         """The planned config: the user's, with the state store and cap the start chose."""
         return self.start.config
+
+    @property
+    def pipeline(self) -> PipelineContext:
+        """The planned config's context (its sink, source and locations), resolved once for the launch."""
+        if self._pipeline is None:
+            self._pipeline = PipelineContext.of(self.config)
+        return self._pipeline
 
     def session(self) -> SparkSession:
         """The launch's session (the one route: needs.pipeline_session), started or lent on first use."""
@@ -58,13 +67,14 @@ class Launch:
         was lost) looked up through this launch's session: both configs then carry its location."""
         from dataclasses import replace
 
-        from tidemark.sinks import sink_of
-
-        if sink_of(self.given).unresolved() is None:
+        sink = self.pipeline.sink
+        if sink.unresolved() is None:
             return
-        spark = self.session()
-        self.given = sink_of(self.given).located(spark)
-        self.start = replace(self.start, config=sink_of(self.start.config).located(spark))
+        located = sink.located(self.session())
+        # Only the sink's section changes: the user's config gets the folder the planned one found.
+        self.given = self.given.model_copy(update={"sink": located.sink})
+        self.start = replace(self.start, config=located)
+        self._pipeline = None  # its sink is the located config's now
 
 
 @dataclass(frozen=True)
@@ -86,11 +96,16 @@ def launched(config: TidemarkConfig, spark: SparkSession | None = None) -> Itera
 
 @dataclass(frozen=True)
 class StartPoint:
-    """What the query starts as: the planned config (a replay's: with its filter and start offsets) and the event
-    time a recovered checkpoint replays from (None: a plain run)."""
+    """What the query starts as: the planned config's context (a replay's: with its filter and start offsets) and
+    the event time a recovered checkpoint replays from (None: a plain run)."""
 
-    config: TidemarkConfig
+    pipeline: PipelineContext
     replay_from: datetime | None = None
+
+    @property
+    def config(self) -> TidemarkConfig:
+        """The config the query runs."""
+        return self.pipeline.config
 
 
 class Prestart(Protocol):

@@ -53,6 +53,7 @@ def _int(conf: Mapping[str, str], key: str) -> int | None:
 def conf_from_spark(conf: Mapping[str, str], master: str = "") -> MemoryConf:
     """Read the memory settings of a Spark conf; in local mode the driver's heap is the one executor."""
     threads = local_threads(master)
+    store = StateStoreKind.of_provider(conf.get(PROVIDER_KEY))
     if threads is not None:
         heap = spark_memory(conf.get("spark.driver.memory", DEFAULT_HEAP))
         cores = threads
@@ -70,7 +71,6 @@ def conf_from_spark(conf: Mapping[str, str], master: str = "") -> MemoryConf:
     if conf.get("spark.memory.offHeap.enabled", "false").lower() == "true":
         off_heap = spark_memory(conf.get("spark.memory.offHeap.size", "0"), plain_unit=1)
     pyspark = conf.get("spark.executor.pyspark.memory")
-    store = StateStoreKind.of_provider(conf.get(PROVIDER_KEY))
     bounded = None
     if store is StateStoreKind.ROCKSDB and conf.get(BOUNDED_MEMORY_USAGE, "false").lower() == "true":
         bounded = spark_memory(conf.get(MAX_MEMORY_USAGE, "500"))

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from tidemark.pipeline.run import RunResult
+    from tidemark.pipeline.start import Launch
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ def adopt_job(
     *,
     apply: bool = False,
     spark: SparkSession | None = None,
-    precheck: Callable[[SparkSession, TidemarkConfig], None] | None = None,
+    precheck: Callable[[Launch], None] | None = None,
 ) -> AdoptionResult:
     """Plan the cut-over and, with apply, leave the replay point in a new checkpoint and replay the open windows."""
     from tidemark.pipeline.run import run_pipeline
@@ -227,7 +228,7 @@ def adopt_job(
     with launched(config, spark) as launch:
         if precheck is not None:
             # The caller's own refusal (the config describes another job), before any write.
-            precheck(launch.session(), launch.config)
+            precheck(launch)
         if old_sink is not None or plan.position is None:
             plan = plan_adoption(config, old_checkpoint, old_sink, spark=launch.session())
         if not apply:
@@ -242,7 +243,7 @@ def adopt_job(
         with step(what) as advance:
             assert plan.position is not None
             replay = run_pipeline(
-                replay_config(launch.config, plan.resume_from, plan.position.replay_offsets),
+                replay_config(launch.pipeline, plan.resume_from, plan.position.replay_offsets),
                 available_now=True,
                 launch=launch,
                 replay_from=plan.resume_from,

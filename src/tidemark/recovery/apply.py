@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidemark.config import TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.errors import CheckpointError
 from tidemark.formats import (
     RECOVERY_PLAN_FILE,
@@ -17,10 +18,10 @@ from tidemark.formats import (
     place_archived_marker,
     read_recovery_marker,
 )
-from tidemark.recovery.archive import finish_interrupted, perform, pipeline_locations
+from tidemark.recovery.archive import finish_interrupted, perform
 from tidemark.recovery.plan import RecoveryPlan, checkpoint_state, ensure_not_running
 from tidemark.recovery.replay import replay_config
-from tidemark.sinks import SinkCheck, sink_of
+from tidemark.sinks import SinkCheck
 from tidemark.storage import Location, open_storage, parse_location
 from tidemark.storage.journal import JournalResult
 
@@ -43,9 +44,9 @@ class RecoveryResult:
     own_log: bool = False  # the sink keeps its own log (a table's): it keeps listing what survived, nothing to add
 
 
-def finish_interrupted_moves(config: TidemarkConfig) -> list[JournalResult]:
+def finish_interrupted_moves(pipeline: PipelineContext) -> list[JournalResult]:
     """Finish the journals a crashed recovery, rollback or sweep left; a finished recovery gets its marker."""
-    paths = pipeline_locations(config)
+    paths = pipeline.locations()
 
     def after(result: JournalResult) -> None:
         if result.purpose == "recovery" and "archive" in result.meta:
@@ -58,16 +59,16 @@ def _place(checkpoint: Location, archive: Location) -> None:
     place_archived_marker(checkpoint, archive)
 
 
-def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
+def archive_and_mark(pipeline: PipelineContext, plan: RecoveryPlan) -> None:
     """Move everything aside and leave a fresh checkpoint that carries the resume point.
 
     The marker and the plan go into the archive first; the moves are journaled and the marker is placed
     in the fresh checkpoint before the journal goes, so a crash part-way is finished by the next
     `recover --apply` or `run`, which then replays from the same resume point.
     """
-    paths = pipeline_locations(config)
+    paths = pipeline.locations()
     ensure_not_running(paths.checkpoint)
-    entries = sink_of(config).surviving_entries(Checkpoint.open(paths.checkpoint), plan.surviving_files)
+    entries = pipeline.sink.surviving_entries(Checkpoint.open(paths.checkpoint), plan.surviving_files)
     marker = RecoveryMarker(plan.resume_from, plan.archive, entries, injected=False, source_offsets=plan.source_offsets)
     archive = parse_location(plan.archive)
     kept = open_storage(archive)
@@ -85,7 +86,7 @@ def archive_and_mark(config: TidemarkConfig, plan: RecoveryPlan) -> None:
 
 def apply_recovery(plan: RecoveryPlan, launch: Launch) -> RecoveryResult:
     """Archive, replay (available-now) from the resume point, add the surviving files to the new log, verify."""
-    archive_and_mark(launch.config, plan)
+    archive_and_mark(launch.pipeline, plan)
     return _replay(plan, launch)
 
 
@@ -94,11 +95,11 @@ def _replay(plan: RecoveryPlan, launch: Launch) -> RecoveryResult:
     from tidemark.pipeline.run import run_pipeline
     from tidemark.steps import step
 
-    config = launch.config
-    paths = pipeline_locations(config)
+    pipeline = launch.pipeline
+    paths = pipeline.locations()
     with step(f"replaying from {plan.resume_from.isoformat()}: batches") as advance:
         replay = run_pipeline(
-            replay_config(config, plan.resume_from, plan.source_offsets),
+            replay_config(pipeline, plan.resume_from, plan.source_offsets),
             available_now=True,
             launch=launch,
             replay_from=plan.resume_from,
@@ -106,15 +107,15 @@ def _replay(plan: RecoveryPlan, launch: Launch) -> RecoveryResult:
         )
     from tidemark.recovery.audit import key_columns
 
-    sink = sink_of(config)
+    sink = pipeline.sink
     injected = 0 if sink.keeps_own_log else sink.finish_recovery(paths.checkpoint)
-    check = sink.check_rows(key_columns(config), launch.session())
+    check = sink.check_rows(key_columns(pipeline.config), launch.session())
     return RecoveryResult(plan, True, replay, injected, check, own_log=sink.keeps_own_log)
 
 
-def interrupted_recovery(config: TidemarkConfig) -> RecoveryPlan | None:
+def interrupted_recovery(pipeline: PipelineContext) -> RecoveryPlan | None:
     """The plan of a recovery whose moves are done but whose replay never committed a batch, or None."""
-    paths = pipeline_locations(config)
+    paths = pipeline.locations()
     marker = read_recovery_marker(paths.checkpoint)
     if marker is None or checkpoint_state(paths.checkpoint) is CheckpointStatus.PRESENT:
         return None
@@ -128,20 +129,20 @@ def interrupted_recovery(config: TidemarkConfig) -> RecoveryPlan | None:
         raise CheckpointError(msg) from exc
 
 
-def plan_from_source(session: SparkSession, config: TidemarkConfig, per_key: bool = False) -> RecoveryPlan:
+def plan_from_source(session: SparkSession, pipeline: PipelineContext, per_key: bool = False) -> RecoveryPlan:
     """The recovery plan, with what the source says: where its replay starts (a Kafka source's per-partition
     offsets, found for the sink's resume point) and the newest event time there is to replay (which bounds
     max_lookback)."""
     from dataclasses import replace
 
     from tidemark.recovery.plan import plan_recovery
-    from tidemark.sources import EPOCH, source_of
+    from tidemark.sources import EPOCH
 
-    source = source_of(config).replayable()
+    source = pipeline.source.replayable()
     start = source.replay_start(
-        session, lambda: plan_recovery(config, None, per_key=per_key).unclamped_resume_from or EPOCH
+        session, lambda: plan_recovery(pipeline, None, per_key=per_key).unclamped_resume_from or EPOCH
     )
-    plan = plan_recovery(config, source.newest_event(session, start), per_key=per_key)
+    plan = plan_recovery(pipeline, source.newest_event(session, start), per_key=per_key)
     return replace(plan, source_offsets=start.offsets, replay=source.describe_replay(plan.resume_from, start))
 
 
@@ -151,7 +152,7 @@ def recover_pipeline(
     apply: bool = False,
     per_key: bool = False,
     spark: SparkSession | None = None,
-    precheck: Callable[[SparkSession, TidemarkConfig], None] | None = None,
+    precheck: Callable[[Launch], None] | None = None,
 ) -> RecoveryResult:
     """Plan a recovery from the sink (and, with apply, carry it out); the one entry point of the CLI.
 
@@ -162,28 +163,28 @@ def recover_pipeline(
     from tidemark.pipeline.start import launched
     from tidemark.recovery.replay import check_replayable
 
-    check_replayable(config)
+    check_replayable(PipelineContext.of(config))
     with launched(config, spark) as launch:
         launch.locate_sink()  # a catalog table whose checkpoint (which recorded its folder) was lost
-        config = launch.given
+        pipeline = launch.pipeline
         # Every precondition before anything moves (dry run too: a plan for a sink it cannot rewrite would mislead).
-        ensure_not_running(pipeline_locations(config).checkpoint)
+        ensure_not_running(pipeline.locations().checkpoint)
         require_matching_sink(
-            config,
+            pipeline,
             "tidemark recover",
             "recover rewrites windowStart partitions of a sink this config's query wrote; to move another job's "
             "sink and checkpoint over, see docs/adopt.md",
         )
         if apply:
-            finish_interrupted_moves(config)
+            finish_interrupted_moves(pipeline)
         if precheck is not None:
             # The caller's own refusal (the checkpoint written by another query), before any move.
-            precheck(launch.session(), launch.config)
+            precheck(launch)
         if apply:
-            resumed = interrupted_recovery(config)
+            resumed = interrupted_recovery(pipeline)
             if resumed is not None:
                 return _replay(resumed, launch)
-        plan = plan_from_source(launch.session(), config, per_key=per_key)
+        plan = plan_from_source(launch.session(), pipeline, per_key=per_key)
         if not apply:
             return RecoveryResult(plan, False, None, None, None)
         return apply_recovery(plan, launch)

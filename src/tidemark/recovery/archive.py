@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 
-from tidemark.compat import UTC, StrEnum
+from tidemark.compat import StrEnum
 from tidemark.config import TidemarkConfig
-from tidemark.errors import InputError, UsageError
-from tidemark.formats import ARCHIVE_DIR
-from tidemark.sinks import Tool, sink_of
+from tidemark.context import PipelineContext, PipelineLocations
+from tidemark.errors import UsageError
+from tidemark.sinks import Tool
 from tidemark.storage import Location, parse_location
 from tidemark.storage.journal import AfterSteps, JournalResult, Step, finish_pending, journaled
 
@@ -42,53 +41,9 @@ class Move:
     target: str
 
 
-@dataclass(frozen=True)
-class PipelineLocations:
-    """The locations of a pipeline recovery may touch, and the archive beside the sink."""
-
-    checkpoint: Location
-    sink: Location
-    quarantine: Location
-    archive_base: Location
-
-    def archive_for(self, now: datetime | None = None) -> Location:
-        """A new dated archive folder (not created yet)."""
-        when = now or datetime.now(tz=UTC)
-        return self.archive_base.join(f"{when:%Y%m%dT%H%M%S%fZ}")
-
-    @property
-    def roots(self) -> dict[str, Location]:
-        """The named roots moves start from or land in."""
-        return {
-            "checkpoint": self.checkpoint,
-            "sink": self.sink,
-            "quarantine": self.quarantine,
-            "archive": self.archive_base,
-        }
-
-
-def _inside(path: Location, folder: Location) -> bool:
-    return path.relative_to(folder) is not None
-
-
 def pipeline_locations(config: TidemarkConfig, tool: Tool = Tool.RECOVER) -> PipelineLocations:
-    """Resolve the pipeline's checkpoint, sink and quarantine; refuse a sink or a layout the tool cannot handle."""
-    pipeline_sink = sink_of(config)
-    pipeline_sink.refuse(tool)
-    unknown = pipeline_sink.unresolved()
-    if unknown is not None:
-        raise InputError(unknown)
-    sink = parse_location(pipeline_sink.path or "")
-    checkpoint = parse_location(config.checkpoint.location)
-    quarantine = parse_location(config.quarantine.path)
-    archive = sink.parent.join(ARCHIVE_DIR)
-    if _inside(sink, checkpoint) or _inside(checkpoint, sink):
-        msg = f"the sink {sink} and the checkpoint {checkpoint} must not contain one another for recovery"
-        raise UsageError(msg)
-    if _inside(archive, checkpoint):
-        msg = f"the archive {archive} would land inside the checkpoint {checkpoint}: move the sink elsewhere"
-        raise UsageError(msg)
-    return PipelineLocations(checkpoint, sink, quarantine, archive)
+    """The locations of a config that no command resolved yet (PipelineContext.locations resolves them once)."""
+    return PipelineContext.of(config).locations(tool)
 
 
 def plan_move(kind: MoveKind, root: Location, rel: str, archive: Location, label: str) -> Move:

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemark.config import AggregationKind, TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.formats import Checkpoint
-from tidemark.recovery.archive import pipeline_locations
 from tidemark.sinks import Tool, sink_of
 from tidemark.sinks.audit import MAX_LISTED, BatchRecord, Violation, ViolationKind
-from tidemark.sources import source_of
 
 
 @dataclass(frozen=True)
@@ -52,12 +51,13 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
     """Build the per-batch ledger and check exactly-once; raise only when the checkpoint cannot be read."""
     from tidemark.pipeline.sink_check import require_matching_sink
 
-    paths = pipeline_locations(config, Tool.AUDIT)
+    pipeline = PipelineContext.of(config)
+    paths = pipeline.locations(Tool.AUDIT)
     checkpoint = Checkpoint.open(paths.checkpoint)
     checkpoint.require()
-    require_matching_sink(config, "tidemark audit", "point the config at the sink its query writes")
-    target = sink_of(config)
-    inputs = source_of(config).committed_inputs(checkpoint, checkpoint.commit_batches())
+    require_matching_sink(pipeline, "tidemark audit", "point the config at the sink its query writes")
+    target = pipeline.sink
+    inputs = pipeline.source.committed_inputs(checkpoint, checkpoint.commit_batches())
     found = target.audit(checkpoint, {batch: read.names for batch, read in inputs.items()})
     violations = list(found.violations)
     notes = list(found.notes)

@@ -12,12 +12,12 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from tidemark.config import TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.errors import CheckpointError
 from tidemark.formats import Checkpoint, CheckpointStatus, lock_is_live, read_lock, read_recovery_marker
-from tidemark.recovery.archive import Move, MoveKind, perform, pipeline_locations, plan_move
+from tidemark.recovery.archive import Move, MoveKind, perform, plan_move
 from tidemark.recovery.plan import checkpoint_state
-from tidemark.sinks import Tool, sink_of
+from tidemark.sinks import Tool
 
 if TYPE_CHECKING:
     from tidemark.pipeline.start import Launch
@@ -32,20 +32,20 @@ def prepare_failover(launch: Launch) -> datetime | None:
     repaired if a crash left that pending). A checkpoint without offsets next to a sink that has a
     metadata log is the trap: a new query would skip its first batches as "already committed".
     """
-    config = launch.config
-    if not sink_of(config).vouches(Tool.FAILOVER):  # a sink recovery cannot vouch for: a plain run
+    pipeline = launch.pipeline
+    config, sink = pipeline.config, pipeline.sink
+    if not sink.vouches(Tool.FAILOVER):  # a sink recovery cannot vouch for: a plain run
         return None
-    paths = pipeline_locations(config)
+    paths = pipeline.locations()
     marker = read_recovery_marker(paths.checkpoint)
     if marker is not None:
-        if not marker.injected and sink_of(config).finish_recovery(paths.checkpoint) is not None:
+        if not marker.injected and sink.finish_recovery(paths.checkpoint) is not None:
             log.warning("added the files that survived the recovery to the sink log of %s", paths.sink)
-        sweep_failed_batch_files(config)
+        sweep_failed_batch_files(pipeline)
         return marker.resume_from
     if checkpoint_state(paths.checkpoint) is CheckpointStatus.PRESENT:
-        sweep_failed_batch_files(config)
+        sweep_failed_batch_files(pipeline)
         return None
-    sink = sink_of(config)
     if not sink.holds_output():
         return None
     if config.checkpoint.on_missing == "fail":
@@ -58,17 +58,17 @@ def prepare_failover(launch: Launch) -> datetime | None:
     return _recover(launch)
 
 
-def sweep_failed_batch_files(config: TidemarkConfig, now: datetime | None = None) -> list[Move]:
+def sweep_failed_batch_files(pipeline: PipelineContext, now: datetime | None = None) -> list[Move]:
     """Move aside the files of a killed batch (written after the newest commit, listed nowhere) before a re-run.
 
     Spark readers skip them through the log, but plain Parquet readers would count those windows twice once
     the batch is re-run. Skipped while a live run holds the checkpoint; the sink says which files they are.
     """
-    paths = pipeline_locations(config)
+    paths = pipeline.locations()
     info = read_lock(paths.checkpoint.uri)
     if info is not None and lock_is_live(info):
         return []
-    failed, kept = sink_of(config).failed_batch_files(Checkpoint.open(paths.checkpoint))
+    failed, kept = pipeline.sink.failed_batch_files(Checkpoint.open(paths.checkpoint))
     if kept:
         log.info("%d sink file(s) no log lists are older than the newest commit (expired entries): kept", kept)
     if not failed:
@@ -83,8 +83,7 @@ def sweep_failed_batch_files(config: TidemarkConfig, now: datetime | None = None
 def _recover(launch: Launch) -> datetime:
     from tidemark.recovery.apply import apply_recovery, plan_from_source
 
-    config = launch.config
-    plan = plan_from_source(launch.session(), config)
+    plan = plan_from_source(launch.session(), launch.pipeline)
     log.warning(
         "checkpoint %s is gone: recovering from %s (archive %s)", plan.checkpoint, plan.resume_from, plan.archive
     )

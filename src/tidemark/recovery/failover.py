@@ -10,15 +10,15 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from tidemark.context import PipelineContext
 from tidemark.formats import CheckpointStatus, read_recovery_marker
 from tidemark.pipeline.run import RunResult
 from tidemark.pipeline.start import Launch, StartPoint
 from tidemark.recovery.apply import finish_interrupted_moves
-from tidemark.recovery.archive import pipeline_locations
 from tidemark.recovery.auto import prepare_failover
 from tidemark.recovery.plan import checkpoint_state
 from tidemark.recovery.replay import replay_config
-from tidemark.sinks import Tool, sink_of
+from tidemark.sinks import Tool
 from tidemark.storage import parse_location
 
 log = logging.getLogger(__name__)
@@ -37,8 +37,8 @@ class Failover:
 
     def before(self, launch: Launch, point: StartPoint) -> StartPoint:
         """Where the query starts after failover: the point, a recovered checkpoint's replay, or a recovery's."""
-        config = launch.config  # a `state repartition` killed during its swap was finished by run_pipeline
-        sink = sink_of(config)
+        pipeline = launch.pipeline  # a `state repartition` killed during its swap was finished by run_pipeline
+        config, sink = pipeline.config, pipeline.sink
         if not sink.vouches(Tool.FAILOVER) or sink.unresolved() is not None:
             # A plain run; a recovered checkpoint keeps its replay filter, so a restart keeps the query it replayed
             # with. A catalog table whose location no run has recorded yet is first resolved by this run; a new
@@ -47,14 +47,14 @@ class Failover:
             resume = point.replay_from or (marker.resume_from if marker is not None else None)
             return replace(point, replay_from=resume)
         self._guarded = True
-        finish_interrupted_moves(config)
-        paths = pipeline_locations(config)
+        finish_interrupted_moves(pipeline)
+        paths = pipeline.locations()
         replay_from = point.replay_from or prepare_failover(launch)
         if replay_from is not None and checkpoint_state(paths.checkpoint) is not CheckpointStatus.PRESENT:
             # A recovery whose replay never committed a batch: the same replay again, from the marker's offsets.
             marker = read_recovery_marker(paths.checkpoint)
             offsets = marker.source_offsets if marker is not None else None
-            return StartPoint(replay_config(point.config, replay_from, offsets), replay_from)
+            return StartPoint(PipelineContext.of(replay_config(pipeline, replay_from, offsets)), replay_from)
         return replace(point, replay_from=replay_from)
 
     def after(self, launch: Launch, result: RunResult) -> None:
@@ -62,6 +62,7 @@ class Failover:
         del result
         if not self._guarded:
             return
-        paths = pipeline_locations(launch.config)
-        if sink_of(launch.config).finish_recovery(paths.checkpoint):
+        pipeline = launch.pipeline
+        paths = pipeline.locations()
+        if pipeline.sink.finish_recovery(paths.checkpoint):
             log.warning("added the files that survived the recovery to the sink log of %s", paths.sink)

@@ -8,16 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from tidemark.compat import UTC
-from tidemark.config import TidemarkConfig
+from tidemark.context import PipelineContext
 from tidemark.formats import Checkpoint, CheckpointStatus, ensure_unlocked
-from tidemark.recovery.archive import (
-    Move,
-    MoveKind,
-    pipeline_locations,
-    plan_move,
-)
+from tidemark.recovery.archive import Move, MoveKind, plan_move
 from tidemark.recovery.replay import EPOCH, check_replayable, describe_replay
-from tidemark.sinks import AsideKind, sink_of
+from tidemark.sinks import AsideKind
 from tidemark.storage import Location, open_storage
 from tidemark.storage.journal import pending_journals
 
@@ -106,15 +101,16 @@ def ensure_not_running(checkpoint: Location) -> None:
 
 
 def plan_recovery(
-    config: TidemarkConfig,
+    pipeline: PipelineContext,
     newest_event_time: datetime | None,
     *,
     per_key: bool = False,
     now: datetime | None = None,
 ) -> RecoveryPlan:
     """Work out the resume point and the moves; newest_event_time bounds the look-back (None: wall clock)."""
-    check_replayable(config)
-    paths = pipeline_locations(config)
+    check_replayable(pipeline)
+    config = pipeline.config
+    paths = pipeline.locations()
     ensure_not_running(paths.checkpoint)
     slide = config.aggregation.slide or config.aggregation.window
     assert slide is not None
@@ -122,7 +118,7 @@ def plan_recovery(
     # What the sink holds, read from it (a table's snapshot or rows, a file sink's committed files): the replay
     # resumes after its newest window. What moves aside of it is the sink's to say (a table keeps its own log,
     # which a lost checkpoint does not touch: nothing of it moves).
-    target = sink_of(config)
+    target = pipeline.sink
     if per_key:
         target.check_per_key()  # before anything is read
     held = target.held_windows()
@@ -178,7 +174,7 @@ def plan_recovery(
         resume_from=resume,
         unclamped_resume_from=unclamped,
         lost_windows=lost,
-        replay=describe_replay(config, resume),
+        replay=describe_replay(pipeline, resume),
         rewritten_from=resume,
         rewritten_until=until if until is None or until >= resume else None,
         surviving_files=cut.surviving,

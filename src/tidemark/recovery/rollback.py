@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tidemark.config import TidemarkConfig
+from tidemark.context import PipelineContext, PipelineLocations
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import (
     Checkpoint,
@@ -15,9 +16,9 @@ from tidemark.formats import (
     unloadable_stores,
     write_quarantine_marker,
 )
-from tidemark.recovery.archive import Move, MoveKind, PipelineLocations, perform, pipeline_locations, plan_move
+from tidemark.recovery.archive import Move, MoveKind, perform, plan_move
 from tidemark.recovery.plan import ensure_not_running
-from tidemark.sinks import SinkRollback, TableRollback, Tool, sink_of
+from tidemark.sinks import SinkRollback, TableRollback, Tool
 from tidemark.storage import Location, open_storage
 
 
@@ -65,12 +66,12 @@ def _quarantine_moves(paths: PipelineLocations, archive: Location, to_batch: int
     ]
 
 
-def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = None) -> RollbackPlan:
+def plan_rollback(pipeline: PipelineContext, to_batch: int, now: datetime | None = None) -> RollbackPlan:
     """Plan moving aside every batch after to_batch; refuse when it is not committed or its state is gone."""
     if to_batch < 0:
         msg = "--to-batch must be a batch id (0 or more)"
         raise UsageError(msg)
-    paths = pipeline_locations(config, Tool.ROLLBACK)
+    paths = pipeline.locations(Tool.ROLLBACK)
     checkpoint = Checkpoint.open(paths.checkpoint)
     if not checkpoint.exists():
         msg = f"checkpoint {paths.checkpoint} does not exist: run `tidemark recover` without --to-batch"
@@ -99,7 +100,7 @@ def plan_rollback(config: TidemarkConfig, to_batch: int, now: datetime | None = 
         )
         raise UsageError(msg)
     archive = paths.archive_for(now).join(f"rollback-to-{to_batch}")
-    sink_undo = sink_of(config).plan_rollback(checkpoint, to_batch)
+    sink_undo = pipeline.sink.plan_rollback(checkpoint, to_batch)
     moves = [
         *_checkpoint_moves(checkpoint, paths, archive, to_batch),
         *(plan_move(MoveKind(a.kind.value), paths.sink, a.rel, archive, "sink") for a in sink_undo.aside),
@@ -138,12 +139,13 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
     # Every precondition before anything moves: no live run, a sink this config wrote. An interrupted move is
     # finished first: a rollback killed mid-way leaves the sink log with a gap (its later files half moved) that
     # the sink check would read as an incomplete log (found by the chaos test, seed 1063731530).
-    locations = pipeline_locations(config, Tool.ROLLBACK)
+    pipeline = PipelineContext.of(config)
+    locations = pipeline.locations(Tool.ROLLBACK)
     ensure_not_running(locations.checkpoint)
     if apply:
         from tidemark.recovery.apply import finish_interrupted_moves
 
-        finish_interrupted_moves(config)
+        finish_interrupted_moves(pipeline)
     else:
         from tidemark.storage.journal import pending_journals
 
@@ -155,11 +157,10 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
                 f"{to_batch} --apply' finishes it first, then rolls back. Nothing was changed"
             )
             raise CheckpointError(msg)
-    require_matching_sink(config, "tidemark recover --to-batch", "point the config at the sink its query writes")
-    plan = plan_rollback(config, to_batch)
+    require_matching_sink(pipeline, "tidemark recover --to-batch", "point the config at the sink its query writes")
+    plan = plan_rollback(pipeline, to_batch)
     if apply:
-        paths = pipeline_locations(config, Tool.ROLLBACK)
-        ensure_not_running(paths.checkpoint)
+        ensure_not_running(locations.checkpoint)
         # First: the re-run batches must get their malformed records written again (a crash after this
         # only makes the next start re-read batches whose records are already there, which is idempotent).
         done = read_quarantine_marker(config.quarantine.path)
@@ -167,9 +168,9 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
             write_quarantine_marker(config.quarantine.path, to_batch)
         # The sink's own undo first (a table's undo commit, with a mark a run refuses on until the checkpoint's
         # moves are done too), then the moves of the checkpoint's and the sink's files.
-        store = open_storage(paths.checkpoint.uri)
-        sink = sink_of(config)
+        store = open_storage(locations.checkpoint.uri)
+        sink = pipeline.sink
         sink.apply_rollback(store, plan.sink_undo)
-        perform(list(plan.moves), paths, "rollback", {"archive": plan.archive})
+        perform(list(plan.moves), locations, "rollback", {"archive": plan.archive})
         sink.end_rollback(store)
     return RollbackResult(plan, apply)
