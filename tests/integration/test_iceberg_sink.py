@@ -140,7 +140,7 @@ def _ours(path: Path, app_id: str) -> list[int]:
     return versions[::-1]
 
 
-def test_iceberg_sink_is_exact_through_a_kill_a_lost_checkpoint_and_other_writers(
+def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_other_writers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Three files: two before the kill (it comes after batch 1), one after it (a batch past the re-run one).
@@ -180,6 +180,24 @@ def test_iceberg_sink_is_exact_through_a_kill_a_lost_checkpoint_and_other_writer
     assert sum(r.rows or 0 for r in audit.batches) == len(_table(output))
     live = _static(output).inspect.files()
     assert audit.data_files == live.num_rows
+
+    # recover --to-batch 1: Iceberg's own rollback_to_snapshot (no new snapshot: the later batches' snapshots leave
+    # the lineage); the table holds batches 0 and 1 only, and the rerun appends the later ones again: exact.
+    rows_through_1 = sum(r.rows or 0 for r in audit.batches if r.batch <= 1)
+    snapshots = len(_static(output).metadata.snapshots)
+    rolled = _cli(["recover", str(config), "--to-batch", "1", "--apply"])
+    assert rolled.returncode == 0, rolled.stderr[-2000:]
+    assert "rollback_to_snapshot" in rolled.stdout, rolled.stdout
+    assert sorted(_commits(tmp_path)) == [0, 1] and _ours(output, "tidemark:t") == [0, 1]
+    assert len(_table(output)) == rows_through_1 < len(_expected(files))
+    assert len(_static(output).metadata.snapshots) == snapshots  # no snapshot made, none removed
+    redone = _run(config)
+    assert redone.returncode == 0, redone.stderr[-2000:]
+    _assert_exact(output, _expected(files))
+    committed = max(_commits(tmp_path))  # the rerun may end with one more no-data batch than the first run
+    assert committed >= 3 and _ours(output, "tidemark:t") == list(range(committed + 1))
+    audit = audit_sink(load_config(config))
+    assert audit.ok, audit.violations
 
     # checkpoint inspect --sink reads the table: its snapshots and files as pyiceberg sees them, the batch this
     # checkpoint last wrote, and (at a low threshold) the small files and unexpired snapshots, each with its fix.
@@ -237,6 +255,12 @@ def test_iceberg_sink_is_exact_through_a_kill_a_lost_checkpoint_and_other_writer
     assert audit.ok, audit.violations
     assert any("2 snapshot(s) by other writers (replace, someone-else)" in n for n in audit.notes), audit.notes
     assert audit.rows_on_storage == len(_expected(files)) + 2
+    # A rollback now would drop the other writers' snapshots: refused in one line before anything changes.
+    capsys.readouterr()
+    assert main(["recover", str(config), "--to-batch", "0", "--apply"]) != 0
+    refusal = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(refusal) == 1 and "rollback_to_snapshot to before the undone batches would drop it" in refusal[0]
+    assert _commits(tmp_path) and max(_commits(tmp_path)) > 0  # the checkpoint is untouched
     shutil.rmtree(tmp_path / "checkpoint")
     again = _cli(["recover", str(config), "--apply"])
     assert again.returncode == 0, again.stderr[-2000:]

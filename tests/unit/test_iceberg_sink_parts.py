@@ -21,13 +21,14 @@ from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 from tests.helpers import write_config
 from tidemark.compat import UTC
 from tidemark.config import load_config
-from tidemark.errors import CheckpointError, ConfigError, EnvironmentProblem, UsageError
+from tidemark.errors import CheckpointError, ConfigError, EnvironmentProblem, InputError, UsageError
 from tidemark.formats import SinkTransaction
 from tidemark.needs import needs_of
 from tidemark.sinks import IcebergSink, SinkLimits, Tool, reader_of, sink_of
 from tidemark.sinks.iceberg.audit import audit_table, table_output
 from tidemark.sinks.iceberg.held import held_windows
 from tidemark.sinks.iceberg.inspect import inspect_table
+from tidemark.sinks.iceberg.rollback import plan_table_rollback
 from tidemark.sinks.iceberg.table import lineage, require_readable
 from tidemark.spark import jars
 from tidemark.spark.artifacts import ICEBERG_JARS, JarFeature, coordinates
@@ -217,8 +218,8 @@ def test_an_iceberg_config_asks_spark_for_its_catalog_and_vouches_only_for_what_
     assert settings["spark.sql.catalog.tidemark_iceberg.cache-enabled"] == "false"
     assert "IcebergSparkSessionExtensions" in settings["spark.sql.extensions"]
     sink = sink_of(config)
-    assert sink.vouched_by == frozenset({Tool.RECOVER, Tool.AUDIT})
-    for tool in (Tool.ROLLBACK, Tool.ADOPT, Tool.FAILOVER):
+    assert sink.vouched_by == frozenset({Tool.RECOVER, Tool.ROLLBACK, Tool.AUDIT})
+    for tool in (Tool.ADOPT, Tool.FAILOVER):
         with pytest.raises(UsageError, match="refused: the Iceberg sink answers") as caught:
             sink.refuse(tool)
         assert "\n" not in str(caught.value)
@@ -242,3 +243,34 @@ def test_iceberg_jars_are_locked_per_line_and_a_line_without_iceberg_is_one_line
             jars.fetch([JarFeature.ICEBERG], version, offline=True)
     assert jars.lock_key(JarFeature.ICEBERG, "4.1.3") == "iceberg@spark-4.1"
     assert JarFeature.ICEBERG in jars.EXACT_PINS and JarFeature.DELTA in jars.EXACT_PINS
+
+
+def test_a_rollback_plan_goes_back_to_the_snapshot_before_the_first_undone_batch_unless_another_writer_follows(
+    tmp_path: Path,
+) -> None:
+    table = _Table(tmp_path)
+    for version, window in enumerate([0, 1, 2, 3]):
+        table.ours(version, [window])
+    transaction = SinkTransaction("tidemark:t", 0, str(table.path))
+    ids = [c.snapshot_id for c in lineage(table.table)]
+    plan = plan_table_rollback(str(table.path), transaction, 1)
+    assert [c.batch for c in plan.undone] == [2, 3] and plan.restore_version == ids[1] and plan.reset_to == 1
+    assert plan.rows == 4 and len(plan.files) == 2 and "rollback_to_snapshot" in plan.notes[0]
+    assert plan_table_rollback(str(table.path), transaction, 3).reset_to is None  # nothing after batch 3
+    table.append([9], users="z", props={"tidemark.app": "someone-else"})  # another application's append
+    with pytest.raises(UsageError, match="would drop it") as caught:
+        plan_table_rollback(str(table.path), transaction, 1)
+    assert "someone-else" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_run_refuses_while_a_rollback_of_its_table_is_unfinished(tmp_path: Path) -> None:
+    from tidemark.formats import clear_sink_rollback, mark_sink_rollback
+
+    sink = sink_of(load_config(_config(tmp_path)))
+    checkpoint = open_storage(str(tmp_path / "checkpoint"))
+    sink.check()  # no rollback under way
+    mark_sink_rollback(checkpoint, 2)
+    with pytest.raises(InputError, match="--to-batch 2 --apply"):
+        sink.check()
+    clear_sink_rollback(checkpoint)
+    sink.check()

@@ -23,10 +23,21 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tidemark.config import SinkFormat
-from tidemark.errors import EnvironmentProblem, InputError
-from tidemark.sinks.base import HeldWindows, Sink, SinkCheck, SinkInspection, TableOutput, Tool, file_writers
+from tidemark.errors import CheckpointError, EnvironmentProblem, InputError
+from tidemark.sinks.base import (
+    HeldWindows,
+    Sink,
+    SinkCheck,
+    SinkInspection,
+    SinkRollback,
+    TableOutput,
+    TableRollback,
+    Tool,
+    file_writers,
+)
 from tidemark.sinks.iceberg.audit import audit_table, table_output
 from tidemark.sinks.iceberg.held import held_windows
+from tidemark.sinks.iceberg.rollback import apply_table_rollback, plan_table_rollback
 from tidemark.sinks.iceberg.table import (
     APP_KEY,
     BATCH_KEY,
@@ -58,11 +69,11 @@ class IcebergSink(Sink):
 
     format: ClassVar[SinkFormat] = SinkFormat.ICEBERG
     jar_groups: ClassVar[frozenset[JarFeature]] = frozenset({JarFeature.ICEBERG})
-    # Only what this sink answers and its tests prove: recover after a lost checkpoint, and audit.
-    vouched_by: ClassVar[frozenset[Tool]] = frozenset({Tool.RECOVER, Tool.AUDIT})
+    # Only what this sink answers and its tests prove: recover after a lost checkpoint, rollback, audit.
+    vouched_by: ClassVar[frozenset[Tool]] = frozenset({Tool.RECOVER, Tool.ROLLBACK, Tool.AUDIT})
     exactly_once_gap: ClassVar[str | None] = (
-        "the Iceberg sink answers `tidemark recover` and `tidemark audit` only so far (rollback through Iceberg's "
-        "rollback_to_snapshot, adopt and automatic recovery are not in this release)"
+        "the Iceberg sink answers `tidemark recover`, `tidemark recover --to-batch` and `tidemark audit` only so far "
+        "(adopt and the automatic recovery are not in this release)"
     )
     lost_checkpoint_risk: ClassVar[str] = "write every window again"
     readers: ClassVar[str] = "the table's readers"
@@ -116,6 +127,21 @@ class IcebergSink(Sink):
             settings[f"{prefix}.type"] = catalog.type.value
             settings[f"{prefix}.warehouse"] = catalog.warehouse
         return settings
+
+    def check(self) -> None:
+        """A rollback of the table that was interrupted (the table may already be rolled back, the checkpoint not)
+        is finished first: one line naming the command."""
+        from tidemark.formats import read_sink_rollback
+        from tidemark.storage import open_storage
+
+        undoing = read_sink_rollback(open_storage(self.config.checkpoint.location))
+        if undoing is not None:
+            msg = (
+                f"a rollback of {self.config.checkpoint.location} to batch {undoing} was interrupted (the table may "
+                f"already be rolled back, the checkpoint not): finish it with `tidemark recover CONFIG --to-batch "
+                f"{undoing} --apply` before running"
+            )
+            raise InputError(msg)
 
     def writers(self, task_slots: int) -> int | None:
         """Files per output partition per batch: the same stage shape as a file sink's (sinks/base.py)."""
@@ -197,6 +223,61 @@ class IcebergSink(Sink):
     def audit(self, checkpoint: Checkpoint, inputs: Mapping[int, tuple[str, ...]]) -> SinkAudit:
         """Each committed batch's snapshot, read from the table's lineage (sinks/iceberg/audit.py)."""
         return audit_table(checkpoint, self.table_output(checkpoint.store), inputs)
+
+    def plan_rollback(self, checkpoint: Checkpoint, to_batch: int) -> SinkRollback:
+        """The table's own undo: Iceberg's rollback_to_snapshot (sinks/iceberg/rollback.py); no file moves."""
+        undo = plan_table_rollback(self._table_path(), self._kept_transaction(checkpoint.store), to_batch)
+        return SinkRollback(to_batch, undo=undo, notes=undo.notes)
+
+    def apply_rollback(self, checkpoint: Storage, plan: SinkRollback) -> None:
+        """The mark first: a run refuses while it is there, so a kill between the table's rollback and the
+        checkpoint's moves cannot let the old batches run on against the rolled-back table. Run again, the rollback
+        finds the table done and finishes the checkpoint (`end_rollback` clears the mark)."""
+        from tidemark.formats import mark_sink_rollback
+
+        mark_sink_rollback(checkpoint, plan.to_batch)
+        if plan.undo is not None and plan.undo.reset_to is not None:
+            self.apply_table_rollback(plan.undo)
+
+    def apply_table_rollback(self, undo: TableRollback) -> None:
+        """The rollback_to_snapshot call, in a session with Iceberg's jar and this catalog (started for it and
+        stopped after, or the running one)."""
+        from pyspark.sql import SparkSession
+
+        from tidemark.spark.environment import SessionNeeds, spark_session
+
+        running = SparkSession.getActiveSession()
+        needs = SessionNeeds(
+            master=self.config.spark.master,
+            app_name=f"tidemark-rollback-{self.config.pipeline.name}",
+            settings=dict(self.spark_settings()),
+            locations=(self._table_path(),),
+            jars=self.jar_groups,
+        )
+        with spark_session(needs, running) as spark:
+            try:
+                apply_table_rollback(spark, self.table_name, self._table_path(), undo)
+            finally:
+                if running is None:
+                    spark.stop()
+
+    def end_rollback(self, checkpoint: Storage) -> None:
+        """The checkpoint is rolled back too: the mark goes."""
+        from tidemark.formats import clear_sink_rollback
+
+        clear_sink_rollback(checkpoint)
+
+    def _kept_transaction(self, checkpoint: Storage) -> SinkTransaction:
+        from tidemark.formats import read_sink_transaction
+
+        transaction = read_sink_transaction(checkpoint)
+        if transaction is None:
+            msg = (
+                f"{checkpoint.uri('')} keeps no Iceberg transaction (tidemark did not write this table from it): its "
+                "batches' snapshots cannot be told apart from other writers', so they cannot be rolled back"
+            )
+            raise CheckpointError(msg)
+        return transaction
 
     def check_rows(self, keys: tuple[str, ...], spark: SparkSession | None) -> SinkCheck | None:
         """Rows and repeated keys as pyiceberg reads the table (position deletes applied)."""
