@@ -14,7 +14,11 @@ import pytest
 import tidemark
 
 SRC = Path(tidemark.__file__).parent
-CONNECTORS = {("sinks", "parquet"): "_spark_metadata", ("sinks", "delta"): "_delta_log"}
+CONNECTORS = {
+    ("sinks", "parquet"): "_spark_metadata",
+    ("sinks", "delta"): "_delta_log",
+    ("sinks", "iceberg"): "version-hint.text",
+}
 # The registry and the contract, and the small connector that is one module.
 SHARED = {("sinks", "__init__.py"), ("sinks", "base.py"), ("sinks", "audit.py"), ("sinks", "console.py")}
 

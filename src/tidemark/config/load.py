@@ -58,14 +58,26 @@ def _is_uri(value: str) -> bool:
     return bool(colon) and len(scheme) > 1 and scheme[0].isalpha() and word.isalnum()
 
 
+# (table, sub-table, key): paths one table deeper (an Iceberg catalog's warehouse).
+_NESTED_PATH_KEYS = (("sink", "catalog", "warehouse"),)
+
+
+def _resolve(section: Any, key: str, base: Path) -> None:
+    if isinstance(section, dict) and isinstance(section.get(key), str):
+        value: str = section[key]
+        if not _is_uri(value) and not Path(value).is_absolute():
+            section[key] = str((base / value).resolve())
+
+
 def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for table, key in _PATH_KEYS:
+        _resolve(out.get(table), key, base)
+    for table, sub, key in _NESTED_PATH_KEYS:
         section = out.get(table)
-        if isinstance(section, dict) and isinstance(section.get(key), str):
-            value: str = section[key]
-            if not _is_uri(value) and not Path(value).is_absolute():
-                section[key] = str((base / value).resolve())
+        if isinstance(section, dict) and isinstance(section.get(sub), dict):
+            section[sub] = dict(section[sub])
+            _resolve(section[sub], key, base)
     return out
 
 

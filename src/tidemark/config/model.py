@@ -351,7 +351,25 @@ class SinkFormat(StrEnum):
 
     PARQUET = "parquet"
     DELTA = "delta"
+    ICEBERG = "iceberg"
     CONSOLE = "console"
+
+
+class IcebergCatalogKind(StrEnum):
+    """The Iceberg catalogs the Iceberg sink writes through."""
+
+    HADOOP = "hadoop"  # path-based: the table's folder is <warehouse>/<namespace>/<table>
+
+
+class IcebergCatalogConfig(_Table):
+    """[sink.catalog]: the Iceberg catalog `[sink] table` names a table in (format "iceberg")."""
+
+    type: IcebergCatalogKind = IcebergCatalogKind.HADOOP
+    warehouse: str  # a local folder (relative: to the config file's), or abfs://, wasbs://, s3a://
+
+    def table_location(self, table: str) -> str:
+        """The folder of `namespace.table` in a Hadoop catalog's warehouse."""
+        return "/".join([self.warehouse.rstrip("/"), *table.split(".")])
 
 
 class SinkConfig(_Table):
@@ -367,9 +385,12 @@ class SinkConfig(_Table):
     # Tasks of the stage that updates state and writes each batch, i.e. files per output partition per batch
     # (window and session aggregations only). None: one per task slot (pipeline/sinks.py, output_writers).
     writers: int | None = Field(default=None, ge=1)
+    catalog: IcebergCatalogConfig | None = None  # [sink.catalog]: format "iceberg" only
 
     @model_validator(mode="after")
     def _check(self) -> SinkConfig:
+        if self.format is SinkFormat.ICEBERG or self.catalog is not None:
+            return self._check_iceberg()
         if self.table is not None:
             if self.format is not SinkFormat.DELTA:
                 msg = f"sink.table is for format 'delta' (a catalog table), not '{self.format.value}': give sink.path"
@@ -386,8 +407,24 @@ class SinkConfig(_Table):
             raise ValueError(msg)
         return self
 
+    def _check_iceberg(self) -> SinkConfig:
+        if self.format is not SinkFormat.ICEBERG:
+            msg = f"sink.catalog is for format 'iceberg', not '{self.format.value}'"
+            raise ValueError(msg)
+        if self.path:
+            msg = "format 'iceberg' writes sink.table in sink.catalog, not sink.path: drop sink.path"
+            raise ValueError(msg)
+        if self.table is None or not _NAMESPACED_TABLE.fullmatch(self.table):
+            msg = "format 'iceberg' needs sink.table = \"namespace.table\" (a table in sink.catalog)"
+            raise ValueError(msg)
+        if self.catalog is None:
+            msg = "format 'iceberg' needs [sink.catalog] with type = \"hadoop\" and warehouse (a folder)"
+            raise ValueError(msg)
+        return self
+
 
 # A table name as a catalog takes it: up to three dot-separated parts, each plain or back-quoted.
+_NAMESPACED_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*")
 _TABLE_NAME = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|`[^`]+`)(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|`[^`]+`)){0,2}")
 
 

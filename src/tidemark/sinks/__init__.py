@@ -25,10 +25,11 @@ from tidemark.sinks.base import (
 )
 from tidemark.sinks.console import ConsoleSink
 from tidemark.sinks.delta import DeltaSink
+from tidemark.sinks.iceberg import IcebergSink
 from tidemark.sinks.parquet import ParquetSink
 from tidemark.storage import Storage
 
-SINKS: dict[SinkFormat, type[Sink]] = {s.format: s for s in (ParquetSink, DeltaSink, ConsoleSink)}
+SINKS: dict[SinkFormat, type[Sink]] = {s.format: s for s in (ParquetSink, DeltaSink, IcebergSink, ConsoleSink)}
 
 
 def sink_of(config: TidemarkConfig) -> Sink:
@@ -54,6 +55,7 @@ __all__ = [
     "ConsoleSink",
     "DeltaSink",
     "HeldWindows",
+    "IcebergSink",
     "LogTrim",
     "ParquetSink",
     "Sink",

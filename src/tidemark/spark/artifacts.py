@@ -9,6 +9,7 @@ source, and the schemes of its locations.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from tidemark.compat import StrEnum
@@ -23,6 +24,7 @@ class JarFeature(StrEnum):
     AZURE = "azure"  # hadoop-azure: wasb(s):// and abfs(s):// for Spark itself
     AWS = "aws"  # hadoop-aws and the AWS SDK: s3a:// for Spark itself
     DELTA = "delta"  # Delta Lake's Spark connector: the Delta sink
+    ICEBERG = "iceberg"  # Apache Iceberg's Spark runtime: the Iceberg sink
 
 
 # Delta Lake per Spark line: only delta-spark and delta-storage. Delta 4.4.0's POM also pulls delta-kernel,
@@ -37,12 +39,46 @@ DELTA_JARS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Apache Iceberg's Spark runtime per Spark line: one self-contained jar (it shades its dependencies; its POM lists
+# none), the newest release Maven Central serves for the line. Iceberg builds for no other Spark line yet.
+ICEBERG_JARS: dict[str, tuple[str, ...]] = {
+    "3.5": ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",),
+    "4.0": ("org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0",),
+    "4.1": ("org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0",),
+}
+
+
+@dataclass(frozen=True)
+class LineJars:
+    """A feature whose jars are pinned jar by jar per Spark line (no Ivy closure): a table sink's connector."""
+
+    product: str  # in the one line a Spark line without a release gets
+    sink: str
+    jars: dict[str, tuple[str, ...]]
+
+
+# The features pinned per Spark line, by feature: the lock keys them by line and pins exactly these jars.
+LINE_JARS: dict[JarFeature, LineJars] = {
+    JarFeature.DELTA: LineJars("Delta Lake", "Delta", DELTA_JARS),
+    JarFeature.ICEBERG: LineJars("Apache Iceberg", "Iceberg", ICEBERG_JARS),
+}
+
+
+def line_problem(feature: JarFeature, spark_version: str) -> str | None:
+    """None when a per-line feature has a release for the Spark version's line (or is not per line), else one line
+    naming the lines that do."""
+    pinned = LINE_JARS.get(feature)
+    if pinned is None or line_key(spark_version) in pinned.jars:
+        return None
+    lines = ", ".join(f"Spark {line}" for line in pinned.jars)
+    return (
+        f"{pinned.product} has no release for Spark {line_key(spark_version)}: the {pinned.sink} sink runs on {lines}"
+    )
+
+
 def delta_problem(spark_version: str) -> str | None:
     """None when Delta Lake has a release for the Spark version's line, else one line naming the lines that do."""
-    if line_key(spark_version) in DELTA_JARS:
-        return None
-    lines = ", ".join(f"Spark {line}" for line in DELTA_JARS)
-    return f"Delta Lake has no release for Spark {line_key(spark_version)}: the Delta sink runs on {lines}"
+    return line_problem(JarFeature.DELTA, spark_version)
 
 
 AZURE_SCHEMES = frozenset({"wasb", "wasbs", "abfs", "abfss"})
@@ -56,11 +92,11 @@ def coordinates(feature: JarFeature, spark_version: str) -> list[str]:
         return [f"org.apache.spark:spark-sql-kafka-0-10_{scala_of(spark_version)}:{spark_version}"]
     if feature is JarFeature.AZURE:
         return [f"org.apache.hadoop:hadoop-azure:{hadoop_of(spark_version)}"]
-    if feature is JarFeature.DELTA:
-        problem = delta_problem(spark_version)
+    if feature in LINE_JARS:
+        problem = line_problem(feature, spark_version)
         if problem is not None:
             raise EnvironmentProblem(problem)
-        return list(DELTA_JARS[line_key(spark_version)])
+        return list(LINE_JARS[feature].jars[line_key(spark_version)])
     return [f"org.apache.hadoop:hadoop-aws:{hadoop_of(spark_version)}"]
 
 

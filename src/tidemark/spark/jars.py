@@ -30,7 +30,7 @@ from xml.etree import ElementTree
 
 from tidemark.cache import cache_root
 from tidemark.errors import EnvironmentProblem
-from tidemark.spark.artifacts import JarFeature, coordinates
+from tidemark.spark.artifacts import LINE_JARS, JarFeature, coordinates
 from tidemark.spark.lines import hadoop_of, installed_version, line_key
 
 REPOSITORY_ENV = "TIDEMARK_MAVEN_REPOSITORY"
@@ -77,11 +77,11 @@ class LockedJar:
 
 
 def lock_key(feature: JarFeature, spark_version: str) -> str:
-    """How the lock names a closure: the Kafka connector per Spark version, Delta per Spark line, Hadoop's per
-    bundled Hadoop version."""
+    """How the lock names a closure: the Kafka connector per Spark version, Delta and Iceberg per Spark line,
+    Hadoop's per bundled Hadoop version."""
     if feature is JarFeature.KAFKA:
         return f"{feature.value}@spark-{spark_version}"
-    if feature is JarFeature.DELTA:
+    if feature in LINE_JARS:
         return f"{feature.value}@spark-{line_key(spark_version)}"
     return f"{feature.value}@hadoop-{hadoop_of(spark_version)}"
 
@@ -299,7 +299,7 @@ def fetch(
 
 
 # Features pinned jar by jar (no Ivy closure): their POMs drag jars that clash with the pyspark wheel's.
-EXACT_PINS = frozenset({JarFeature.DELTA})
+EXACT_PINS = frozenset(LINE_JARS)
 
 
 def pin_exact(coordinates_: list[str]) -> list[LockedJar]:

@@ -1,0 +1,353 @@
+"""The Apache Iceberg sink: each batch appended in one Iceberg snapshot whose summary carries tidemark's
+transaction.
+
+Why `foreachBatch` and not Spark's own `format("iceberg")` streaming sink: Iceberg's sink keys its snapshots on the
+streaming query's id and epoch, which live in the checkpoint; a lost checkpoint loses them, and the restarted query
+writes its windows again. Here every snapshot carries, through `snapshot-property.*` write options,
+`tidemark.app` = the pipeline's own id (`tidemark:<pipeline name>`, it outlives any checkpoint) and
+`tidemark.version` = `base + batch` (base: one past the newest version the table's lineage holds for that id when
+this checkpoint first wrote, kept in the checkpoint by formats/sink_transaction.py). A batch Spark runs again after a
+kill (its snapshot landed, its `commits/<n>` did not) finds its version among the current snapshot's ancestors and
+is not appended again; a new checkpoint starts above every version the table has seen, and one that finds this
+pipeline's output already in the table refuses to start rather than write it twice.
+
+Why the check and the append cannot race: tidemark's run lock keeps one query per pipeline (one writer of this app
+id), and the check runs before that query's own append; another application's appends and compactions commit through
+Iceberg's optimistic concurrency, which retries or fails a conflicting commit and never loses one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tidemark.config import SinkFormat
+from tidemark.errors import CheckpointError, EnvironmentProblem, InputError
+from tidemark.sinks.base import (
+    HeldWindows,
+    Sink,
+    SinkCheck,
+    SinkInspection,
+    SinkRollback,
+    TableOutput,
+    TableRollback,
+    Tool,
+    file_writers,
+)
+from tidemark.sinks.iceberg.audit import audit_table, table_output
+from tidemark.sinks.iceberg.held import held_windows
+from tidemark.sinks.iceberg.rollback import apply_table_rollback, plan_table_rollback
+from tidemark.sinks.iceberg.table import (
+    APP_KEY,
+    BATCH_KEY,
+    VERSION_KEY,
+    has_metadata,
+    newest_version,
+    open_table,
+    read_rows,
+)
+from tidemark.spark.artifacts import JarFeature
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    from tidemark.formats import Checkpoint, SinkTransaction
+    from tidemark.sinks.audit import SinkAudit
+    from tidemark.storage import Backend, Storage
+
+log = logging.getLogger(__name__)
+# The name of the Spark catalog tidemark registers for [sink.catalog] (its tables: tidemark_iceberg.<ns>.<table>).
+CATALOG = "tidemark_iceberg"
+CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+class IcebergSink(Sink):
+    """Appends to an Iceberg table of a Hadoop catalog, one snapshot per batch carrying tidemark's transaction."""
+
+    format: ClassVar[SinkFormat] = SinkFormat.ICEBERG
+    jar_groups: ClassVar[frozenset[JarFeature]] = frozenset({JarFeature.ICEBERG})
+    # Only what this sink answers and its tests prove: recover after a lost checkpoint, rollback, audit.
+    vouched_by: ClassVar[frozenset[Tool]] = frozenset({Tool.RECOVER, Tool.ROLLBACK, Tool.AUDIT})
+    exactly_once_gap: ClassVar[str | None] = (
+        "the Iceberg sink answers `tidemark recover`, `tidemark recover --to-batch` and `tidemark audit` only so far "
+        "(adopt and the automatic recovery are not in this release)"
+    )
+    lost_checkpoint_risk: ClassVar[str] = "write every window again"
+    readers: ClassVar[str] = "the table's readers"
+
+    @classmethod
+    def claims(cls, folder: Storage) -> bool:
+        """True when the folder is an Iceberg table (its metadata folder holds a `*.metadata.json`)."""
+        return has_metadata(folder)
+
+    @classmethod
+    def inspect_folder(
+        cls, path: str, checkpoint: Storage, backend: Backend = "auto", spark: Any | None = None
+    ) -> SinkInspection:
+        """The table's snapshots, live files per partition and the newest batch of the checkpoint it holds."""
+        del backend, spark
+        from tidemark.sinks.iceberg.inspect import inspect_table
+
+        return inspect_table(path, checkpoint)
+
+    @property
+    def table_name(self) -> str:
+        """`[sink] table` in tidemark's Spark catalog: tidemark_iceberg.<namespace>.<table>."""
+        return f"{CATALOG}.{self.config.sink.table}"
+
+    @property
+    def path(self) -> str | None:
+        """The table's folder in the Hadoop catalog's warehouse: <warehouse>/<namespace>/<table>."""
+        catalog, table = self.config.sink.catalog, self.config.sink.table
+        return catalog.table_location(table) if catalog is not None and table is not None else None
+
+    def _table_path(self) -> str:
+        path = self.path
+        if path is None:
+            msg = "the Iceberg sink needs [sink] table and [sink.catalog]"
+            raise InputError(msg)
+        return path
+
+    @property
+    def app_id(self) -> str:
+        """The transaction id of every snapshot this pipeline makes, whatever its checkpoint."""
+        return f"tidemark:{self.config.pipeline.name}"
+
+    def spark_settings(self) -> Mapping[str, str]:
+        """Iceberg's SQL extensions (its procedures) and the catalog of [sink.catalog]. Its table cache is off: a
+        foreachBatch write goes through a cloned session, whose snapshots the query's own session would otherwise
+        not see for 30 s."""
+        catalog = self.config.sink.catalog
+        prefix = f"spark.sql.catalog.{CATALOG}"
+        settings = {"spark.sql.extensions": EXTENSIONS, prefix: CATALOG_CLASS, f"{prefix}.cache-enabled": "false"}
+        if catalog is not None:
+            settings[f"{prefix}.type"] = catalog.type.value
+            settings[f"{prefix}.warehouse"] = catalog.warehouse
+        return settings
+
+    def check(self) -> None:
+        """A rollback of the table that was interrupted (the table may already be rolled back, the checkpoint not)
+        is finished first: one line naming the command."""
+        from tidemark.formats import read_sink_rollback
+        from tidemark.storage import open_storage
+
+        undoing = read_sink_rollback(open_storage(self.config.checkpoint.location))
+        if undoing is not None:
+            msg = (
+                f"a rollback of {self.config.checkpoint.location} to batch {undoing} was interrupted (the table may "
+                f"already be rolled back, the checkpoint not): finish it with `tidemark recover CONFIG --to-batch "
+                f"{undoing} --apply` before running"
+            )
+            raise InputError(msg)
+
+    def writers(self, task_slots: int) -> int | None:
+        """Files per output partition per batch: the same stage shape as a file sink's (sinks/base.py)."""
+        return file_writers(self.config, task_slots)
+
+    def transaction(self) -> SinkTransaction:
+        """The checkpoint's sink transaction: kept from its first start, else chosen now above the table's own.
+        Refused in one line, before anything is written: a table replaced since the checkpoint wrote to it, a new
+        checkpoint on a table that holds this pipeline's output already."""
+        return self._transaction(open_table(self._table_path()))
+
+    def _transaction(self, found: Any) -> SinkTransaction:
+        from tidemark.formats import (
+            Checkpoint,
+            CheckpointStatus,
+            SinkTransaction,
+            read_recovery_marker,
+            read_sink_transaction,
+            write_sink_transaction,
+        )
+        from tidemark.storage import open_storage, parse_location
+
+        checkpoint = open_storage(self.config.checkpoint.location)
+        kept = read_sink_transaction(checkpoint)
+        table = self._table_path()
+        table_id = str(found.metadata.table_uuid) if found is not None else None
+        if kept is not None and parse_location(kept.table).same_place(parse_location(table)):
+            if kept.table_id is not None and table_id is not None and kept.table_id != table_id:
+                msg = (
+                    f"the Iceberg table at {table} is not the one the checkpoint {self.config.checkpoint.location} "
+                    f"wrote to (table uuid {table_id}, the checkpoint's {kept.table_id}): it was replaced, and the "
+                    "windows the checkpoint committed are not in it. Run `tidemark recover CONFIG` to replay them "
+                    "into this table"
+                )
+                raise InputError(msg)
+            if kept.table_id is None and table_id is not None:
+                kept = SinkTransaction(kept.app_id, kept.base, kept.table, table_id)
+                write_sink_transaction(checkpoint, kept)
+            return kept
+        last = newest_version(found, self.app_id)
+        started = Checkpoint.open(self.config.checkpoint.location).status() is CheckpointStatus.PRESENT
+        # A recovery's replay (the checkpoint carries its marker) writes only windows the table does not hold.
+        replay = read_recovery_marker(parse_location(self.config.checkpoint.location)) is not None
+        if last is not None and not started and not replay:
+            msg = (
+                f"the checkpoint {self.config.checkpoint.location} has no batch but the Iceberg table {table} already "
+                f"holds this pipeline's output ({APP_KEY} {self.app_id}, version {last}): a new query would write its "
+                "windows again. Run `tidemark recover CONFIG` (then --apply) to replay only the windows it lacks, "
+                "restore the checkpoint, or name a new table"
+            )
+            raise InputError(msg)
+        made = SinkTransaction(self.app_id, 0 if last is None else last + 1, table, table_id)
+        write_sink_transaction(checkpoint, made)
+        return made
+
+    def holds_output(self) -> bool:
+        """True when the table's lineage has a snapshot carrying this pipeline's transaction."""
+        return newest_version(open_table(self._table_path()), self.app_id) is not None
+
+    def held_windows(self) -> HeldWindows:
+        """The window starts the table holds: its live files' partition values or its rows (iceberg/held.py)."""
+        return held_windows(self._table_path())
+
+    def table_rows(self, columns: list[str]) -> Any:
+        """The table's rows projected on columns, position deletes applied (pyiceberg)."""
+        table = open_table(self._table_path())
+        if table is None:
+            import pyarrow as pa
+
+            return pa.table({c: pa.array([]) for c in columns})
+        return read_rows(table, columns)
+
+    def table_output(self, checkpoint: Storage) -> TableOutput:
+        """The checkpoint's batches as the table's lineage holds them: snapshots carrying its transaction."""
+        from tidemark.formats import read_sink_transaction
+
+        return table_output(self._table_path(), read_sink_transaction(checkpoint))
+
+    def audit(self, checkpoint: Checkpoint, inputs: Mapping[int, tuple[str, ...]]) -> SinkAudit:
+        """Each committed batch's snapshot, read from the table's lineage (sinks/iceberg/audit.py)."""
+        return audit_table(checkpoint, self.table_output(checkpoint.store), inputs)
+
+    def plan_rollback(self, checkpoint: Checkpoint, to_batch: int) -> SinkRollback:
+        """The table's own undo: Iceberg's rollback_to_snapshot (sinks/iceberg/rollback.py); no file moves."""
+        undo = plan_table_rollback(self._table_path(), self._kept_transaction(checkpoint.store), to_batch)
+        return SinkRollback(to_batch, undo=undo, notes=undo.notes)
+
+    def apply_rollback(self, checkpoint: Storage, plan: SinkRollback) -> None:
+        """The mark first: a run refuses while it is there, so a kill between the table's rollback and the
+        checkpoint's moves cannot let the old batches run on against the rolled-back table. Run again, the rollback
+        finds the table done and finishes the checkpoint (`end_rollback` clears the mark)."""
+        from tidemark.formats import mark_sink_rollback
+
+        mark_sink_rollback(checkpoint, plan.to_batch)
+        if plan.undo is not None and plan.undo.reset_to is not None:
+            self.apply_table_rollback(plan.undo)
+
+    def apply_table_rollback(self, undo: TableRollback) -> None:
+        """The rollback_to_snapshot call, in a session with Iceberg's jar and this catalog (started for it and
+        stopped after, or the running one)."""
+        from pyspark.sql import SparkSession
+
+        from tidemark.spark.environment import SessionNeeds, spark_session
+
+        running = SparkSession.getActiveSession()
+        needs = SessionNeeds(
+            master=self.config.spark.master,
+            app_name=f"tidemark-rollback-{self.config.pipeline.name}",
+            settings=dict(self.spark_settings()),
+            locations=(self._table_path(),),
+            jars=self.jar_groups,
+        )
+        with spark_session(needs, running) as spark:
+            try:
+                apply_table_rollback(spark, self.table_name, self._table_path(), undo)
+            finally:
+                if running is None:
+                    spark.stop()
+
+    def end_rollback(self, checkpoint: Storage) -> None:
+        """The checkpoint is rolled back too: the mark goes."""
+        from tidemark.formats import clear_sink_rollback
+
+        clear_sink_rollback(checkpoint)
+
+    def _kept_transaction(self, checkpoint: Storage) -> SinkTransaction:
+        from tidemark.formats import read_sink_transaction
+
+        transaction = read_sink_transaction(checkpoint)
+        if transaction is None:
+            msg = (
+                f"{checkpoint.uri('')} keeps no Iceberg transaction (tidemark did not write this table from it): its "
+                "batches' snapshots cannot be told apart from other writers', so they cannot be rolled back"
+            )
+            raise CheckpointError(msg)
+        return transaction
+
+    def check_rows(self, keys: tuple[str, ...], spark: SparkSession | None) -> SinkCheck | None:
+        """Rows and repeated keys as pyiceberg reads the table (position deletes applied)."""
+        del spark
+        import pandas as pd
+
+        table = open_table(self._table_path())
+        if table is None:
+            return None
+        rows = read_rows(table, list(keys))
+        frame = pd.DataFrame({c: rows.column(c).to_pylist() for c in keys})
+        return SinkCheck(int(rows.num_rows), int(frame.duplicated().sum()) if keys else 0, "pyiceberg")
+
+    def create_table(self, output: DataFrame) -> None:
+        """The table, created empty when the catalog lacks it: the output's columns, partitioned by the config's
+        partitions, format version 2. An existing table keeps its own spec (another one, or none, is accepted)."""
+        spark = output.sparkSession
+        namespace = self.table_name.rsplit(".", 1)[0]
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in output.schema.fields)
+        partitions = ", ".join(f"`{p}`" for p in self.config.partition_by)
+        try:
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+            spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {self.table_name} ({columns}) USING iceberg"
+                + (f" PARTITIONED BY ({partitions})" if partitions else "")
+                + " TBLPROPERTIES ('format-version' = '2')"
+            )
+        except Exception as exc:
+            first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+            msg = f"[sink] table {self.config.sink.table}: the Iceberg catalog could not create it: {first[:300]}"
+            raise InputError(msg) from exc
+
+    def configure(self, writer: DataStreamWriter, output: DataFrame) -> DataStreamWriter:
+        """A foreachBatch writer appending each batch with the transaction (app id, base + batch) in its snapshot's
+        summary."""
+        _require_iceberg(output)
+        self.create_table(output)
+        transaction = self._transaction(open_table(self._table_path()))
+        name, path = self.table_name, self._table_path()
+        first = [True]
+
+        def write_batch(frame: DataFrame, batch: int) -> None:
+            version = transaction.version_of(batch)
+            if first[0]:  # only a query's first batch can be one whose snapshot landed before a kill
+                first[0] = False
+                last = newest_version(open_table(path), transaction.app_id)
+                if last is not None and last >= version:
+                    log.info("batch %d: its Iceberg snapshot (version %d of %s) is in the table", batch, version, name)
+                    # Nothing is appended, but the batch runs (Spark's no-op sink) so that its state commits.
+                    frame.write.format("noop").mode("append").save()
+                    return
+            (
+                frame.writeTo(name)
+                .option(f"snapshot-property.{APP_KEY}", transaction.app_id)
+                .option(f"snapshot-property.{VERSION_KEY}", str(version))
+                .option(f"snapshot-property.{BATCH_KEY}", str(batch))
+                .append()
+            )
+
+        return writer.foreachBatch(write_batch)
+
+
+def _require_iceberg(output: DataFrame) -> None:
+    """One line when the session's JVM has no Iceberg runtime (a running session started without its jar)."""
+    jvm: Any = output.sparkSession._jvm  # py4j's view of the JVM
+    try:
+        jvm.org.apache.spark.util.Utils.classForName(CATALOG_CLASS, True, False)
+    except Exception as exc:
+        msg = (
+            "this Spark session has no Apache Iceberg jar (a session's classpath is fixed when it starts): start it "
+            "with the jars `tidemark jars list CONFIG` lists on spark.jars, or let tidemark start it"
+        )
+        raise EnvironmentProblem(msg) from exc
