@@ -159,7 +159,7 @@ def _measure(
     proxy: LatencyProxy, walker: Any, uri: str, expected: int, rounds: int, debug: Path | None
 ) -> dict[str, Any]:
     """A, B, C and D alternating for rounds; per measurement time and list requests, and the ratios to A."""
-    from tidemark.checkpoint.inspect import inspect_checkpoint
+    from tidemark.doctor.inspect import inspect_checkpoint
 
     rows: dict[str, list[tuple[float, int]]] = {"inspect": [], "walk": [], "sdk-flat": [], "raw-pages": []}
     server: dict[str, list[int]] = {name: [] for name in rows}

@@ -141,8 +141,8 @@ def run(keys: int, heap: str, payload: int, timeout: float) -> Run:
 
 def predict(calibration: list[Run], heap: str) -> tuple[float, float]:
     """Feed the planner the measured state of the calibration runs; return (bytes per key, predicted keys)."""
-    from tidemark.plan.load import spark_memory
-    from tidemark.plan.memory import MemoryConf, MemoryLoad, plan_memory
+    from tidemark.sizing.load import spark_memory
+    from tidemark.sizing.memory import MemoryConf, MemoryLoad, plan_memory
 
     largest = max(calibration, key=lambda r: r.keys)
     conf = MemoryConf(executor_memory_bytes=spark_memory(heap))

@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from tidemark.config.model import StateStoreKind
-from tidemark.plan import resident
-from tidemark.plan.breaking import break_point
-from tidemark.plan.load import spark_memory
-from tidemark.plan.memory import MemoryConf
-from tidemark.plan.resident import RowShape, Workload, unsafe_row_bytes
+from tidemark.sizing import resident
+from tidemark.sizing.breaking import break_point
+from tidemark.sizing.load import spark_memory
+from tidemark.sizing.memory import MemoryConf
+from tidemark.sizing.resident import RowShape, Workload, unsafe_row_bytes
 
 CHILD = Path(__file__).with_name("_break_child.py")
 BATCH_ROWS = 500_000
@@ -477,7 +477,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("planner_break_results.jsonl"))
     args = parser.parse_args()
     if args.batch_working is not None:
-        # Only for the calibration cell's what-if; the planner's value lives in tidemark.plan.resident.
+        # Only for the calibration cell's what-if; the planner's value lives in tidemark.sizing.resident.
         resident.BATCH_WORKING_FACTOR = args.batch_working
     if args.command == "list":
         for cell in CELLS.values():

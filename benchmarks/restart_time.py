@@ -79,7 +79,7 @@ def run_batches_after_restart(query: Any, timeout: float = 600) -> dict[str, Any
 
 def prune(path: Path, keep: int) -> int:
     """Apply tidemark's prune; return how many files it removed."""
-    from tidemark.checkpoint.prune import prune_checkpoint
+    from tidemark.doctor.prune import prune_checkpoint
 
     return int(prune_checkpoint(str(path), keep=keep, apply=True).files)
 

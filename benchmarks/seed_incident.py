@@ -527,7 +527,7 @@ def per_folder_walk(connection: str, prefix: str) -> tuple[int, int]:
 
 
 def phase_inspect(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
-    from tidemark.checkpoint.inspect import inspect_checkpoint
+    from tidemark.doctor.inspect import inspect_checkpoint
 
     _, connection = proxy_connection(proxy)
     rounds = []
@@ -568,7 +568,7 @@ def proxy_connection(proxy: FaultProxy) -> tuple[str, str]:
 
 
 def phase_cure(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
-    from tidemark.checkpoint.prune import prune_checkpoint
+    from tidemark.doctor.prune import prune_checkpoint
     from tidemark.evolve.repartition import repartition_checkpoint
 
     before = len(blobs(f"{JOB}/checkpoint"))

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from tidemark.session import build_session
-from tidemark.state.stats import state_stats
+from tidemark.statestore.stats import state_stats
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 

@@ -69,7 +69,7 @@ START: dict[str, Any] = {}
 def tidemark_state_conf(driver_memory: str = "3g", partitions: int = 2) -> dict[str, str]:
     """The state store settings `tidemark run` gives a window pipeline with nothing configured in [checkpoint]:
     the provider of a new checkpoint and RocksDB's cap, sized as at a run's start (before this JVM starts)."""
-    from tidemark.plan.store_start import plan_start
+    from tidemark.sizing.store_start import plan_start
 
     tables = {k: dict(v) for k, v in BASE_CONFIG.items()}
     tables["spark"] = {**tables["spark"], "driver_memory": driver_memory, "shuffle_partitions": partitions}

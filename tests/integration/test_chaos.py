@@ -27,10 +27,10 @@ import pytest
 from tests.helpers import write_config
 from tests.integration.test_recovery import _assert_matches_oracle, _expected
 from tests.oracles import count_malformed
-from tidemark.checkpoint.prune import prune_checkpoint
 from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.context import PipelineContext
+from tidemark.doctor.prune import prune_checkpoint
 from tidemark.formats import Checkpoint
 from tidemark.formats import read_quarantine_marker as read_marker
 from tidemark.pipeline.generate import generate_events

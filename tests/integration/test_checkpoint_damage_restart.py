@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.test_checkpoint_spark import _expected
 from tests.streaming_queries import HDFS, ROCKSDB, run_query, windowed, write_input
-from tidemark.checkpoint.inspect import inspect_checkpoint
+from tidemark.doctor.inspect import inspect_checkpoint
 from tidemark.findings import Severity
 
 if TYPE_CHECKING:

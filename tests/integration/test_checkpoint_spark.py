@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from tests.streaming_queries import CASES, HDFS, ROCKSDB, run_query, windowed, write_input
-from tidemark.checkpoint.inspect import inspect_checkpoint
-from tidemark.checkpoint.prune import prune_checkpoint
+from tidemark.doctor.inspect import inspect_checkpoint
+from tidemark.doctor.prune import prune_checkpoint
 from tidemark.formats import scan_checkpoint
 from tidemark.session import runtime_conf
 from tidemark.storage.local import LocalFS

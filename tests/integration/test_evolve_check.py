@@ -197,7 +197,7 @@ def test_a_reused_session_keeps_its_own_settings(spark: SparkSession, window: Pi
     (the UTC time zone state is read in, the config's shuffle partitions, Spark's log switched off while a reader
     fails) for the command only, not for good."""
     from tidemark.evolve.guard import require_restartable
-    from tidemark.state.reader import state_session
+    from tidemark.statestore.reader import state_session
 
     config, path = window.config()
     own = {"spark.sql.session.timeZone": "America/New_York", "spark.sql.shuffle.partitions": "7"}
@@ -230,7 +230,7 @@ def _plan_and_record_the_cap(monkeypatch: pytest.MonkeyPatch, planned_mb: int) -
     import dataclasses
 
     import tidemark.evolve.check as check
-    import tidemark.plan.store_start as store_start
+    import tidemark.sizing.store_start as store_start
     from tidemark.config.rocksdb import MAX_MEMORY_USAGE
 
     plan_start = store_start.plan_start

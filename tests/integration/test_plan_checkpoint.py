@@ -13,8 +13,8 @@ import pytest
 
 from tidemark.cli.main import main
 from tidemark.config.model import StateStoreKind
-from tidemark.plan.measured import measured_from_checkpoint
 from tidemark.session import runtime_conf
+from tidemark.sizing.measured import measured_from_checkpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

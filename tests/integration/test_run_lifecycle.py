@@ -199,7 +199,7 @@ def test_a_cli_restart_plans_its_start_and_enters_its_session_once(
     session and the run's each set up apart). The output still equals the oracle."""
     from tidemark.needs import pipeline_session
     from tidemark.pipeline import start as start_module
-    from tidemark.plan import store_start
+    from tidemark.sizing import store_start
 
     data = generate_events(tmp_path / "all", events=600, keys=3, files=4, seed=13)
     files = list(data.files)

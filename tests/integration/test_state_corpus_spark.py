@@ -155,8 +155,8 @@ def test_the_files_reader_reads_every_state_codec_spark_writes(codec: str, spark
     from tests.streaming_queries import HDFS, run_query, windowed, write_input
     from tidemark.formats.codec import decompress
     from tidemark.session import runtime_conf
-    from tidemark.state.show import show_state
-    from tidemark.state.stats import Reader, state_stats
+    from tidemark.statestore.show import show_state
+    from tidemark.statestore.stats import Reader, state_stats
 
     write_input(tmp_path / "in", range(3))
     checkpoint = tmp_path / "ck"
@@ -236,7 +236,7 @@ def test_a_moved_checkpoint_whose_schema_paths_are_stale_is_read_by_spark_and_le
 def test_join_state_format_3_rows_equal_spark_s_own_reader(spark: SparkSession, tmp_path: Path) -> None:
     # The rows tidemark decodes from the column families (which the unit corpus test finds equal to formats 2 and
     # 4) against Spark 4.1's reader of the same store.
-    from tidemark.state.show import show_state
+    from tidemark.statestore.show import show_state
 
     checkpoint = _copy("spark-4.2.1/rocksdb_join_v3", tmp_path)
     before = listing(checkpoint)
@@ -258,7 +258,7 @@ def test_diff_samples_each_kind_when_one_kind_outnumbers_the_sample(spark: Spark
     # Batch 2 -> 3 of the window corpus case: the minute-3 windows added (3 keys) and the minute-0 ones evicted
     # (3 keys). With one sample per kind, a plain "first 3 x K rows sorted by kind" shows three added and no
     # removed key (issue 37); K of each kind shows both.
-    from tidemark.state.diff import diff_state
+    from tidemark.statestore.diff import diff_state
 
     checkpoint = _copy("spark-4.1.4/hdfs_window", tmp_path)
     before = listing(checkpoint)

@@ -19,7 +19,7 @@ import pytest
 
 from tests.streaming_queries import HDFS, ROCKSDB, SCHEMA, run_query, windowed, write_input
 from tidemark.cli.main import main
-from tidemark.state.expired import ExpiredReason, find_expired
+from tidemark.statestore.expired import ExpiredReason, find_expired
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 GAP = timedelta(seconds=10)

@@ -15,10 +15,10 @@ import pytest
 from tidemark.cli.main import main
 from tidemark.errors import CheckpointError
 from tidemark.session import runtime_conf
-from tidemark.state.diff import DiffMethod, diff_state
-from tidemark.state.expired import ExpiredReason, find_expired
-from tidemark.state.show import ExportFormat, show_state
-from tidemark.state.stats import state_stats
+from tidemark.statestore.diff import DiffMethod, diff_state
+from tidemark.statestore.expired import ExpiredReason, find_expired
+from tidemark.statestore.show import ExportFormat, show_state
+from tidemark.statestore.stats import state_stats
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -34,10 +34,10 @@ from tidemark.evolve.verify import compare_state
 from tidemark.formats import Checkpoint, read_progress_log
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.run import run_pipeline, start_query
-from tidemark.plan.store_start import plan_start
 from tidemark.recovery.audit import audit_sink
 from tidemark.session import runtime_conf
-from tidemark.state.reader import open_state_source
+from tidemark.sizing.store_start import plan_start
+from tidemark.statestore.reader import open_state_source
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

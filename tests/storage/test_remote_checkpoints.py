@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from tests.servers import Azurite, MotoS3
-from tidemark.checkpoint.inspect import inspect_checkpoint
-from tidemark.checkpoint.prune import prune_checkpoint
 from tidemark.context import PipelineContext
+from tidemark.doctor.inspect import inspect_checkpoint
+from tidemark.doctor.prune import prune_checkpoint
 from tidemark.storage import open_storage
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "spark35"
@@ -122,7 +122,7 @@ def test_prune_killed_mid_delete_is_finished_by_a_rerun(azure_env: Azurite, tmp_
     upload(local, uri)
     planned = prune_checkpoint(uri, keep=1).paths
     assert len(planned) > 6
-    _killed(f"from tidemark.checkpoint.prune import prune_checkpoint\nprune_checkpoint({uri!r}, keep=1, apply=True)", 3)
+    _killed(f"from tidemark.doctor.prune import prune_checkpoint\nprune_checkpoint({uri!r}, keep=1, apply=True)", 3)
     left = remote_files(uri)
     assert any(rel.startswith("_tidemark/journal") for rel in left)  # the journal says what is still to go
     assert sum(1 for p in planned if p in left) == len(planned) - 3

@@ -15,7 +15,7 @@ from tests.streaming_queries import ROCKSDB, run_query, windowed, write_input
 from tidemark.errors import CheckpointLocked
 from tidemark.formats import LOCK_FILE, RunLock, read_lock
 from tidemark.session import runtime_conf
-from tidemark.state.stats import state_stats
+from tidemark.statestore.stats import state_stats
 from tidemark.storage import open_storage
 
 

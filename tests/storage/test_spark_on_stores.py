@@ -123,8 +123,8 @@ def _no_crc(files: list[str]) -> list[str]:
 
 
 def test_checkpoint_inspect_and_prune_agree(written: Written) -> None:
-    from tidemark.checkpoint.inspect import inspect_checkpoint
-    from tidemark.checkpoint.prune import prune_checkpoint
+    from tidemark.doctor.inspect import inspect_checkpoint
+    from tidemark.doctor.prune import prune_checkpoint
 
     cloud = inspect_checkpoint(f"{written.root}/checkpoint", sink=f"{written.root}/output")
     local = inspect_checkpoint(str(written.local_root / "checkpoint"), sink=str(written.local_root / "output"))
@@ -157,10 +157,10 @@ def test_checkpoint_inspect_and_prune_agree(written: Written) -> None:
 
 
 def test_state_stats_show_diff_expired_agree(written: Written) -> None:
-    from tidemark.state.diff import diff_state
-    from tidemark.state.expired import find_expired
-    from tidemark.state.show import show_state
-    from tidemark.state.stats import state_stats
+    from tidemark.statestore.diff import diff_state
+    from tidemark.statestore.expired import find_expired
+    from tidemark.statestore.show import show_state
+    from tidemark.statestore.stats import state_stats
 
     cloud, local = f"{written.root}/checkpoint", str(written.local_root / "checkpoint")
     stats = state_stats(cloud)

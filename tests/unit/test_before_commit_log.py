@@ -70,7 +70,7 @@ def test_state_stats_counts_the_version_a_restart_loads(tmp_path: Path, capsys: 
 def test_a_missing_metadata_file_is_an_error_where_the_spark_refuses_it(tmp_path: Path) -> None:
     """Spark 4.2.1 and 4.3.0 fail a restart without `metadata` (STREAMING_CHECKPOINT_MISSING_METADATA_FILE, tried
     here by hand); 4.1 writes a new one. The finding follows the line that will restart it."""
-    from tidemark.checkpoint.findings import check_metadata
+    from tidemark.doctor.findings import check_metadata
     from tidemark.formats import Checkpoint, read_health
 
     checkpoint = tmp_path / "checkpoint"

@@ -17,7 +17,7 @@ from tidemark.errors import ConfigError
 from tidemark.pipeline.backlog import recent_progress
 from tidemark.pipeline.catchup import memory_ceiling_bytes
 from tidemark.pipeline.phases import RunPhase, run_phases
-from tidemark.plan.memory import MIB, MemoryConf
+from tidemark.sizing.memory import MIB, MemoryConf
 from tidemark.sources.catchup import Throughput, fit_throughput
 from tidemark.sources.files.backlog import batch_samples, file_key, files_of_batches, read_backlog
 from tidemark.sources.files.catchup import (

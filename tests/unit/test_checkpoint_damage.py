@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.checkpoint import synthetic
-from tidemark.checkpoint.inspect import inspect_checkpoint
 from tidemark.cli.main import main
+from tidemark.doctor.inspect import inspect_checkpoint
 from tidemark.findings import Severity
 
 RECORDED = Path(__file__).parents[1] / "fixtures" / "spark35"

@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 from tests.fixtures.checkpoint import synthetic
-from tidemark.checkpoint.findings import Thresholds
-from tidemark.checkpoint.inspect import inspect_checkpoint
+from tidemark.doctor.findings import Thresholds
+from tidemark.doctor.inspect import inspect_checkpoint
 from tidemark.findings import Severity
 
 

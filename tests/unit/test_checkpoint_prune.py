@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.checkpoint import synthetic
-from tidemark.checkpoint.prune import prune_checkpoint
 from tidemark.compat import UTC
+from tidemark.doctor.prune import prune_checkpoint
 from tidemark.errors import CheckpointError, CheckpointLocked, UsageError
 from tidemark.formats import LOCK_FILE
 

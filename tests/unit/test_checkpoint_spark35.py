@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tidemark.checkpoint.inspect import inspect_checkpoint
-from tidemark.checkpoint.prune import prune_checkpoint
+from tidemark.doctor.inspect import inspect_checkpoint
+from tidemark.doctor.prune import prune_checkpoint
 
 RECORDED = Path(__file__).parents[1] / "fixtures" / "spark35"
 CASES = {

@@ -51,7 +51,7 @@ class _Recorder:
 
 
 def test_steps_reach_the_display_only_when_one_is_set(tmp_path: Path) -> None:
-    from tidemark.checkpoint.prune import prune_checkpoint
+    from tidemark.doctor.prune import prune_checkpoint
 
     root = synthetic.simple(tmp_path / "checkpoint", batches=6, kind="snapshot")
     with steps.step("nothing shown") as advance:

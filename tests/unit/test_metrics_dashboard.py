@@ -10,7 +10,7 @@ import pytest
 from tidemark.cli.main import main
 from tidemark.monitor.dashboard import dashboard, dashboard_json, expressions
 from tidemark.monitor.metrics import METRIC_NAMES
-from tidemark.plan.advice import COMMIT_SHARE_HIGH
+from tidemark.sizing.advice import COMMIT_SHARE_HIGH
 
 
 def test_cli_prints_the_dashboard_json(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,7 @@ import pytest
 from tidemark.cli.main import main
 from tidemark.errors import UsageError
 from tidemark.monitor.alerts import AlertThresholds, alert_rules, promql_duration, rules_yaml
-from tidemark.plan.advice import COMMIT_SHARE_HIGH
+from tidemark.sizing.advice import COMMIT_SHARE_HIGH
 
 SEVERITY = {rule.name: rule.severity for rule in alert_rules(AlertThresholds())}
 LENGTH = 150  # minutes of synthetic series

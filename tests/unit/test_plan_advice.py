@@ -11,8 +11,8 @@ import pytest
 
 from tidemark.config.model import StateStoreKind
 from tidemark.errors import InputError
-from tidemark.plan.load import ConfOverrides
-from tidemark.plan.planner import advise_checkpoint_log
+from tidemark.sizing.load import ConfOverrides
+from tidemark.sizing.planner import advise_checkpoint_log
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "plan"
 LOCAL_2 = ConfOverrides(cores=2)  # the recorded runs had two task slots

@@ -7,9 +7,9 @@ import math
 import pytest
 
 from tidemark.config.model import StateStoreKind
-from tidemark.plan.breaking import MemoryLimit, break_point, solve_keys
-from tidemark.plan.memory import MemoryConf
-from tidemark.plan.resident import (
+from tidemark.sizing.breaking import MemoryLimit, break_point, solve_keys
+from tidemark.sizing.memory import MemoryConf
+from tidemark.sizing.resident import (
     JVM_NATIVE_BYTES,
     ROCKSDB_BLOCK_CACHE_BYTES,
     ROCKSDB_BOUNDED_BYTES_PER_KEY,

@@ -12,17 +12,17 @@ import pytest
 from tidemark.cli.main import main
 from tidemark.config.model import StateStoreKind
 from tidemark.errors import UsageError
-from tidemark.plan.forecast import forecast
-from tidemark.plan.measured import MeasuredState, measured_from_log
-from tidemark.plan.memory import MemoryConf
-from tidemark.plan.resident import (
+from tidemark.sizing.forecast import forecast
+from tidemark.sizing.measured import MeasuredState, measured_from_log
+from tidemark.sizing.memory import MemoryConf
+from tidemark.sizing.resident import (
     HDFS_MAP_ENTRY_BYTES,
     HDFS_ROW_OVERHEAD_BYTES,
     RowShape,
     Workload,
     hdfs_footprint,
 )
-from tidemark.plan.trend import StatePoint
+from tidemark.sizing.trend import StatePoint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "plan"
 GB = 1024**3

@@ -12,7 +12,7 @@ import pytest
 
 from tidemark.config.model import StateStoreKind
 from tidemark.errors import InputError, UsageError
-from tidemark.plan.load import (
+from tidemark.sizing.load import (
     ConfOverrides,
     LoadFlags,
     LogLoad,
@@ -24,7 +24,7 @@ from tidemark.plan.load import (
     resolve_load,
     spark_memory,
 )
-from tidemark.plan.memory import layout_for
+from tidemark.sizing.memory import layout_for
 
 MB = 1024 * 1024
 GB = 1024 * MB

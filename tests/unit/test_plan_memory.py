@@ -6,7 +6,7 @@ import pytest
 
 from tidemark.config.model import StateStoreKind
 from tidemark.errors import UsageError
-from tidemark.plan.memory import (
+from tidemark.sizing.memory import (
     MemoryConf,
     MemoryLoad,
     Verdict,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tidemark.plan.resident import (
+from tidemark.sizing.resident import (
     BATCH_ROW_OVERHEAD_BYTES,
     BATCH_WORKING_FACTOR,
     HDFS_MAP_ENTRY_BYTES,

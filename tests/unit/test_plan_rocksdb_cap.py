@@ -7,9 +7,9 @@ import pytest
 from tidemark.config.model import StateStoreKind
 from tidemark.config.rocksdb import MIN_WRITE_BUFFER_MB, WRITE_BUFFER_CACHE_RATIO, write_buffer_conf
 from tidemark.findings import Severity
-from tidemark.plan.memory import MIB, MemoryConf
-from tidemark.plan.resident import JVM_NATIVE_BYTES, ROCKSDB_BOUNDED_BYTES_PER_KEY
-from tidemark.plan.rocksdb_cap import (
+from tidemark.sizing.memory import MIB, MemoryConf
+from tidemark.sizing.resident import JVM_NATIVE_BYTES, ROCKSDB_BOUNDED_BYTES_PER_KEY
+from tidemark.sizing.rocksdb_cap import (
     BENCHMARK_SST_BYTES_PER_KEY,
     CRAWL_SHARE,
     GROWTH_HEADROOM,

@@ -12,10 +12,10 @@ from tests.helpers import write_config
 from tidemark.config import load_config
 from tidemark.config.model import StateStoreKind
 from tidemark.formats import Checkpoint, state_size
-from tidemark.plan.memory import MIB
-from tidemark.plan.resident import JVM_NATIVE_BYTES
-from tidemark.plan.rocksdb_cap import LOCAL_MACHINE_SHARE, ROCKSDB_CAP_PER_SST_BYTE, state_need
-from tidemark.plan.store_start import plan_start
+from tidemark.sizing.memory import MIB
+from tidemark.sizing.resident import JVM_NATIVE_BYTES
+from tidemark.sizing.rocksdb_cap import LOCAL_MACHINE_SHARE, ROCKSDB_CAP_PER_SST_BYTE, state_need
+from tidemark.sizing.store_start import plan_start
 
 SPARK35 = Path(__file__).parents[1] / "fixtures" / "spark35"
 GB = 1024**3
@@ -222,7 +222,7 @@ def test_hdfs_state_past_half_the_heap_gets_the_move_to_rocksdb(tmp_path: Path) 
 
 def test_a_large_state_gets_write_buffers_that_hold_a_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The checkpoint's files stand for 10 M keys on 2 partitions (17 B of SST a key, as the benchmark measured).
-    import tidemark.plan.store_start as store_start
+    import tidemark.sizing.store_start as store_start
 
     root = _copy("rocksdb_window", tmp_path)
     ten_million = {0: 85_000_000, 1: 85_000_000}

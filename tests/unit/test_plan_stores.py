@@ -7,8 +7,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from tidemark.plan.load import ConfOverrides
-from tidemark.plan.planner import advise_checkpoint_log
+from tidemark.sizing.load import ConfOverrides
+from tidemark.sizing.planner import advise_checkpoint_log
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "plan"
 

@@ -9,10 +9,10 @@ import pytest
 
 from tidemark.compat import UTC
 from tidemark.errors import UsageError
-from tidemark.plan.breaking import BreakPoint, break_point
-from tidemark.plan.memory import MemoryConf
-from tidemark.plan.resident import RowShape, Workload
-from tidemark.plan.trend import StatePoint, count_text, duration_text, growth_of, outlook
+from tidemark.sizing.breaking import BreakPoint, break_point
+from tidemark.sizing.memory import MemoryConf
+from tidemark.sizing.resident import RowShape, Workload
+from tidemark.sizing.trend import StatePoint, count_text, duration_text, growth_of, outlook
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 GB = 1024**3

@@ -19,13 +19,13 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tidemark.checkpoint.inspect import inspect_checkpoint
 from tidemark.cli.main import main
+from tidemark.doctor.inspect import inspect_checkpoint
 from tidemark.errors import CheckpointError
 from tidemark.formats import Checkpoint
 from tidemark.sinks.parquet import read_sink_log
-from tidemark.state.show import show_state
-from tidemark.state.stats import Reader, state_stats
+from tidemark.statestore.show import show_state
+from tidemark.statestore.stats import Reader, state_stats
 from tidemark.storage import open_storage
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "corpus"

@@ -11,16 +11,16 @@ import pytest
 from tidemark.cli.main import main
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import Checkpoint, OperatorMetadata
-from tidemark.state.logs import operator_folders
-from tidemark.state.metadata import (
+from tidemark.statestore.logs import operator_folders
+from tidemark.statestore.metadata import (
     StateVariable,
     StoreInfo,
     legacy_hint,
     parse_operator_properties,
 )
-from tidemark.state.reader import FORMAT_VERSION_KEY, ReadTarget, reader_options, session_conf, targets_of
-from tidemark.state.show import choose_target, plain
-from tidemark.state.stats import skew_of
+from tidemark.statestore.reader import FORMAT_VERSION_KEY, ReadTarget, reader_options, session_conf, targets_of
+from tidemark.statestore.show import choose_target, plain
+from tidemark.statestore.stats import skew_of
 
 TWS_PROPS = json.dumps(
     {
@@ -196,7 +196,7 @@ def test_operator_metadata_files() -> None:
 
 
 def test_a_spark_failure_becomes_its_useful_line() -> None:
-    from tidemark.state.reader import one_line
+    from tidemark.statestore.reader import one_line
 
     task = Exception(
         "An error occurred while calling o88.collectToPython.\n: org.apache.spark.SparkException: Job aborted due to "

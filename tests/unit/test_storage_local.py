@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemark.checkpoint.inspect import inspect_checkpoint
+from tidemark.doctor.inspect import inspect_checkpoint
 from tidemark.errors import StorageError
 from tidemark.storage import DirListing
 from tidemark.storage.local import LocalFS, native_walk_available

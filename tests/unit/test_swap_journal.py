@@ -75,7 +75,7 @@ def test_run_finishes_a_killed_swap_before_it_plans_its_start(tmp_path: Path, mo
     from tests.helpers import write_config
     from tidemark.config import load_config
     from tidemark.pipeline.run import run_pipeline
-    from tidemark.plan import store_start
+    from tidemark.sizing import store_start
 
     new, _, _ = _killed_in_the_second_move(tmp_path, ordered=True)
     (tmp_path / "landing").mkdir()

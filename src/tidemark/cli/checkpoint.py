@@ -11,8 +11,8 @@ from rich.markup import escape
 from tidemark.cli.output import out, print_json
 
 if TYPE_CHECKING:
-    from tidemark.checkpoint.prune import PruneResult
-    from tidemark.checkpoint.report import CheckpointReport
+    from tidemark.doctor.prune import PruneResult
+    from tidemark.doctor.report import CheckpointReport
     from tidemark.sources.kafka import KafkaSourceReport
 
 checkpoint_app = typer.Typer(
@@ -164,8 +164,8 @@ def inspect_command(
     ] = None,
 ) -> None:
     """Report what a checkpoint holds and what is wrong; exit 1 when a finding is an error."""
-    from tidemark.checkpoint.findings import Thresholds
-    from tidemark.checkpoint.inspect import inspect_checkpoint
+    from tidemark.doctor.findings import Thresholds
+    from tidemark.doctor.inspect import inspect_checkpoint
     from tidemark.sizes import parse_size
 
     thresholds = Thresholds(
@@ -205,7 +205,7 @@ def prune_command(
     ] = None,
 ) -> None:
     """Remove old log entries and state files Spark will never need again (dry run unless --apply)."""
-    from tidemark.checkpoint.prune import prune_checkpoint
+    from tidemark.doctor.prune import prune_checkpoint
 
     result = prune_checkpoint(path, keep, apply=apply, sink=sink)
     if json_output:

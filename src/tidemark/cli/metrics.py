@@ -52,7 +52,7 @@ def rules(
 ) -> None:
     """Print Prometheus alert rules (YAML): tidemark metrics rules > tidemark-rules.yml."""
     from tidemark.monitor.alerts import AlertThresholds, rules_yaml
-    from tidemark.plan.advice import COMMIT_SHARE_HIGH
+    from tidemark.sizing.advice import COMMIT_SHARE_HIGH
 
     limits = AlertThresholds(
         stuck_after=_duration(stuck_after, "--stuck-after"),

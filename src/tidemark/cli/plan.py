@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from tidemark.config.model import StateStoreKind
-    from tidemark.plan.advice import CheckpointAdvice
-    from tidemark.plan.forecast import Forecast
-    from tidemark.plan.memory import MemoryPlan, Usage
+    from tidemark.sizing.advice import CheckpointAdvice
+    from tidemark.sizing.forecast import Forecast
+    from tidemark.sizing.memory import MemoryPlan, Usage
 
 plan_app = typer.Typer(help="Size executors and pick the state store from measured runs.", no_args_is_help=True)
 
@@ -96,8 +96,8 @@ def memory(
     as_json: JsonOpt = False,
 ) -> None:
     """Lay out executor memory, compare it with the load, size the executor, and forecast the break."""
-    from tidemark.plan.load import ConfOverrides, LoadFlags
-    from tidemark.plan.planner import MemoryRequest, plan_memory_request
+    from tidemark.sizing.load import ConfOverrides, LoadFlags
+    from tidemark.sizing.planner import MemoryRequest, plan_memory_request
 
     request = MemoryRequest(
         config=config,
@@ -139,8 +139,8 @@ def checkpoint(
     as_json: JsonOpt = False,
 ) -> None:
     """Measure the share of batch time spent committing state and advise on the checkpoint mode."""
-    from tidemark.plan.load import ConfOverrides
-    from tidemark.plan.planner import advise_checkpoint_log
+    from tidemark.sizing.load import ConfOverrides
+    from tidemark.sizing.planner import advise_checkpoint_log
 
     overrides = ConfOverrides(
         executor_memory=executor_memory,

@@ -14,10 +14,10 @@ from tidemark.errors import UsageError
 
 if TYPE_CHECKING:
     from tidemark.formats import FetchReport
-    from tidemark.state.diff import StateDiff
-    from tidemark.state.expired import ExpiredReport
-    from tidemark.state.show import StateRows
-    from tidemark.state.stats import Reader, StateStats
+    from tidemark.statestore.diff import StateDiff
+    from tidemark.statestore.expired import ExpiredReport
+    from tidemark.statestore.show import StateRows
+    from tidemark.statestore.stats import Reader, StateStats
 
 state_app = typer.Typer(
     name="state",
@@ -92,7 +92,7 @@ ReaderOpt = Annotated[
 
 
 def _reader(value: str) -> Reader:
-    from tidemark.state.stats import Reader
+    from tidemark.statestore.stats import Reader
 
     try:
         return Reader(value)
@@ -110,7 +110,7 @@ def stats(
     reader: ReaderOpt = "auto",
 ) -> None:
     """Rows, bytes and partition skew per operator, store and state variable; exit 1 for state it cannot read."""
-    from tidemark.state.stats import state_stats
+    from tidemark.statestore.stats import state_stats
 
     result = state_stats(path, batch=batch, operator=operator, reader=_reader(reader))
     _fetched(result.fetched)
@@ -162,7 +162,7 @@ def show(
     ] = None,
 ) -> None:
     """The state rows themselves, keys and values flattened into columns."""
-    from tidemark.state.show import ExportFormat, show_state
+    from tidemark.statestore.show import ExportFormat, show_state
 
     if sum((csv is not None, parquet is not None, as_json)) > 1:
         msg = "choose one of --json, --csv, --parquet"
@@ -214,7 +214,7 @@ def diff(
     as_json: JsonOpt = False,
 ) -> None:
     """What changed between two batches: added, updated, removed keys, counts and samples."""
-    from tidemark.state.diff import diff_state
+    from tidemark.statestore.diff import diff_state
 
     result = diff_state(path, from_batch, to_batch, operator=operator, store=store, sample=sample)
     _fetched(result.fetched)
@@ -261,7 +261,7 @@ def expired(
     as_json: JsonOpt = False,
 ) -> None:
     """Keys whose event-time timeout or timer is behind the committed watermark but still hold state."""
-    from tidemark.state.expired import find_expired
+    from tidemark.statestore.expired import find_expired
 
     result = find_expired(path, batch=batch, operator=operator, limit=limit)
     _fetched(result.fetched)

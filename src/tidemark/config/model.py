@@ -451,10 +451,10 @@ class CheckpointConfig(_Table):
     changelog: bool = True
     min_batches_to_retain: int = Field(default=20, ge=2)
     format_version: int = Field(default=1, ge=1, le=2)
-    # "auto": sized at every run start (tidemark.plan.rocksdb_cap); a number of MB; "unbounded" (None): no cap.
+    # "auto": sized at every run start (tidemark.sizing.rocksdb_cap); a number of MB; "unbounded" (None): no cap.
     bounded_memory_mb: BoundedMemory = "auto"
     # About how many keys the state will hold at its largest: picks the provider of a new checkpoint when
-    # state_store is not set (tidemark.plan.store_start); an existing checkpoint keeps its own.
+    # state_store is not set (tidemark.sizing.store_start); an existing checkpoint keeps its own.
     expected_state_keys: int | None = Field(default=None, ge=1)
     # RocksDB counts the rows in state with one read per write (numRowsTotal); None: only for kind "custom".
     track_state_rows: bool | None = None

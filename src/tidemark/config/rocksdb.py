@@ -17,11 +17,11 @@ from tidemark.config.provider import PROVIDER_KEY
 
 PREFIX = "spark.sql.streaming.stateStore.rocksdb."
 # `bounded_memory_mb = "auto"` (the default): `tidemark run` sizes one cap per executor at every start, from what
-# the executor has and what the state needs (tidemark.plan.rocksdb_cap). Where nothing sized it (a config turned
+# the executor has and what the state needs (tidemark.sizing.rocksdb_cap). Where nothing sized it (a config turned
 # into Spark settings outside a run: check, rehearse), this cap stands in: tidemark's fixed default before.
 AUTO = "auto"
 DEFAULT_BOUNDED_MEMORY_MB = 256
-# Write buffers sized to the state (`tidemark run`, tidemark.plan.rocksdb_cap.write_buffer_for), measured at 10 M
+# Write buffers sized to the state (`tidemark run`, tidemark.sizing.rocksdb_cap.write_buffer_for), measured at 10 M
 # keys (BENCHMARKS.md, "Write buffers that hold a batch"): with RocksDB's 64 MB buffers a store of 5 M keys whose
 # every key a batch updates flushed several times a batch, so the next batch read every key back from files
 # (9.5 us a `get`); a buffer that holds about a batch serves half the batches' reads from memory: batches 8 %

@@ -100,7 +100,7 @@ def _check_settings(checkpoint: Checkpoint, batch: int, config: TidemarkConfig, 
     else:
         found.same(f"shuffle partitions {new_n}")
     old_provider = pinned.get(PROVIDER_KEY, HDFS_PROVIDER)
-    # Unset, [checkpoint] state_store follows the checkpoint (tidemark.plan.store_start): only a set one can differ.
+    # Unset, [checkpoint] state_store follows the checkpoint (tidemark.sizing.store_start): only a set one can differ.
     explicit = "state_store" in config.checkpoint.model_fields_set
     new_provider = wanted.get(PROVIDER_KEY, HDFS_PROVIDER) if explicit else old_provider
     if old_provider != new_provider:
@@ -298,7 +298,7 @@ def _check_watermark(stored: ColumnFamilySchema, expected: ExpectedState, found:
 
 def _state_sample(spark: SparkSession, config: TidemarkConfig, columns: list[str]) -> list[Any]:
     from tidemark.session import runtime_conf
-    from tidemark.state.reader import ReadTarget, private_state_source, read_state, run_action, session_conf
+    from tidemark.statestore.reader import ReadTarget, private_state_source, read_state, run_action, session_conf
 
     target = ReadTarget(0, "default")
     # A private copy: Spark's reader writes into the folder it reads, and `check` only reads.

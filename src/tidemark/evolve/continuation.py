@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tidemark.formats import MERGE_OPERATOR_KEY, Checkpoint, log_features
 from tidemark.spark.lines import Feature, first_line_with, installed_version, lacking
-from tidemark.state.metadata import parse_operator_properties
+from tidemark.statestore.metadata import parse_operator_properties
 
 FORMAT_VERSION = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 # What a checkpoint uses that only the Spark lines offering the feature can read.

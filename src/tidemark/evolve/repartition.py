@@ -58,7 +58,7 @@ from tidemark.storage import Location, open_storage, parse_location
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tidemark.state.reader import StateSource
+    from tidemark.statestore.reader import StateSource
 
 log = logging.getLogger(__name__)
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -194,7 +194,7 @@ def repartition_checkpoint(
     engine: Engine = Engine.AUTO,
 ) -> RepartitionReport:
     """Dry run (default) or apply a repartition of the checkpoint at path to `partitions` partitions."""
-    from tidemark.state.reader import open_state_source, state_session
+    from tidemark.statestore.reader import open_state_source, state_session
 
     if partitions < 1:
         msg = f"--partitions must be at least 1 (got {partitions})"
@@ -362,7 +362,7 @@ def _spark_repartition(
     spark: SparkSession, source: StateSource, checkpoint: Checkpoint, staging: Path, batch: int, partitions: int
 ) -> StateComparison:
     """Spark's offline repartition on a copy of the checkpoint (its new batch batch+1), compared with the original."""
-    from tidemark.state.reader import open_state_source
+    from tidemark.statestore.reader import open_state_source
 
     staging.mkdir(parents=True)
     clone_whole(checkpoint, open_storage(str(staging)))

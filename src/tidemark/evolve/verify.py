@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import CheckpointError
-from tidemark.state.metadata import list_stores
-from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, targets_of
+from tidemark.statestore.metadata import list_stores
+from tidemark.statestore.reader import ReadTarget, StateSource, read_state, run_action, targets_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -4,7 +4,7 @@ The logs (offsets/, commits/, sources/<i>/, `metadata`) are read whole and parse
 CommitLog, CompactibleFileStreamLog and StreamMetadata parse them; the state files of the version a restart
 loads are decoded (formats/state_records.py) or, when large, checked at both ends. The result is typed records
 (`FileProblem`) naming the file and the damage; what that breaks and how to fix it is decided by the caller
-(checkpoint/findings.py).
+(doctor/findings.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from tidemark.errors import UsageError
-from tidemark.plan.advice import COMMIT_SHARE_HIGH
+from tidemark.sizing.advice import COMMIT_SHARE_HIGH
 
 RULE_GROUP = "tidemark"
 RUN = "pipeline, run_id"

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from tidemark.monitor.alerts import promql_duration
-from tidemark.plan.advice import COMMIT_SHARE_HIGH
+from tidemark.sizing.advice import COMMIT_SHARE_HIGH
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 SEL = 'pipeline=~"$pipeline", run_id=~"$run_id"'

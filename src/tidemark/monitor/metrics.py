@@ -13,7 +13,7 @@ from typing import Any
 from tidemark.compat import StrEnum
 from tidemark.formats import BatchProgress
 from tidemark.monitor.rocksdb_health import RocksDBBatch
-from tidemark.plan.advice import batch_commit_ms
+from tidemark.sizing.advice import batch_commit_ms
 
 log = logging.getLogger(__name__)
 

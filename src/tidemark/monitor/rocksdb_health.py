@@ -9,7 +9,7 @@ the miss share went 0.06, 0.09, 0.22, 0.38, 0.43 and the time per get 7 to 29 us
 
 The watch fires once per run: when the miss share of the last `window` batches peaks at the newest, at least
 RISE_FACTOR times their lowest and MISS_SHARE_RISING or more, or whenever it is at MISS_SHARE_HIGH. Its fix names
-the cap to set, sized like tidemark sizes it at start (tidemark.plan.rocksdb_cap) from the SST bytes the batch
+the cap to set, sized like tidemark sizes it at start (tidemark.sizing.rocksdb_cap) from the SST bytes the batch
 reports, or the keys it updated.
 """
 
@@ -20,8 +20,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from tidemark.formats import BatchProgress
-from tidemark.plan.memory import MIB
-from tidemark.plan.rocksdb_cap import GROWTH_HEADROOM, cap_for
+from tidemark.sizing.memory import MIB
+from tidemark.sizing.rocksdb_cap import GROWTH_HEADROOM, cap_for
 
 CRAWL_CODE = "ROCKSDB_CRAWL_AHEAD"
 # A miss share that rose by RISE_FACTOR over the window is a warning from MISS_SHARE_RISING on; at MISS_SHARE_HIGH it

@@ -6,7 +6,7 @@ above the sources.
 
 from __future__ import annotations
 
-from tidemark.plan.memory import DEFAULT_TARGET_UTILIZATION, MemoryConf, MemoryLoad, layout_for, per_executor_usage
+from tidemark.sizing.memory import DEFAULT_TARGET_UTILIZATION, MemoryConf, MemoryLoad, layout_for, per_executor_usage
 
 
 def memory_ceiling_bytes(

@@ -23,7 +23,7 @@ from tidemark.formats import Checkpoint
 from tidemark.monitor.watchdog import default_stuck_after
 from tidemark.pipeline.backlog import peak_state_bytes, recent_progress
 from tidemark.pipeline.catchup import memory_ceiling_bytes
-from tidemark.plan.load import conf_from_config
+from tidemark.sizing.load import conf_from_config
 from tidemark.sources import CatchesUp, CatchUpContext, CatchUpPlan
 
 if TYPE_CHECKING:

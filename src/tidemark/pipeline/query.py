@@ -64,7 +64,7 @@ def build_query(
 
 def task_slots(spark: SparkSession, config: TidemarkConfig) -> int:
     """Task slots of the run: the session's (executors registered so far) or the config's, the larger."""
-    from tidemark.plan.load import conf_from_config
+    from tidemark.sizing.load import conf_from_config
 
     conf = conf_from_config(config)
     return max(spark.sparkContext.defaultParallelism, conf.executors * conf.cores)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from tidemark.monitor.rocksdb_health import CrawlWatch
     from tidemark.pipeline.owed_batch import OwedBatch
     from tidemark.pipeline.start import JarsFetch, Launch, Prestart, StartPoint
-    from tidemark.plan.store_start import StartPlan
+    from tidemark.sizing.store_start import StartPlan
     from tidemark.sources import SourceStart
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ def _leak_hook(
 def crawl_watch_for(config: TidemarkConfig, start: StartPlan) -> CrawlWatch:
     """The run's crawl watch: the partitions an executor works on at once, and what it can give RocksDB."""
     from tidemark.monitor.rocksdb_health import CrawlWatch
-    from tidemark.plan.load import conf_from_config
+    from tidemark.sizing.load import conf_from_config
 
     conf = conf_from_config(config)
     need = start.cap.need if start.cap is not None else None

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Protocol
 from tidemark.config import TidemarkConfig
 from tidemark.context import PipelineContext
 from tidemark.needs import pipeline_session
-from tidemark.plan import store_start
-from tidemark.plan.store_start import StartPlan
+from tidemark.sizing import store_start
+from tidemark.sizing.store_start import StartPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

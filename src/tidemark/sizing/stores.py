@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from tidemark.config.model import StateStoreKind
 from tidemark.findings import Finding, Severity
 from tidemark.formats import BatchProgress
-from tidemark.plan.load import detect_state_store
 from tidemark.sizes import format_size
+from tidemark.sizing.load import detect_state_store
 
 # Runs compare when their state sizes are within this factor of each other.
 SAME_SIZE = 1.25

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidemark.checkpoint.report import FolderCount, KindCount
+from tidemark.doctor.report import FolderCount, KindCount
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import (
     Checkpoint,

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from tidemark.compat import StrEnum
 from tidemark.errors import UsageError
 from tidemark.formats import FetchReport
-from tidemark.state.metadata import StoreInfo, list_stores
-from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session, targets_of
+from tidemark.statestore.metadata import StoreInfo, list_stores
+from tidemark.statestore.reader import ReadTarget, StateSource, read_state, run_action, state_session, targets_of
 from tidemark.steps import step
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from tidemark.config.model import StateStoreKind
 from tidemark.findings import Finding, Severity
 from tidemark.formats import BatchProgress, StateOperatorProgress
-from tidemark.plan.memory import MemoryConf, MemoryLoad, layout_for, per_executor_usage
-from tidemark.plan.stores import StoreComparison, compare_stores, store_findings, store_runs
+from tidemark.sizing.memory import MemoryConf, MemoryLoad, layout_for, per_executor_usage
+from tidemark.sizing.stores import StoreComparison, compare_stores, store_findings, store_runs
 
 # Above this share of batch time spent committing state, the commit is worth taking off the critical path.
 COMMIT_SHARE_HIGH = 0.25

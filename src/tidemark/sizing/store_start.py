@@ -5,7 +5,7 @@ checkpoint).
 Provider: an existing checkpoint keeps the one it was created with (Spark restores it from the offset log); a new
 checkpoint gets `[checkpoint] state_store` when the config sets it, else the one `expected_state_keys` points to
 (the HDFS-backed store where it is measured faster and its heap holds the keys with room, RocksDB otherwise), else
-RocksDB. Cap: `bounded_memory_mb = "auto"` is sized by tidemark.plan.rocksdb_cap from the state the checkpoint
+RocksDB. Cap: `bounded_memory_mb = "auto"` is sized by tidemark.sizing.rocksdb_cap from the state the checkpoint
 holds (file sizes, no Spark) and what the executor has.
 """
 
@@ -35,10 +35,10 @@ from tidemark.formats import (
     last_progress,
     state_size,
 )
-from tidemark.plan.load import conf_from_config
-from tidemark.plan.memory import MIB, MemoryConf
-from tidemark.plan.resident import RowShape, Workload, hdfs_footprint, shape_from_version_bytes, unsafe_row_bytes
-from tidemark.plan.rocksdb_cap import CapPlan, partition_sizes, plan_cap, state_need
+from tidemark.sizing.load import conf_from_config
+from tidemark.sizing.memory import MIB, MemoryConf
+from tidemark.sizing.resident import RowShape, Workload, hdfs_footprint, shape_from_version_bytes, unsafe_row_bytes
+from tidemark.sizing.rocksdb_cap import CapPlan, partition_sizes, plan_cap, state_need
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 # batches were shorter than RocksDB + changelog from 100 k keys on (1.38x at 100 k, 1.18-1.71x at 1 M; 10 M keys:
 # 1.40x with RocksDB at 1 GB), and longer at 10 k (0.85x). It holds every key on the JVM heap, though.
 HDFS_FASTER_FROM_KEYS = 100_000
-# The HDFS-backed store is chosen only when its peak heap (tidemark.plan.resident) stays within this share of the
+# The HDFS-backed store is chosen only when its peak heap (tidemark.sizing.resident) stays within this share of the
 # executor heap: the rest is execution memory, and state only grows.
 HDFS_HEAP_SHARE = 0.5
 

@@ -13,9 +13,9 @@ from tidemark.compat import UTC
 from tidemark.config.model import PROVIDER_KEY, StateStoreKind
 from tidemark.errors import UsageError
 from tidemark.formats import BatchProgress, read_progress
-from tidemark.plan.load import detect_state_store
-from tidemark.plan.resident import RowShape, shape_from_version_bytes, unsafe_row_bytes
-from tidemark.plan.trend import DEFAULT_WINDOW, StatePoint
+from tidemark.sizing.load import detect_state_store
+from tidemark.sizing.resident import RowShape, shape_from_version_bytes, unsafe_row_bytes
+from tidemark.sizing.trend import DEFAULT_WINDOW, StatePoint
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -129,7 +129,7 @@ class _Sizes:
 def _sizes_at(spark: Any, source: Any, stores: Sequence[Any], batch: int) -> _Sizes:
     from pyspark.sql import functions as F
 
-    from tidemark.state.reader import read_state, run_action, targets_of
+    from tidemark.statestore.reader import read_state, run_action, targets_of
 
     rows, key_total, value_total = 0, 0.0, 0.0
     for store in stores:
@@ -176,8 +176,8 @@ def measured_from_checkpoint(path: str | Path, lookback: int = 10, batch: int | 
     batch within `lookback` whose state files are all still there. Batch times come from the offsets log.
     """
     from tidemark.formats import Checkpoint
-    from tidemark.state.metadata import list_stores
-    from tidemark.state.reader import state_session
+    from tidemark.statestore.metadata import list_stores
+    from tidemark.statestore.reader import state_session
 
     checkpoint = Checkpoint.open(str(path))
     checkpoint.require()

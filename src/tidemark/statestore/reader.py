@@ -17,7 +17,7 @@ from tidemark.spark.lines import Feature, first_line_with, lacking, require
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from tidemark.state.metadata import StoreInfo
+    from tidemark.statestore.metadata import StoreInfo
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError
 from tidemark.formats import TIMER_FAMILIES, Checkpoint, FetchReport, StateReadMethod
 from tidemark.spark.lines import Feature, lacking
-from tidemark.state.files import ReadContext, count_from_files, read_context
-from tidemark.state.metadata import MetadataSource, StoreInfo, legacy_hint, list_stores, stores_from_files
-from tidemark.state.reader import ReadTarget, StateSource, read_state, run_action, state_session, targets_of
+from tidemark.statestore.files import ReadContext, count_from_files, read_context
+from tidemark.statestore.metadata import MetadataSource, StoreInfo, legacy_hint, list_stores, stores_from_files
+from tidemark.statestore.reader import ReadTarget, StateSource, read_state, run_action, state_session, targets_of
 from tidemark.steps import step
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from tidemark.errors import UsageError
 from tidemark.sizes import format_size
 
 if TYPE_CHECKING:
-    from tidemark.plan.forecast import Forecast
+    from tidemark.sizing.forecast import Forecast
 
 MIB = 1024**2
 RESERVED_BYTES = 300 * MIB

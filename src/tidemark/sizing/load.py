@@ -15,8 +15,8 @@ from tidemark.config.model import PROVIDER_KEY, StateStoreKind, TidemarkConfig, 
 from tidemark.config.rocksdb import BOUNDED_MEMORY_USAGE, MAX_MEMORY_USAGE
 from tidemark.errors import InputError, UsageError
 from tidemark.formats import BatchProgress, read_progress
-from tidemark.plan.memory import MIB, MemoryConf, MemoryLoad
 from tidemark.sizes import parse_size
+from tidemark.sizing.memory import MIB, MemoryConf, MemoryLoad
 
 DEFAULT_HEAP = "1g"
 

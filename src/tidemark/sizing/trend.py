@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tidemark.errors import UsageError
-from tidemark.plan.breaking import BreakPoint, MemoryLimit
+from tidemark.sizing.breaking import BreakPoint, MemoryLimit
 
 # The growth is read over this many most recent batches: long enough to smooth batch-to-batch noise, short
 # enough to follow a change of traffic.

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from tidemark.compat import StrEnum
 from tidemark.config.model import StateStoreKind
-from tidemark.plan.memory import MemoryConf, layout_for
-from tidemark.plan.resident import (
+from tidemark.sizing.memory import MemoryConf, layout_for
+from tidemark.sizing.resident import (
     DEFAULT_RETAINED_VERSIONS,
     ROCKSDB_BOUNDED_BYTES_PER_KEY,
     HeapFootprint,

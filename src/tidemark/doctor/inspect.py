@@ -6,18 +6,18 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from tidemark.checkpoint.corruption import RestartPoint
-from tidemark.checkpoint.findings import FindingsInput, Thresholds, find_problems
-from tidemark.checkpoint.report import (
+from tidemark.compat import UTC
+from tidemark.config import TidemarkConfig
+from tidemark.config.provider import PROVIDER_KEY
+from tidemark.doctor.corruption import RestartPoint
+from tidemark.doctor.findings import FindingsInput, Thresholds, find_problems
+from tidemark.doctor.report import (
     CheckpointReport,
     FolderCount,
     KindCount,
     OperatorReport,
     StoreReport,
 )
-from tidemark.compat import UTC
-from tidemark.config import TidemarkConfig
-from tidemark.config.provider import PROVIDER_KEY
 from tidemark.errors import UsageError
 from tidemark.findings import Finding, Severity
 from tidemark.formats import (

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from tidemark.config.rocksdb import MIN_WRITE_BUFFER_MB, most_write_buffer_mb
 from tidemark.findings import Finding, Severity
-from tidemark.plan.memory import MIB, MemoryConf, overhead_for
-from tidemark.plan.resident import JVM_NATIVE_BYTES, ROCKSDB_BOUNDED_BYTES_PER_KEY
+from tidemark.sizing.memory import MIB, MemoryConf, overhead_for
+from tidemark.sizing.resident import JVM_NATIVE_BYTES, ROCKSDB_BOUNDED_BYTES_PER_KEY
 
 # measured: SST bytes a key of the benchmark's rows (a long key; count and sum), 1 M keys on 2 partitions, LZ4.
 BENCHMARK_SST_BYTES_PER_KEY = 17

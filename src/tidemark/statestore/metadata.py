@@ -10,12 +10,12 @@ from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError
 from tidemark.formats import Checkpoint, join_families, keyless_operator
 from tidemark.spark.lines import Feature, first_line_with
-from tidemark.state.logs import OperatorFolder, operator_folders
+from tidemark.statestore.logs import OperatorFolder, operator_folders
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tidemark.state.reader import StateSource
+    from tidemark.statestore.reader import StateSource
 
 TIMER_VARIABLE_TYPE = "TimerState"
 _USER_VARIABLE_TYPES = frozenset({"ValueState", "ListState", "MapState"})

@@ -32,7 +32,7 @@ from tidemark.formats import (
     split_key,
     store_schemas,
 )
-from tidemark.state.metadata import StoreInfo
+from tidemark.statestore.metadata import StoreInfo
 
 # Deduplication stores a one-field row holding null as every value; Spark 3.1 and 3.2 recorded the input row as its
 # value schema instead (which is why their own reader fails on those checkpoints).

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tidemark.checkpoint.corruption import RestartPoint, damaged_file_findings, gap_findings, missing_state_findings
-from tidemark.checkpoint.report import FolderCount, OperatorReport
+from tidemark.doctor.corruption import RestartPoint, damaged_file_findings, gap_findings, missing_state_findings
+from tidemark.doctor.report import FolderCount, OperatorReport
 from tidemark.findings import Finding, Severity
 from tidemark.formats import (
     CheckpointHealth,

@@ -15,9 +15,9 @@ from tidemark.compat import StrEnum
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import Checkpoint, FetchReport
 from tidemark.spark.lines import Feature, lacking
-from tidemark.state.files import read_context, rows_from_files
-from tidemark.state.metadata import StoreInfo, list_stores, stores_from_files
-from tidemark.state.reader import (
+from tidemark.statestore.files import read_context, rows_from_files
+from tidemark.statestore.metadata import StoreInfo, list_stores, stores_from_files
+from tidemark.statestore.reader import (
     TIMERS,
     ReadTarget,
     flatten,

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from tidemark.config.model import StateStoreKind
 from tidemark.config.rocksdb import UNTRACKED_HINT
 from tidemark.errors import InputError, UsageError
-from tidemark.plan.breaking import BreakPoint, break_point
-from tidemark.plan.measured import MeasuredState
-from tidemark.plan.memory import MemoryConf
-from tidemark.plan.resident import DEFAULT_RETAINED_VERSIONS, RowShape, Workload
-from tidemark.plan.trend import DEFAULT_WINDOW, Growth, Outlook, growth_of, outlook
+from tidemark.sizing.breaking import BreakPoint, break_point
+from tidemark.sizing.measured import MeasuredState
+from tidemark.sizing.memory import MemoryConf
+from tidemark.sizing.resident import DEFAULT_RETAINED_VERSIONS, RowShape, Workload
+from tidemark.sizing.trend import DEFAULT_WINDOW, Growth, Outlook, growth_of, outlook
 
 
 @dataclass(frozen=True)

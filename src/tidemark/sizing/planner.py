@@ -9,9 +9,9 @@ from tidemark.config import load_config
 from tidemark.config.model import StateStoreKind, TidemarkConfig
 from tidemark.errors import InputError
 from tidemark.formats import read_progress
-from tidemark.plan.advice import CheckpointAdvice, advise_checkpoint, detect_changelog
-from tidemark.plan.forecast import forecast
-from tidemark.plan.load import (
+from tidemark.sizing.advice import CheckpointAdvice, advise_checkpoint, detect_changelog
+from tidemark.sizing.forecast import forecast
+from tidemark.sizing.load import (
     ConfOverrides,
     LoadFlags,
     detect_state_store,
@@ -21,9 +21,9 @@ from tidemark.plan.load import (
     resolve_load,
     spark_memory,
 )
-from tidemark.plan.measured import MeasuredState, measured_from_checkpoint, measured_from_progress
-from tidemark.plan.memory import DEFAULT_TARGET_UTILIZATION, MemoryPlan, Verdict, plan_memory
-from tidemark.plan.trend import DEFAULT_WINDOW
+from tidemark.sizing.measured import MeasuredState, measured_from_checkpoint, measured_from_progress
+from tidemark.sizing.memory import DEFAULT_TARGET_UTILIZATION, MemoryPlan, Verdict, plan_memory
+from tidemark.sizing.trend import DEFAULT_WINDOW
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def plan_memory_request(request: MemoryRequest) -> MemoryPlan:
     """
     config = _config(request.config)
     if config is not None and config.checkpoint.bounded_memory_mb == "auto":
-        from tidemark.plan.store_start import plan_start
+        from tidemark.sizing.store_start import plan_start
 
         config = plan_start(config).config  # the provider and cap a run of this config would start with
     conf = resolve_conf(config, request.overrides)
