@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,20 +25,26 @@ if QUICK_JVM not in _SUBMIT_OPTS:
     os.environ["SPARK_SUBMIT_OPTS"] = f"{_SUBMIT_OPTS} {QUICK_JVM}".strip()
 
 
-# Fixtures that hold a fixed loopback port (hadoop-azure's emulator mode looks for the Blob endpoint at
-# 127.0.0.1:10000 only): the tests that use one run on one worker.
-FIXED_PORT_FIXTURES = ("wasb_proxy",)
+# Under pytest-xdist (`make test` runs two workers) the tests are handed out a module at a time: a module's tests
+# stay on one worker (its module-scoped fixtures start once, its tests keep their order). The storage tests go as
+# one unit: hadoop-azure's emulator mode looks for the Blob endpoint at 127.0.0.1:10000 only, so the tests that
+# start it (tests/storage/, and only there) must never run on two workers at once. Done by the scheduler rather
+# than xdist_group marks: pytest-xdist 3.8 marks a group by rewriting `item._nodeid`, which pytest 9 no longer
+# reads, so `--dist loadgroup` silently splits every group.
+ONE_UNIT_FOLDERS = ("tests/storage/",)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test` runs two workers), a module's tests stay on one worker (its module-scoped
-    fixtures start once, its tests keep their order) and every test on a fixed port shares one worker."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        fixed = next((name for name in FIXED_PORT_FIXTURES if name in item.fixturenames), None)
-        group = f"port:{fixed}" if fixed is not None else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)  # the smoke runs of the other Spark lines go without pytest-xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Module-at-a-time scheduling, with each folder of ONE_UNIT_FOLDERS one unit."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return next((folder for folder in ONE_UNIT_FOLDERS if module.startswith(folder)), module)
+
+    return ModuleScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
