@@ -18,7 +18,7 @@ from tidemark.formats import Field, struct_fields
 from tidemark.stateful.api import STATE_VARIABLE
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 OPERATOR_NAMES = {
     AggregationKind.WINDOW: "stateStoreSave",
@@ -52,12 +52,19 @@ def _ms(delta: object) -> int | None:
     return int(delta.total_seconds() * 1000) if isinstance(delta, timedelta) else None
 
 
-def _aggregate_state(spark: SparkSession, config: TidemarkConfig) -> dict[str, tuple[Field, ...]]:
+def _events(spark: SparkSession, config: TidemarkConfig) -> DataFrame:
+    """The config's events as its query builds them (a probe: no query starts)."""
     from tidemark.context import PipelineContext
-    from tidemark.pipeline.query import build_events, build_output
+    from tidemark.pipeline.query import build_events
+
+    return build_events(spark, PipelineContext.of(config))
+
+
+def _aggregate_state(spark: SparkSession, config: TidemarkConfig) -> dict[str, tuple[Field, ...]]:
+    from tidemark.pipeline.query import build_output
     from tidemark.spark.jvm import call
 
-    events = build_events(spark, PipelineContext.of(config))
+    events = _events(spark, config)
     empty = spark.createDataFrame(spark.sparkContext.emptyRDD(), events.schema)
     build_output(empty, config).createOrReplaceTempView(_PROBE_VIEW)
     try:
@@ -68,10 +75,7 @@ def _aggregate_state(spark: SparkSession, config: TidemarkConfig) -> dict[str, t
 
 
 def _events_fields(spark: SparkSession, config: TidemarkConfig) -> dict[str, Field]:
-    from tidemark.context import PipelineContext
-    from tidemark.pipeline.query import build_events
-
-    events = build_events(spark, PipelineContext.of(config))
+    events = _events(spark, config)
     return {f.name: f for f in struct_fields(events.schema.jsonValue())}
 
 

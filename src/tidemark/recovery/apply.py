@@ -163,8 +163,8 @@ def recover_pipeline(
     from tidemark.pipeline.start import launched
     from tidemark.recovery.replay import check_replayable
 
-    check_replayable(PipelineContext.of(config))
     with launched(config, spark) as launch:
+        check_replayable(launch.pipeline)  # before any Spark: a source that cannot replay is refused first
         launch.locate_sink()  # a catalog table whose checkpoint (which recorded its folder) was lost
         pipeline = launch.pipeline
         # Every precondition before anything moves (dry run too: a plan for a sink it cannot rewrite would mislead).
