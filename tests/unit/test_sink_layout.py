@@ -110,6 +110,7 @@ def test_the_duplicate_check_reads_a_plain_folder_as_a_plain_reader_would(tmp_pa
 
     from tests.helpers import write_config
     from tidemark.config import load_config
+    from tidemark.context import PipelineContext
     from tidemark.recovery.audit import key_columns, table_duplicates
 
     sink = tmp_path / "output"
@@ -122,6 +123,6 @@ def test_the_duplicate_check_reads_a_plain_folder_as_a_plain_reader_would(tmp_pa
         (sink / folder).mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({"user": users, "windowEnd": [end] * len(users)}), sink / folder / name)
     config = load_config(write_config(tmp_path, sink={"path": str(sink)}))
-    rows, repeated, examples = table_duplicates(config, key_columns(config))
+    rows, repeated, examples = table_duplicates(PipelineContext.of(config).sink, key_columns(config))
     assert (rows, repeated) == (4, 1)
     assert examples == ["b, 2026-01-01T00:00:00+00:00, 2026-01-01T00:10:00+00:00"]

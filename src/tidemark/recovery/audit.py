@@ -9,13 +9,12 @@ wrote (a file sink's log and tidemark's ledger, a table's commits: the sink's pa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from tidemark.config import AggregationKind, TidemarkConfig
 from tidemark.context import PipelineContext
 from tidemark.formats import Checkpoint
-from tidemark.sinks import Tool, sink_of
-from tidemark.sinks.audit import MAX_LISTED, BatchRecord, Violation, ViolationKind
+from tidemark.sinks import Sink, Tool
+from tidemark.sinks.audit import BatchRecord, Violation, ViolationKind, repeated_keys
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
     violations = list(found.violations)
     notes = list(found.notes)
     columns = key_columns(config)
-    rows, duplicated, examples = table_duplicates(config, columns)
+    rows, duplicated, examples = table_duplicates(target, columns)
     if duplicated:
         violations.append(
             Violation(
@@ -86,28 +85,8 @@ def audit_sink(config: TidemarkConfig) -> AuditResult:
     )
 
 
-_TIME_COLUMNS = ("windowStart", "windowEnd", "sessionStart", "sessionEnd")
-
-
-def table_duplicates(config: TidemarkConfig, columns: tuple[str, ...]) -> tuple[int, int, list[str]]:
+def table_duplicates(sink: Sink, columns: tuple[str, ...]) -> tuple[int, int, list[str]]:
     """(rows, repeated rows, example keys) among the sink's rows as its readers read them (the sink's own reader:
     every data file for a plain Parquet reader; a table's snapshot, deletion vectors applied, partition values from
     its log, never from folder names)."""
-    import pandas as pd
-
-    frame: Any = sink_of(config).table_rows(list(columns))
-    rows = int(frame.num_rows)
-    if not columns:
-        return rows, 0, []
-    data = pd.DataFrame({c: frame.column(c).to_pylist() for c in columns})
-    for column in columns:
-        if column in _TIME_COLUMNS:
-            # A value that is no time (a `windowStart=backup` folder a plain reader picks up) stays as it is.
-            times = pd.to_datetime(data[column], utc=True, errors="coerce")
-            data[column] = times.map(lambda t: t.isoformat() if not pd.isna(t) else None).fillna(
-                data[column].astype(str)
-            )
-    data = data.astype(str)
-    repeated = data[data.duplicated(keep=False)].drop_duplicates()
-    examples = [", ".join(row) for row in repeated.head(MAX_LISTED).itertuples(index=False)]
-    return rows, int(data.duplicated().sum()), examples
+    return repeated_keys(sink.table_rows(list(columns)), columns)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tidemark.compat import StrEnum
 
@@ -73,3 +74,30 @@ def owed_nothing(
             f"wrote no output, {owed}"
         )
     return set(found)
+
+
+# A sink's columns that hold times: compared as instants, whatever type a reader gives them.
+TIME_COLUMNS = ("windowStart", "windowEnd", "sessionStart", "sessionEnd")
+
+
+def repeated_keys(table: Any, columns: Sequence[str]) -> tuple[int, int, list[str]]:
+    """(rows, repeated rows, example keys) of a pyarrow table projected on columns: audit's duplicate check and a
+    recovery's check of what it wrote count the same way. A time column is compared as an instant (a reader's
+    timestamp and a Hive folder's string of the same time are one value); a value that is no time (a
+    `windowStart=backup` folder a plain reader picks up) stays as it is."""
+    import pandas as pd
+
+    rows = int(table.num_rows)
+    if not columns:
+        return rows, 0, []
+    data = pd.DataFrame({c: table.column(c).to_pylist() for c in columns})
+    for column in columns:
+        if column in TIME_COLUMNS:
+            times = pd.to_datetime(data[column], utc=True, errors="coerce")
+            data[column] = times.map(lambda t: t.isoformat() if not pd.isna(t) else None).fillna(
+                data[column].astype(str)
+            )
+    data = data.astype(str)
+    repeated = data[data.duplicated(keep=False)].drop_duplicates()
+    examples = [", ".join(row) for row in repeated.head(MAX_LISTED).itertuples(index=False)]
+    return rows, int(data.duplicated().sum()), examples

@@ -298,11 +298,10 @@ class DeltaSink(Sink):
     def check_rows(self, keys: tuple[str, ...], spark: SparkSession | None) -> SinkCheck | None:
         """Rows and repeated keys as delta-rs reads the table (deletion vectors applied)."""
         del spark
-        import pandas as pd
+        from tidemark.sinks.audit import repeated_keys
 
-        rows = read_rows(self._table_path(), list(keys))
-        frame = pd.DataFrame({c: rows.column(c).to_pylist() for c in keys})
-        return SinkCheck(int(rows.num_rows), int(frame.duplicated().sum()) if keys else 0, "delta-rs")
+        rows, repeated, _ = repeated_keys(read_rows(self._table_path(), list(keys)), keys)
+        return SinkCheck(rows, repeated, "delta-rs")
 
     def plan_rollback(self, checkpoint: Checkpoint, to_batch: int) -> SinkRollback:
         """The table's own undo: one RESTORE commit (plan_table_rollback); no file moves."""
