@@ -138,7 +138,8 @@ def print_json(value: Any) -> None:
     """Write a result as indented JSON on stdout."""
     from tidemark.secrets import redact
 
-    sys.stdout.write(redact(json.dumps(to_jsonable(value), indent=2, sort_keys=False)) + "\n")
+    text = json.dumps(to_jsonable(value), indent=2, sort_keys=False)
+    sys.stdout.write(redact(text) + "\n")
     sys.stdout.flush()
 
 

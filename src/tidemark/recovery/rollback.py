@@ -10,7 +10,9 @@ from tidemark.context import PipelineContext, PipelineLocations
 from tidemark.errors import CheckpointError, UsageError
 from tidemark.formats import (
     Checkpoint,
+    clear_sink_rollback,
     files_after,
+    mark_sink_rollback,
     quarantine_entries_after,
     read_quarantine_marker,
     unloadable_stores,
@@ -100,11 +102,13 @@ def plan_rollback(pipeline: PipelineContext, to_batch: int, now: datetime | None
         )
         raise UsageError(msg)
     archive = paths.archive_for(now).join(f"rollback-to-{to_batch}")
+    checkpoint_moves = _checkpoint_moves(checkpoint, paths, archive, to_batch)
+    quarantine_moves = _quarantine_moves(paths, archive, to_batch)
     sink_undo = pipeline.sink.plan_rollback(checkpoint, to_batch)
     moves = [
-        *_checkpoint_moves(checkpoint, paths, archive, to_batch),
+        *checkpoint_moves,
         *(plan_move(MoveKind(a.kind.value), paths.sink, a.rel, archive, "sink") for a in sink_undo.aside),
-        *_quarantine_moves(paths, archive, to_batch),
+        *quarantine_moves,
     ]
     undone = sorted({*(b for b in offsets if b > to_batch), *(b for b in commits if b > to_batch)})
     notes = [] if undone else [f"batch {to_batch} is already the newest batch: nothing to roll back"]
@@ -166,11 +170,15 @@ def roll_back(config: TidemarkConfig, to_batch: int, *, apply: bool = False) -> 
         done = read_quarantine_marker(config.quarantine.path)
         if done is not None and done > to_batch:
             write_quarantine_marker(config.quarantine.path, to_batch)
-        # The sink's own undo first (a table's undo commit, with a mark a run refuses on until the checkpoint's
-        # moves are done too), then the moves of the checkpoint's and the sink's files.
+        # The sink's own undo first (a table's undo commit), then the moves of the checkpoint's and the sink's
+        # files. Around both, a mark a run refuses on: a kill between the undo and the moves cannot let the old
+        # batches run on against the undone table; run again, the rollback finds the undo done and moves on.
         store = open_storage(locations.checkpoint.uri)
-        sink = pipeline.sink
-        sink.apply_rollback(store, plan.sink_undo)
+        marked = plan.sink_undo.undo is not None
+        if marked:
+            mark_sink_rollback(store, to_batch)
+        pipeline.sink.apply_rollback(store, plan.sink_undo)
         perform(list(plan.moves), locations, "rollback", {"archive": plan.archive})
-        sink.end_rollback(store)
+        if marked:
+            clear_sink_rollback(store)
     return RollbackResult(plan, apply)

@@ -471,11 +471,10 @@ class Sink(ABC):
         return SinkRollback(to_batch)
 
     def apply_rollback(self, checkpoint: Storage, plan: SinkRollback) -> None:  # noqa: B027 (files-only sinks)
-        """The sink's own undo, before the caller moves the plan's files aside (the checkpoint keeps a mark of it
-        until `end_rollback`)."""
-
-    def end_rollback(self, checkpoint: Storage) -> None:  # noqa: B027 (files-only sinks)
-        """After the checkpoint's moves: the rollback is over."""
+        """The sink's own undo (plan.undo), before the caller moves the plan's files aside. The caller marks the
+        checkpoint first and clears the mark after its moves (recovery/rollback.py): a run refuses while it is
+        there, so a kill between the undo and the moves cannot let the old batches run on against the undone
+        output; run again, the rollback finds the undo done (plan it as a no-op) and finishes the moves."""
 
     def table_rows(self, columns: list[str]) -> Any:
         """The sink's rows as its readers read them, projected on columns, as a pyarrow Table (a table's deletion

@@ -309,20 +309,9 @@ class DeltaSink(Sink):
         return SinkRollback(to_batch, undo=undo, notes=undo.notes)
 
     def apply_rollback(self, checkpoint: Storage, plan: SinkRollback) -> None:
-        """The mark first: a run refuses while it is there, so a kill between the table's RESTORE and the
-        checkpoint's moves cannot let the old batches run on against the rolled-back table. Run again, the rollback
-        finds the table done and finishes the checkpoint (`end_rollback` clears the mark)."""
-        from tidemark.formats import mark_sink_rollback
-
-        mark_sink_rollback(checkpoint, plan.to_batch)
+        """The RESTORE commit (the caller marked the checkpoint first)."""
         if plan.undo is not None:
             self.apply_table_rollback(checkpoint, plan.undo)
-
-    def end_rollback(self, checkpoint: Storage) -> None:
-        """The checkpoint is rolled back too: the mark goes."""
-        from tidemark.formats import clear_sink_rollback
-
-        clear_sink_rollback(checkpoint)
 
     def plan_table_rollback(self, checkpoint: Storage, to_batch: int) -> TableRollback:
         """Delta's RESTORE to before the first of this checkpoint's commits after to_batch, setting the pipeline's

@@ -230,12 +230,8 @@ class IcebergSink(Sink):
         return SinkRollback(to_batch, undo=undo, notes=undo.notes)
 
     def apply_rollback(self, checkpoint: Storage, plan: SinkRollback) -> None:
-        """The mark first: a run refuses while it is there, so a kill between the table's rollback and the
-        checkpoint's moves cannot let the old batches run on against the rolled-back table. Run again, the rollback
-        finds the table done and finishes the checkpoint (`end_rollback` clears the mark)."""
-        from tidemark.formats import mark_sink_rollback
-
-        mark_sink_rollback(checkpoint, plan.to_batch)
+        """The table's rollback_to_snapshot (the caller marked the checkpoint first)."""
+        del checkpoint
         if plan.undo is not None and plan.undo.reset_to is not None:
             self.apply_table_rollback(plan.undo)
 
@@ -260,12 +256,6 @@ class IcebergSink(Sink):
             finally:
                 if running is None:
                     spark.stop()
-
-    def end_rollback(self, checkpoint: Storage) -> None:
-        """The checkpoint is rolled back too: the mark goes."""
-        from tidemark.formats import clear_sink_rollback
-
-        clear_sink_rollback(checkpoint)
 
     def _kept_transaction(self, checkpoint: Storage) -> SinkTransaction:
         from tidemark.formats import read_sink_transaction
