@@ -44,7 +44,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             module = nodeid.split("::", 1)[0]
             return next((folder for folder in ONE_UNIT_FOLDERS if module.startswith(folder)), module)
 
+    config.option.loadscopereorder = False  # the units go in the order below, not by their number of tests
     return ModuleScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the longest units first and the short ones last, so that neither worker is left alone
+    with a long unit at the end: tests/storage/ (one unit of every store test), then the other JVM tests, then
+    tests/unit/ (many short tests, which fill the gaps). Every worker sorts the same way (xdist requires it)."""
+    del config
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        if item.nodeid.startswith(ONE_UNIT_FOLDERS):
+            return 0
+        return 2 if item.nodeid.startswith("tests/unit/") else 1
+
+    items.sort(key=rank)  # stable: each module keeps its order
 
 
 @pytest.fixture(scope="session")
