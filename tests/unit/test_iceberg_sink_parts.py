@@ -24,7 +24,7 @@ from tidemark.config import load_config
 from tidemark.errors import CheckpointError, ConfigError, EnvironmentProblem, InputError, UsageError
 from tidemark.formats import SinkTransaction
 from tidemark.needs import needs_of
-from tidemark.sinks import IcebergSink, SinkLimits, Tool, reader_of, sink_of
+from tidemark.sinks import IcebergSink, SinkLimits, SinkRollback, TableRollback, Tool, reader_of, sink_of
 from tidemark.sinks.iceberg.audit import audit_table, table_output
 from tidemark.sinks.iceberg.held import held_windows
 from tidemark.sinks.iceberg.inspect import inspect_table
@@ -257,6 +257,18 @@ def test_a_rollback_plan_goes_back_to_the_snapshot_before_the_first_undone_batch
     assert [c.batch for c in plan.undone] == [2, 3] and plan.restore_version == ids[1] and plan.reset_to == 1
     assert plan.rows == 4 and len(plan.files) == 2 and "rollback_to_snapshot" in plan.notes[0]
     assert plan_table_rollback(str(table.path), transaction, 3).reset_to is None  # nothing after batch 3
+    # The plan's line is the undo's own: rollback_to_snapshot makes no new snapshot (Delta's RESTORE makes one).
+    line = SinkRollback(1, undo=plan).describe()
+    assert line == (
+        f"table {table.path}: 2 commit(s) of batches after 1 taken out of its lineage by rollback_to_snapshot "
+        f"{ids[1]} (no new snapshot) (2 file(s), 4 rows, kept for time travel)"
+    )
+    assert "one commit" not in line
+    delta_like = TableRollback("t", 1, plan.undone, 1, restore_version=1)
+    assert SinkRollback(1, undo=delta_like).describe() == (
+        "table t: 2 commit(s) of batches after 1 undone by one commit (2 file(s), 4 rows, kept for time travel)"
+    )
+    assert SinkRollback(1).describe() is None
     table.append([9], users="z", props={"tidemark.app": "someone-else"})  # another application's append
     with pytest.raises(UsageError, match="would drop it") as caught:
         plan_table_rollback(str(table.path), transaction, 1)

@@ -64,7 +64,13 @@ def plan_table_rollback(path: str, transaction: SinkTransaction, to_batch: int) 
         f"{transaction.version_of(to_batch)} (batch {to_batch})",
     )
     return TableRollback(
-        path, to_batch, undone, transaction.version_of(to_batch), notes, restore_version=first.parent_id
+        path,
+        to_batch,
+        undone,
+        transaction.version_of(to_batch),
+        notes,
+        restore_version=first.parent_id,
+        undone_by=f"taken out of its lineage by rollback_to_snapshot {first.parent_id} (no new snapshot)",
     )
 
 
