@@ -226,6 +226,17 @@ def test_an_iceberg_config_asks_spark_for_its_catalog_and_vouches_only_for_what_
     assert not sink.holds_output()  # no table yet
 
 
+def test_recovery_s_archive_is_beside_the_checkpoint_not_in_the_catalog_s_namespace_folder(tmp_path: Path) -> None:
+    from tidemark.context import PipelineContext
+
+    locations = PipelineContext.of(load_config(_config(tmp_path))).locations(Tool.RECOVER)
+    root = tmp_path.resolve()
+    assert locations.sink.key == str(root / "wh" / "lake" / "clicks")
+    assert locations.archive_base.key == str(root / ".tidemark-archive" / "checkpoint-recovery")
+    # Its own folder, not the one whose top-level journals `state repartition` keeps for the checkpoint's swaps.
+    assert locations.archive_base.relative_to(locations.sink.parent) is None
+
+
 def test_iceberg_jars_are_locked_per_line_and_a_line_without_iceberg_is_one_line() -> None:
     lock = jars.packaged_lock()
     for line, wanted in ICEBERG_JARS.items():

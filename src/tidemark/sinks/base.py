@@ -310,6 +310,15 @@ class Sink(ABC):
         """Where the output lives (a folder or a table's folder); None for a sink that keeps nothing."""
         return self.config.sink.path
 
+    def archive_location(self, checkpoint: Location) -> Location:
+        """Where `recover` and `recover --to-batch` keep what they move aside and their journals: beside the sink's
+        folder (a folder of files, a path table), whose moves then stay on its storage."""
+        from tidemark.formats import ARCHIVE_DIR
+        from tidemark.storage import parse_location
+
+        del checkpoint
+        return parse_location(self.path or "").parent.join(ARCHIVE_DIR)
+
     def unresolved(self) -> str | None:
         """Why the output's location is not known without a Spark session (a catalog table no run has resolved
         yet), in one line; None when it is known."""

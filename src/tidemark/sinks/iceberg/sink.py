@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from tidemark.formats import Checkpoint, SinkTransaction
     from tidemark.sinks.audit import SinkAudit
-    from tidemark.storage import Backend, Storage
+    from tidemark.storage import Backend, Location, Storage
 
 log = logging.getLogger(__name__)
 # The name of the Spark catalog tidemark registers for [sink.catalog] (its tables: tidemark_iceberg.<ns>.<table>).
@@ -103,6 +103,14 @@ class IcebergSink(Sink):
         """The table's folder in the Hadoop catalog's warehouse: <warehouse>/<namespace>/<table>."""
         catalog, table = self.config.sink.catalog, self.config.sink.table
         return catalog.table_location(table) if catalog is not None and table is not None else None
+
+    def archive_location(self, checkpoint: Location) -> Location:
+        """Beside the checkpoint, in a folder of its own: beside the table would be inside the catalog's namespace
+        folder, whose folders are the catalog's (a Hadoop catalog reads each as a namespace or a table). Nothing of
+        the table moves (it keeps its own history): the archive keeps a recovery's plan, marker and journals."""
+        from tidemark.formats import ARCHIVE_DIR
+
+        return checkpoint.parent.join(ARCHIVE_DIR).join(f"{checkpoint.name}-recovery")
 
     def _table_path(self) -> str:
         path = self.path
