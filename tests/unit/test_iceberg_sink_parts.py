@@ -185,6 +185,51 @@ def _config(tmp_path: Path, **catalog: Any) -> Path:
     return write_config(tmp_path, sink=sink)
 
 
+_JDBC = {"type": "jdbc", "warehouse": "wh", "uri": "jdbc:mariadb://127.0.0.1:3306/iceberg"}
+
+
+def _jdbc_sink(uri: str) -> dict[str, Any]:
+    return {"format": "iceberg", "path": None, "table": "a.b", "catalog": {**_JDBC, "uri": uri}}
+
+
+def test_a_jdbc_catalog_takes_its_credentials_from_the_environment_only_and_never_shows_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tidemark.cli.main import main
+
+    config_file = _config(tmp_path, type="jdbc", uri="jdbc:mariadb://127.0.0.1:3306/iceberg")
+    config = load_config(config_file)
+    sink = sink_of(config)
+    monkeypatch.delenv("ICEBERG_JDBC_USER", raising=False)
+    monkeypatch.setenv("ICEBERG_JDBC_PASSWORD", "s3cr3t-pw")
+    with pytest.raises(UsageError, match="set ICEBERG_JDBC_USER \\(they are never read") as caught:
+        sink.check()  # before any JVM
+    assert "\n" not in str(caught.value) and "s3cr3t-pw" not in str(caught.value)
+    (tmp_path / "landing").mkdir()
+    assert main(["run", str(config_file), "--available-now"]) == 2  # exit 2, one line, before any JVM
+    shown = capsys.readouterr()
+    err = [line for line in shown.err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "set ICEBERG_JDBC_USER (" in err[0], err
+    assert "s3cr3t-pw" not in shown.err + shown.out
+    monkeypatch.setenv("ICEBERG_JDBC_USER", "ice")
+    settings = needs_of(config).settings
+    prefix = "spark.sql.catalog.tidemark_iceberg"
+    assert {k: v for k, v in settings.items() if k.startswith(prefix + ".")} == {
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.warehouse": str(tmp_path.resolve() / "wh"),
+        f"{prefix}.uri": "jdbc:mariadb://127.0.0.1:3306/iceberg",
+        f"{prefix}.jdbc.user": "ice",
+        f"{prefix}.jdbc.password": "s3cr3t-pw",
+        f"{prefix}.jdbc.schema-version": "V1",
+        f"{prefix}.cache-enabled": "false",
+    }
+    # pyiceberg reads the same catalog (its name: the Spark catalog's) through SQLAlchemy and PyMySQL; a server that
+    # does not answer is one line naming the place, never the password.
+    with pytest.raises(CheckpointError, match=r"through the JDBC catalog at 127\.0\.0\.1:1/iceberg") as refused:
+        sink_of(load_config(_config(tmp_path, type="jdbc", uri="jdbc:mariadb://127.0.0.1:1/iceberg"))).held_windows()
+    assert "s3cr3t-pw" not in str(refused.value) and "\n" not in str(refused.value)
+
+
 def test_the_catalog_config_resolves_its_warehouse_and_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     config = load_config(_config(tmp_path))
     sink = sink_of(config)
@@ -196,6 +241,11 @@ def test_the_catalog_config_resolves_its_warehouse_and_refuses_bad_input_in_one_
         ({"format": "iceberg", "path": None, "table": "lake.t"}, r"\[sink.catalog\]"),
         ({"format": "delta", "path": "out", "catalog": {"warehouse": "w"}}, "for format 'iceberg'"),
         ({"format": "iceberg", "path": None, "table": "a.b", "catalog": {"type": "glue", "warehouse": "w"}}, "type"),
+        ({"format": "iceberg", "path": None, "table": "a.b", "catalog": {"type": "jdbc", "warehouse": "w"}}, "uri"),
+        (_jdbc_sink("jdbc:postgresql://h/db"), "jdbc:mariadb://host:port/database"),
+        (_jdbc_sink("jdbc:mariadb://u:pw@h:3306/db"), "ICEBERG_JDBC_USER / ICEBERG_JDBC_PASSWORD"),
+        (_jdbc_sink("jdbc:mariadb://h:3306/db?password=pw"), "takes no user, password or driver options"),
+        ({"format": "iceberg", "path": None, "table": "a.b", "catalog": {**_JDBC, "type": "hadoop"}}, "drop it"),
     ]
     for number, (table, words) in enumerate(bad):
         folder = tmp_path / str(number)
@@ -241,10 +291,21 @@ def test_iceberg_jars_are_locked_per_line_and_a_line_without_iceberg_is_one_line
     lock = jars.packaged_lock()
     for line, wanted in ICEBERG_JARS.items():
         locked = lock[f"iceberg@spark-{line}"]
-        assert [j.coordinate for j in locked] == list(wanted)  # one self-contained jar, no closure
-        assert all(re.fullmatch(r"[0-9a-f]{64}", j.sha256) and j.size > 40_000_000 for j in locked)
-    assert coordinates(JarFeature.ICEBERG, "4.1.1") == ["org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"]
-    assert coordinates(JarFeature.ICEBERG, "3.5.7") == ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0"]
+        assert [j.coordinate for j in locked] == list(wanted)  # exactly these jars, no closure
+        runtime, driver = locked
+        assert re.fullmatch(r"[0-9a-f]{64}", runtime.sha256) and runtime.size > 40_000_000  # self-contained
+        # MariaDB's JDBC driver for a JDBC catalog: Maven Central's own .sha256 of the jar.
+        assert (driver.coordinate, driver.size) == ("org.mariadb.jdbc:mariadb-java-client:3.5.7", 763_697)
+        assert driver.sha256 == "07bb1229dc184f3313a5aef4c5a6b3207c8dbaa09db4a26814c936f004b4c526"
+    driver = "org.mariadb.jdbc:mariadb-java-client:3.5.7"
+    assert coordinates(JarFeature.ICEBERG, "4.1.1") == [
+        "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0",
+        driver,
+    ]
+    assert coordinates(JarFeature.ICEBERG, "3.5.7") == [
+        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",
+        driver,
+    ]
     for version in ("4.2.0", "4.3.0"):
         lines = r"Spark 3\.5, Spark 4\.0, Spark 4\.1$"
         words = rf"Apache Iceberg has no release for Spark {version[:3]}: the Iceberg sink runs on {lines}"

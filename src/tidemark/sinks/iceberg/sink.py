@@ -36,6 +36,14 @@ from tidemark.sinks.base import (
     file_writers,
 )
 from tidemark.sinks.iceberg.audit import audit_table, table_output
+from tidemark.sinks.iceberg.catalog import (
+    CATALOG,
+    CATALOG_CLASS,
+    CatalogTable,
+    credentials,
+    jdbc_access,
+    spark_settings,
+)
 from tidemark.sinks.iceberg.held import held_windows
 from tidemark.sinks.iceberg.rollback import apply_table_rollback, plan_table_rollback
 from tidemark.sinks.iceberg.table import (
@@ -58,9 +66,6 @@ if TYPE_CHECKING:
     from tidemark.storage import Backend, Location, Storage
 
 log = logging.getLogger(__name__)
-# The name of the Spark catalog tidemark registers for [sink.catalog] (its tables: tidemark_iceberg.<ns>.<table>).
-CATALOG = "tidemark_iceberg"
-CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
@@ -112,6 +117,17 @@ class IcebergSink(Sink):
 
         return checkpoint.parent.join(ARCHIVE_DIR).join(f"{checkpoint.name}-recovery")
 
+    def _catalog_table(self) -> CatalogTable | None:
+        """The table as a JDBC catalog names it (its database reached with the environment's credentials), None for
+        a Hadoop catalog, whose tables are their folders."""
+        catalog, table = self.config.sink.catalog, self.config.sink.table
+        access = jdbc_access(catalog) if catalog is not None else None
+        return CatalogTable(access, table) if access is not None and table is not None else None
+
+    def _open(self) -> Any:
+        """The table as pyiceberg reads it now, None when there is none yet."""
+        return open_table(self._table_path(), self._catalog_table())
+
     def _table_path(self) -> str:
         path = self.path
         if path is None:
@@ -132,8 +148,7 @@ class IcebergSink(Sink):
         prefix = f"spark.sql.catalog.{CATALOG}"
         settings = {"spark.sql.extensions": EXTENSIONS, prefix: CATALOG_CLASS, f"{prefix}.cache-enabled": "false"}
         if catalog is not None:
-            settings[f"{prefix}.type"] = catalog.type.value
-            settings[f"{prefix}.warehouse"] = catalog.warehouse
+            settings.update(spark_settings(catalog))
         return settings
 
     def check(self) -> None:
@@ -142,6 +157,9 @@ class IcebergSink(Sink):
         from tidemark.formats import read_sink_rollback
         from tidemark.storage import open_storage
 
+        catalog = self.config.sink.catalog
+        if catalog is not None and catalog.uri is not None:
+            credentials()  # a JDBC catalog's user and password: from the environment, or one line before any JVM
         undoing = read_sink_rollback(open_storage(self.config.checkpoint.location))
         if undoing is not None:
             msg = (
@@ -159,7 +177,7 @@ class IcebergSink(Sink):
         """The checkpoint's sink transaction: kept from its first start, else chosen now above the table's own.
         Refused in one line, before anything is written: a table replaced since the checkpoint wrote to it, a new
         checkpoint on a table that holds this pipeline's output already."""
-        return self._transaction(open_table(self._table_path()))
+        return self._transaction(self._open())
 
     def _transaction(self, found: Any) -> SinkTransaction:
         from tidemark.formats import (
@@ -207,15 +225,15 @@ class IcebergSink(Sink):
 
     def holds_output(self) -> bool:
         """True when the table's lineage has a snapshot carrying this pipeline's transaction."""
-        return newest_version(open_table(self._table_path()), self.app_id) is not None
+        return newest_version(self._open(), self.app_id) is not None
 
     def held_windows(self) -> HeldWindows:
         """The window starts the table holds: its live files' partition values or its rows (iceberg/held.py)."""
-        return held_windows(self._table_path())
+        return held_windows(self._table_path(), catalog=self._catalog_table())
 
     def table_rows(self, columns: list[str]) -> Any:
         """The table's rows projected on columns, position deletes applied (pyiceberg)."""
-        table = open_table(self._table_path())
+        table = self._open()
         if table is None:
             import pyarrow as pa
 
@@ -226,7 +244,7 @@ class IcebergSink(Sink):
         """The checkpoint's batches as the table's lineage holds them: snapshots carrying its transaction."""
         from tidemark.formats import read_sink_transaction
 
-        return table_output(self._table_path(), read_sink_transaction(checkpoint))
+        return table_output(self._table_path(), read_sink_transaction(checkpoint), self._catalog_table())
 
     def audit(self, checkpoint: Checkpoint, inputs: Mapping[int, tuple[str, ...]]) -> SinkAudit:
         """Each committed batch's snapshot, read from the table's lineage (sinks/iceberg/audit.py)."""
@@ -234,7 +252,8 @@ class IcebergSink(Sink):
 
     def plan_rollback(self, checkpoint: Checkpoint, to_batch: int) -> SinkRollback:
         """The table's own undo: Iceberg's rollback_to_snapshot (sinks/iceberg/rollback.py); no file moves."""
-        undo = plan_table_rollback(self._table_path(), self._kept_transaction(checkpoint.store), to_batch)
+        transaction = self._kept_transaction(checkpoint.store)
+        undo = plan_table_rollback(self._table_path(), transaction, to_batch, self._catalog_table())
         return SinkRollback(to_batch, undo=undo, notes=undo.notes)
 
     def apply_rollback(self, checkpoint: Storage, plan: SinkRollback) -> None:
@@ -264,7 +283,7 @@ class IcebergSink(Sink):
         )
         with spark_session(needs, running) as spark:
             try:
-                apply_table_rollback(spark, self.table_name, self._table_path(), undo)
+                apply_table_rollback(spark, self.table_name, self._table_path(), undo, self._catalog_table())
             finally:
                 if running is None:
                     spark.stop()
@@ -292,7 +311,7 @@ class IcebergSink(Sink):
         del spark
         import pandas as pd
 
-        table = open_table(self._table_path())
+        table = self._open()
         if table is None:
             return None
         rows = read_rows(table, list(keys))
@@ -323,15 +342,16 @@ class IcebergSink(Sink):
         summary."""
         _require_iceberg(output)
         self.create_table(output)
-        transaction = self._transaction(open_table(self._table_path()))
-        name, path = self.table_name, self._table_path()
+        transaction = self._transaction(self._open())
+        name, catalog = self.table_name, self._catalog_table()
+        path = self._table_path()
         first = [True]
 
         def write_batch(frame: DataFrame, batch: int) -> None:
             version = transaction.version_of(batch)
             if first[0]:  # only a query's first batch can be one whose snapshot landed before a kill
                 first[0] = False
-                last = newest_version(open_table(path), transaction.app_id)
+                last = newest_version(open_table(path, catalog), transaction.app_id)
                 if last is not None and last >= version:
                     log.info("batch %d: its Iceberg snapshot (version %d of %s) is in the table", batch, version, name)
                     # Nothing is appended, but the batch runs (Spark's no-op sink) so that its state commits.
