@@ -358,3 +358,27 @@ def test_a_run_refuses_while_a_rollback_of_its_table_is_unfinished(tmp_path: Pat
         sink.check()
     clear_sink_rollback(checkpoint)
     sink.check()
+
+
+def test_a_new_checkpoint_beside_a_table_holding_the_pipeline_s_output_is_refused_before_any_jvm(
+    tmp_path: Path,
+) -> None:
+    from tidemark.formats import write_sink_transaction
+
+    table = _Table(tmp_path)
+    sink = sink_of(load_config(_config(tmp_path, warehouse="warehouse")))
+    assert sink.path == str(table.path)
+    table.append([0], props={"tidemark.app": "someone-else", "tidemark.version": "7"})
+    sink.check()  # another application's output only: a new checkpoint is fine
+    table.ours(3, [1])
+    with pytest.raises(InputError, match=r"has no batch but the Iceberg table .* tidemark:t, version 3\)") as caught:
+        sink.check()
+    assert "\n" not in str(caught.value)
+    # The checkpoint keeps its transaction for this table (a first start that wrote no batch yet): it may start.
+    checkpoint = open_storage(str(tmp_path / "checkpoint"))
+    uuid = str(table.table.metadata.table_uuid)
+    write_sink_transaction(checkpoint, SinkTransaction("tidemark:t", 4, str(table.path), uuid))
+    sink.check()
+    write_sink_transaction(checkpoint, SinkTransaction("tidemark:t", 4, str(table.path), "another-uuid"))
+    with pytest.raises(InputError, match="it was replaced"):
+        sink.check()

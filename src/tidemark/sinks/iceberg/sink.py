@@ -152,8 +152,11 @@ class IcebergSink(Sink):
         return settings
 
     def check(self) -> None:
-        """A rollback of the table that was interrupted (the table may already be rolled back, the checkpoint not)
-        is finished first: one line naming the command."""
+        """Before any JVM, each in one line: a JDBC catalog's credentials missing from the environment; a rollback
+        of the table that was interrupted (the table may already be rolled back, the checkpoint not), to finish
+        first; a new checkpoint beside a table that holds this pipeline's output (a new query would write its
+        windows again), or a table replaced since the checkpoint wrote to it. The query's own start checks the
+        last two again (`configure`)."""
         from tidemark.formats import read_sink_rollback
         from tidemark.storage import open_storage
 
@@ -168,6 +171,9 @@ class IcebergSink(Sink):
                 f"{undoing} --apply` before running"
             )
             raise InputError(msg)
+        found = self._open()
+        if self._kept_for_table(found) is None:
+            self._refuse_a_new_checkpoint(found)
 
     def writers(self, task_slots: int) -> int | None:
         """Files per output partition per batch: the same stage shape as a file sink's (sinks/base.py)."""
@@ -180,48 +186,63 @@ class IcebergSink(Sink):
         return self._transaction(self._open())
 
     def _transaction(self, found: Any) -> SinkTransaction:
-        from tidemark.formats import (
-            Checkpoint,
-            CheckpointStatus,
-            SinkTransaction,
-            read_recovery_marker,
-            read_sink_transaction,
-            write_sink_transaction,
-        )
-        from tidemark.storage import open_storage, parse_location
+        from tidemark.formats import SinkTransaction, write_sink_transaction
+        from tidemark.storage import open_storage
 
-        checkpoint = open_storage(self.config.checkpoint.location)
-        kept = read_sink_transaction(checkpoint)
-        table = self._table_path()
+        kept = self._kept_for_table(found)
         table_id = str(found.metadata.table_uuid) if found is not None else None
-        if kept is not None and parse_location(kept.table).same_place(parse_location(table)):
-            if kept.table_id is not None and table_id is not None and kept.table_id != table_id:
-                msg = (
-                    f"the Iceberg table at {table} is not the one the checkpoint {self.config.checkpoint.location} "
-                    f"wrote to (table uuid {table_id}, the checkpoint's {kept.table_id}): it was replaced, and the "
-                    "windows the checkpoint committed are not in it. Run `tidemark recover CONFIG` to replay them "
-                    "into this table"
-                )
-                raise InputError(msg)
+        if kept is not None:
             if kept.table_id is None and table_id is not None:
                 kept = SinkTransaction(kept.app_id, kept.base, kept.table, table_id)
-                write_sink_transaction(checkpoint, kept)
+                write_sink_transaction(open_storage(self.config.checkpoint.location), kept)
             return kept
+        last = self._refuse_a_new_checkpoint(found)
+        made = SinkTransaction(self.app_id, 0 if last is None else last + 1, self._table_path(), table_id)
+        write_sink_transaction(open_storage(self.config.checkpoint.location), made)
+        return made
+
+    def _kept_for_table(self, found: Any) -> SinkTransaction | None:
+        """The transaction the checkpoint keeps for this table, None when it keeps none for it; refused in one line
+        when the table was replaced since the checkpoint wrote to it."""
+        from tidemark.formats import read_sink_transaction
+        from tidemark.storage import open_storage, parse_location
+
+        kept = read_sink_transaction(open_storage(self.config.checkpoint.location))
+        table = self._table_path()
+        if kept is None or not parse_location(kept.table).same_place(parse_location(table)):
+            return None
+        table_id = str(found.metadata.table_uuid) if found is not None else None
+        if kept.table_id is not None and table_id is not None and kept.table_id != table_id:
+            msg = (
+                f"the Iceberg table at {table} is not the one the checkpoint {self.config.checkpoint.location} "
+                f"wrote to (table uuid {table_id}, the checkpoint's {kept.table_id}): it was replaced, and the "
+                "windows the checkpoint committed are not in it. Run `tidemark recover CONFIG` to replay them "
+                "into this table"
+            )
+            raise InputError(msg)
+        return kept
+
+    def _refuse_a_new_checkpoint(self, found: Any) -> int | None:
+        """This pipeline's newest version in the table (None: none); refused in one line when the checkpoint has no
+        batch, is no recovery's replay, and the table holds this pipeline's output already."""
+        from tidemark.formats import Checkpoint, CheckpointStatus, read_recovery_marker
+        from tidemark.storage import parse_location
+
         last = newest_version(found, self.app_id)
+        if last is None:
+            return None
         started = Checkpoint.open(self.config.checkpoint.location).status() is CheckpointStatus.PRESENT
         # A recovery's replay (the checkpoint carries its marker) writes only windows the table does not hold.
         replay = read_recovery_marker(parse_location(self.config.checkpoint.location)) is not None
-        if last is not None and not started and not replay:
+        if not started and not replay:
             msg = (
-                f"the checkpoint {self.config.checkpoint.location} has no batch but the Iceberg table {table} already "
-                f"holds this pipeline's output ({APP_KEY} {self.app_id}, version {last}): a new query would write its "
-                "windows again. Run `tidemark recover CONFIG` (then --apply) to replay only the windows it lacks, "
-                "restore the checkpoint, or name a new table"
+                f"the checkpoint {self.config.checkpoint.location} has no batch but the Iceberg table "
+                f"{self._table_path()} already holds this pipeline's output ({APP_KEY} {self.app_id}, version "
+                f"{last}): a new query would write its windows again. Run `tidemark recover CONFIG` (then --apply) "
+                "to replay only the windows it lacks, restore the checkpoint, or name a new table"
             )
             raise InputError(msg)
-        made = SinkTransaction(self.app_id, 0 if last is None else last + 1, table, table_id)
-        write_sink_transaction(checkpoint, made)
-        return made
+        return last
 
     def holds_output(self) -> bool:
         """True when the table's lineage has a snapshot carrying this pipeline's transaction."""
