@@ -239,3 +239,38 @@ def sql_azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlAzurite
         yield server
     finally:
         server.stop()
+
+
+@dataclass(frozen=True)
+class IcebergDatabase:
+    """A database and user of its own for an Iceberg JDBC catalog on a test MariaDB (the password: a secret)."""
+
+    mariadb: MariaDB
+    database: str
+    user: str
+    password: str
+
+    @property
+    def jdbc_uri(self) -> str:
+        """The catalog's `[sink.catalog] uri` (no credentials: those come from the environment)."""
+        return f"jdbc:mariadb://127.0.0.1:{self.mariadb.port}/{self.database}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """ICEBERG_JDBC_USER / ICEBERG_JDBC_PASSWORD, as tidemark reads them."""
+        return {"ICEBERG_JDBC_USER": self.user, "ICEBERG_JDBC_PASSWORD": self.password}
+
+
+@pytest.fixture(scope="session")
+def iceberg_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IcebergDatabase]:
+    """MariaDB for the session with a database and user for Iceberg's JDBC catalog (the catalog makes its tables)."""
+    server = start_mariadb(tmp_path_factory.mktemp("iceberg-mariadb"), buffer_pool="64M")
+    try:
+        found = IcebergDatabase(server, "iceberg", "iceberg", secrets.token_hex(12))
+        server.sql(
+            f"CREATE DATABASE {found.database}; CREATE USER '{found.user}'@'127.0.0.1' IDENTIFIED BY "
+            f"'{found.password}'; GRANT ALL ON {found.database}.* TO '{found.user}'@'127.0.0.1';"
+        )
+        yield found
+    finally:
+        server.stop()

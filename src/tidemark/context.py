@@ -13,7 +13,6 @@ from datetime import datetime
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig
 from tidemark.errors import InputError, UsageError
-from tidemark.formats import ARCHIVE_DIR
 from tidemark.sinks import Sink, Tool, sink_of
 from tidemark.sources import Source, source_of
 from tidemark.storage import Location, parse_location
@@ -77,7 +76,7 @@ class PipelineContext:
         sink = parse_location(self.sink.path or "")
         checkpoint = parse_location(self.config.checkpoint.location)
         quarantine = parse_location(self.config.quarantine.path)
-        archive = sink.parent.join(ARCHIVE_DIR)
+        archive = self.sink.archive_location(checkpoint)
         if _inside(sink, checkpoint) or _inside(checkpoint, sink):
             msg = f"the sink {sink} and the checkpoint {checkpoint} must not contain one another for recovery"
             raise UsageError(msg)

@@ -230,6 +230,9 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
     assert recovered.returncode == 0, recovered.stderr[-2000:]
     assert "verified" in recovered.stdout and "0 duplicate" in recovered.stdout, recovered.stdout
     _assert_exact(output, _expected(files))
+    # The recovery's archive is beside the checkpoint, none in the catalog's namespace folder.
+    assert (tmp_path / ".tidemark-archive" / "checkpoint-recovery").is_dir()
+    assert not (tmp_path / "warehouse" / "lake" / ".tidemark-archive").exists()
     renewed = read_sink_transaction(open_storage(str(tmp_path / "checkpoint")))
     assert renewed is not None and renewed.base == committed + 1
     assert _run(config).returncode == 0

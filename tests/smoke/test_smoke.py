@@ -245,6 +245,43 @@ def test_delta_sink_output_equals_the_oracle(tmp_path: Path, refused: Callable[[
     assert_matches_oracle(actual.sort_values(["user", "windowStart"]).reset_index(drop=True), expected)
 
 
+@pytest.mark.smoke("iceberg")
+def test_iceberg_sink_output_equals_the_oracle(tmp_path: Path, refused: Callable[[str], None]) -> None:
+    """The Iceberg sink (a Hadoop catalog on local disk) with this line's pinned Iceberg runtime, in its own JVM (this
+    process's session has none); the table read with pyiceberg from its newest metadata file, against the oracle.
+    A line Iceberg builds nothing for: one line naming the lines that have a build."""
+    import subprocess
+
+    from pyiceberg.table import StaticTable
+
+    from tidemark.spark.artifacts import JarFeature, line_problem
+    from tidemark.spark.lines import installed_version
+
+    data = generate_events(tmp_path / "staged", events=150, keys=3, files=2, seed=5, span=timedelta(hours=1))
+    (tmp_path / "landing").mkdir()
+    _release(list(data.files), tmp_path / "landing")
+    sink = {"format": "iceberg", "path": None, "table": "lake.clicks", "catalog": {"warehouse": "warehouse"}}
+    config = write_config(tmp_path, sink=sink, source={"max_files_per_trigger": 10})
+    command = [sys.executable, "-m", "tidemark.cli.main", "run", str(config), "--available-now"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=500, check=False)
+    problem = line_problem(JarFeature.ICEBERG, installed_version())
+    if problem is not None:
+        lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert done.returncode == 1 and len(lines) == 1 and problem in lines[0], done.stderr[-2000:]
+        assert "Spark 3.5, Spark 4.0, Spark 4.1" in lines[0]
+        refused(lines[0])
+        return
+    assert done.returncode == 0, done.stderr[-3000:]
+    metadata = tmp_path / "warehouse" / "lake" / "clicks" / "metadata"
+    version = int((metadata / "version-hint.text").read_text().strip())
+    table = StaticTable.from_metadata(str(metadata / f"v{version}.metadata.json"))  # pyiceberg, not the writer
+    actual = table.scan().to_arrow().to_pandas()
+    for column in ("windowStart", "windowEnd", "firstEventTime", "lastEventTime"):
+        actual[column] = pd.to_datetime(actual[column], utc=True)
+    expected = window_oracle([list(data.files)], window=WINDOW, watermark=WATERMARK)
+    assert_matches_oracle(actual.sort_values(["user", "windowStart"]).reset_index(drop=True), expected)
+
+
 @pytest.mark.smoke("kafka")
 def test_kafka_source_output_equals_the_oracle(
     tmp_path: Path, kafka_broker: KafkaBroker, refused: Callable[[str], None]

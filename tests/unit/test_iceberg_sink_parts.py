@@ -24,7 +24,7 @@ from tidemark.config import load_config
 from tidemark.errors import CheckpointError, ConfigError, EnvironmentProblem, InputError, UsageError
 from tidemark.formats import SinkTransaction
 from tidemark.needs import needs_of
-from tidemark.sinks import IcebergSink, SinkLimits, Tool, reader_of, sink_of
+from tidemark.sinks import IcebergSink, SinkLimits, SinkRollback, TableRollback, Tool, reader_of, sink_of
 from tidemark.sinks.iceberg.audit import audit_table, table_output
 from tidemark.sinks.iceberg.held import held_windows
 from tidemark.sinks.iceberg.inspect import inspect_table
@@ -185,6 +185,51 @@ def _config(tmp_path: Path, **catalog: Any) -> Path:
     return write_config(tmp_path, sink=sink)
 
 
+_JDBC = {"type": "jdbc", "warehouse": "wh", "uri": "jdbc:mariadb://127.0.0.1:3306/iceberg"}
+
+
+def _jdbc_sink(uri: str) -> dict[str, Any]:
+    return {"format": "iceberg", "path": None, "table": "a.b", "catalog": {**_JDBC, "uri": uri}}
+
+
+def test_a_jdbc_catalog_takes_its_credentials_from_the_environment_only_and_never_shows_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tidemark.cli.main import main
+
+    config_file = _config(tmp_path, type="jdbc", uri="jdbc:mariadb://127.0.0.1:3306/iceberg")
+    config = load_config(config_file)
+    sink = sink_of(config)
+    monkeypatch.delenv("ICEBERG_JDBC_USER", raising=False)
+    monkeypatch.setenv("ICEBERG_JDBC_PASSWORD", "s3cr3t-pw")
+    with pytest.raises(UsageError, match="set ICEBERG_JDBC_USER \\(they are never read") as caught:
+        sink.check()  # before any JVM
+    assert "\n" not in str(caught.value) and "s3cr3t-pw" not in str(caught.value)
+    (tmp_path / "landing").mkdir()
+    assert main(["run", str(config_file), "--available-now"]) == 2  # exit 2, one line, before any JVM
+    shown = capsys.readouterr()
+    err = [line for line in shown.err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "set ICEBERG_JDBC_USER (" in err[0], err
+    assert "s3cr3t-pw" not in shown.err + shown.out
+    monkeypatch.setenv("ICEBERG_JDBC_USER", "ice")
+    settings = needs_of(config).settings
+    prefix = "spark.sql.catalog.tidemark_iceberg"
+    assert {k: v for k, v in settings.items() if k.startswith(prefix + ".")} == {
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.warehouse": str(tmp_path.resolve() / "wh"),
+        f"{prefix}.uri": "jdbc:mariadb://127.0.0.1:3306/iceberg",
+        f"{prefix}.jdbc.user": "ice",
+        f"{prefix}.jdbc.password": "s3cr3t-pw",
+        f"{prefix}.jdbc.schema-version": "V1",
+        f"{prefix}.cache-enabled": "false",
+    }
+    # pyiceberg reads the same catalog (its name: the Spark catalog's) through SQLAlchemy and PyMySQL; a server that
+    # does not answer is one line naming the place, never the password.
+    with pytest.raises(CheckpointError, match=r"through the JDBC catalog at 127\.0\.0\.1:1/iceberg") as refused:
+        sink_of(load_config(_config(tmp_path, type="jdbc", uri="jdbc:mariadb://127.0.0.1:1/iceberg"))).held_windows()
+    assert "s3cr3t-pw" not in str(refused.value) and "\n" not in str(refused.value)
+
+
 def test_the_catalog_config_resolves_its_warehouse_and_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     config = load_config(_config(tmp_path))
     sink = sink_of(config)
@@ -196,6 +241,11 @@ def test_the_catalog_config_resolves_its_warehouse_and_refuses_bad_input_in_one_
         ({"format": "iceberg", "path": None, "table": "lake.t"}, r"\[sink.catalog\]"),
         ({"format": "delta", "path": "out", "catalog": {"warehouse": "w"}}, "for format 'iceberg'"),
         ({"format": "iceberg", "path": None, "table": "a.b", "catalog": {"type": "glue", "warehouse": "w"}}, "type"),
+        ({"format": "iceberg", "path": None, "table": "a.b", "catalog": {"type": "jdbc", "warehouse": "w"}}, "uri"),
+        (_jdbc_sink("jdbc:postgresql://h/db"), "jdbc:mariadb://host:port/database"),
+        (_jdbc_sink("jdbc:mariadb://u:pw@h:3306/db"), "ICEBERG_JDBC_USER / ICEBERG_JDBC_PASSWORD"),
+        (_jdbc_sink("jdbc:mariadb://h:3306/db?password=pw"), "takes no user, password or driver options"),
+        ({"format": "iceberg", "path": None, "table": "a.b", "catalog": {**_JDBC, "type": "hadoop"}}, "drop it"),
     ]
     for number, (table, words) in enumerate(bad):
         folder = tmp_path / str(number)
@@ -226,14 +276,36 @@ def test_an_iceberg_config_asks_spark_for_its_catalog_and_vouches_only_for_what_
     assert not sink.holds_output()  # no table yet
 
 
+def test_recovery_s_archive_is_beside_the_checkpoint_not_in_the_catalog_s_namespace_folder(tmp_path: Path) -> None:
+    from tidemark.context import PipelineContext
+
+    locations = PipelineContext.of(load_config(_config(tmp_path))).locations(Tool.RECOVER)
+    root = tmp_path.resolve()
+    assert locations.sink.key == str(root / "wh" / "lake" / "clicks")
+    assert locations.archive_base.key == str(root / ".tidemark-archive" / "checkpoint-recovery")
+    # Its own folder, not the one whose top-level journals `state repartition` keeps for the checkpoint's swaps.
+    assert locations.archive_base.relative_to(locations.sink.parent) is None
+
+
 def test_iceberg_jars_are_locked_per_line_and_a_line_without_iceberg_is_one_line() -> None:
     lock = jars.packaged_lock()
     for line, wanted in ICEBERG_JARS.items():
         locked = lock[f"iceberg@spark-{line}"]
-        assert [j.coordinate for j in locked] == list(wanted)  # one self-contained jar, no closure
-        assert all(re.fullmatch(r"[0-9a-f]{64}", j.sha256) and j.size > 40_000_000 for j in locked)
-    assert coordinates(JarFeature.ICEBERG, "4.1.1") == ["org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"]
-    assert coordinates(JarFeature.ICEBERG, "3.5.7") == ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0"]
+        assert [j.coordinate for j in locked] == list(wanted)  # exactly these jars, no closure
+        runtime, driver = locked
+        assert re.fullmatch(r"[0-9a-f]{64}", runtime.sha256) and runtime.size > 40_000_000  # self-contained
+        # MariaDB's JDBC driver for a JDBC catalog: Maven Central's own .sha256 of the jar.
+        assert (driver.coordinate, driver.size) == ("org.mariadb.jdbc:mariadb-java-client:3.5.7", 763_697)
+        assert driver.sha256 == "07bb1229dc184f3313a5aef4c5a6b3207c8dbaa09db4a26814c936f004b4c526"
+    driver = "org.mariadb.jdbc:mariadb-java-client:3.5.7"
+    assert coordinates(JarFeature.ICEBERG, "4.1.1") == [
+        "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0",
+        driver,
+    ]
+    assert coordinates(JarFeature.ICEBERG, "3.5.7") == [
+        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",
+        driver,
+    ]
     for version in ("4.2.0", "4.3.0"):
         lines = r"Spark 3\.5, Spark 4\.0, Spark 4\.1$"
         words = rf"Apache Iceberg has no release for Spark {version[:3]}: the Iceberg sink runs on {lines}"
@@ -257,6 +329,18 @@ def test_a_rollback_plan_goes_back_to_the_snapshot_before_the_first_undone_batch
     assert [c.batch for c in plan.undone] == [2, 3] and plan.restore_version == ids[1] and plan.reset_to == 1
     assert plan.rows == 4 and len(plan.files) == 2 and "rollback_to_snapshot" in plan.notes[0]
     assert plan_table_rollback(str(table.path), transaction, 3).reset_to is None  # nothing after batch 3
+    # The plan's line is the undo's own: rollback_to_snapshot makes no new snapshot (Delta's RESTORE makes one).
+    line = SinkRollback(1, undo=plan).describe()
+    assert line == (
+        f"table {table.path}: 2 commit(s) of batches after 1 taken out of its lineage by rollback_to_snapshot "
+        f"{ids[1]} (no new snapshot) (2 file(s), 4 rows, kept for time travel)"
+    )
+    assert "one commit" not in line
+    delta_like = TableRollback("t", 1, plan.undone, 1, restore_version=1)
+    assert SinkRollback(1, undo=delta_like).describe() == (
+        "table t: 2 commit(s) of batches after 1 undone by one commit (2 file(s), 4 rows, kept for time travel)"
+    )
+    assert SinkRollback(1).describe() is None
     table.append([9], users="z", props={"tidemark.app": "someone-else"})  # another application's append
     with pytest.raises(UsageError, match="would drop it") as caught:
         plan_table_rollback(str(table.path), transaction, 1)
@@ -274,3 +358,27 @@ def test_a_run_refuses_while_a_rollback_of_its_table_is_unfinished(tmp_path: Pat
         sink.check()
     clear_sink_rollback(checkpoint)
     sink.check()
+
+
+def test_a_new_checkpoint_beside_a_table_holding_the_pipeline_s_output_is_refused_before_any_jvm(
+    tmp_path: Path,
+) -> None:
+    from tidemark.formats import write_sink_transaction
+
+    table = _Table(tmp_path)
+    sink = sink_of(load_config(_config(tmp_path, warehouse="warehouse")))
+    assert sink.path == str(table.path)
+    table.append([0], props={"tidemark.app": "someone-else", "tidemark.version": "7"})
+    sink.check()  # another application's output only: a new checkpoint is fine
+    table.ours(3, [1])
+    with pytest.raises(InputError, match=r"has no batch but the Iceberg table .* tidemark:t, version 3\)") as caught:
+        sink.check()
+    assert "\n" not in str(caught.value)
+    # The checkpoint keeps its transaction for this table (a first start that wrote no batch yet): it may start.
+    checkpoint = open_storage(str(tmp_path / "checkpoint"))
+    uuid = str(table.table.metadata.table_uuid)
+    write_sink_transaction(checkpoint, SinkTransaction("tidemark:t", 4, str(table.path), uuid))
+    sink.check()
+    write_sink_transaction(checkpoint, SinkTransaction("tidemark:t", 4, str(table.path), "another-uuid"))
+    with pytest.raises(InputError, match="it was replaced"):
+        sink.check()

@@ -58,11 +58,12 @@ TARGETS = ("4.2@3.11", "4.0@3.11", "3.5@3.11", "4.3@3.11", "default@3.12", "defa
 # Smoke runs side by side: a run waits on JVM starts and its broker as much as it computes, so two on two cores
 # take less than one after the other (measured in docs/compatibility.md, "What CI runs").
 JOBS = 2
-# Features whose code is all on the JVM side, which another Python does not change (the Delta sink: Delta's jars
-# and a foreachBatch that only calls the writer; the Kafka source: the locked connector jars; abfs: Hadoop's ABFS
-# driver, and tidemark's own I/O through the same pure-Python Azure SDK wheels on every Python): the other Pythons
-# on the default Spark leave them out (the full suite runs them on the default Python); README's table says "-".
-JVM_ONLY = ("check", "state repartition", "delta", "kafka", "abfs")
+# Features whose code is all on the JVM side, which another Python does not change (the Delta and Iceberg sinks:
+# their jars and a foreachBatch that only calls the writer, their tables read through the delta-rs and pyiceberg
+# wheels; the Kafka source: the locked connector jars; abfs: Hadoop's ABFS driver, and tidemark's own I/O through
+# the same pure-Python Azure SDK wheels on every Python): the other Pythons on the default Spark leave them out (the
+# full suite runs them on the default Python); README's table says "-".
+JVM_ONLY = ("check", "state repartition", "delta", "iceberg", "kafka", "abfs")
 # The packages that make up "the user's Spark": installed first, and tidemark's install must leave them alone.
 SPARK_STACK = ("pyspark", "py4j", "pandas", "pyarrow", "numpy", "protobuf")
 # tidemark's dependency ranges that the lowest/highest variants move (read off the wheel's metadata).

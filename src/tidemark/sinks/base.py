@@ -113,7 +113,18 @@ class TableRollback:
     undone: tuple[TableCommit, ...]  # this checkpoint's commits of later batches, still live in the table
     reset_to: int | None  # the transaction version the table goes back to; None: it is there already
     notes: tuple[str, ...] = ()
-    restore_version: int | None = None  # the table version its RESTORE goes back to
+    restore_version: int | None = None  # the table version (or snapshot) its undo goes back to
+    # How the table's own undo takes the commits out, in the plan's words: Delta's RESTORE is one new commit; a
+    # table whose undo moves its current pointer back (Iceberg's rollback_to_snapshot) says so instead.
+    undone_by: str = "undone by one commit"
+
+    def describe(self) -> str:
+        """One line for the plan: the undone commits, how the table undoes them, their files and rows."""
+        rows = "?" if self.rows is None else f"{self.rows:,}"
+        return (
+            f"table {self.uri}: {len(self.undone)} commit(s) of batches after {self.to_batch} {self.undone_by} "
+            f"({len(self.files)} file(s), {rows} rows, kept for time travel)"
+        )
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -192,15 +203,8 @@ class SinkRollback:
     notes: tuple[str, ...] = ()
 
     def describe(self) -> str | None:
-        """One line for the plan about the sink's own undo, None when it has none."""
-        if self.undo is None:
-            return None
-        undo = self.undo
-        rows = "?" if undo.rows is None else f"{undo.rows:,}"
-        return (
-            f"table {undo.uri}: {len(undo.undone)} commit(s) of batches after {self.to_batch} undone by one commit "
-            f"({len(undo.files)} file(s), {rows} rows, kept for time travel)"
-        )
+        """One line for the plan about the sink's own undo (in the undo's own words), None when it has none."""
+        return None if self.undo is None else self.undo.describe()
 
 
 @dataclass(frozen=True)
@@ -305,6 +309,15 @@ class Sink(ABC):
     def path(self) -> str | None:
         """Where the output lives (a folder or a table's folder); None for a sink that keeps nothing."""
         return self.config.sink.path
+
+    def archive_location(self, checkpoint: Location) -> Location:
+        """Where `recover` and `recover --to-batch` keep what they move aside and their journals: beside the sink's
+        folder (a folder of files, a path table), whose moves then stay on its storage."""
+        from tidemark.formats import ARCHIVE_DIR
+        from tidemark.storage import parse_location
+
+        del checkpoint
+        return parse_location(self.path or "").parent.join(ARCHIVE_DIR)
 
     def unresolved(self) -> str | None:
         """Why the output's location is not known without a Spark session (a catalog table no run has resolved

@@ -40,11 +40,14 @@ DELTA_JARS: dict[str, tuple[str, ...]] = {
 
 
 # Apache Iceberg's Spark runtime per Spark line: one self-contained jar (it shades its dependencies; its POM lists
-# none), the newest release Maven Central serves for the line. Iceberg builds for no other Spark line yet.
+# none), the newest release Maven Central serves for the line. Iceberg builds for no other Spark line yet. With it,
+# MariaDB's JDBC driver for a JDBC catalog (`jdbc:mariadb://`): one jar whose POM's runtime dependencies are all
+# optional (slf4j, bouncycastle, the AWS RDS plugin) or provided; 0.76 MB beside Iceberg's 48.
+MARIADB_DRIVER = "org.mariadb.jdbc:mariadb-java-client:3.5.7"
 ICEBERG_JARS: dict[str, tuple[str, ...]] = {
-    "3.5": ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",),
-    "4.0": ("org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0",),
-    "4.1": ("org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0",),
+    "3.5": ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0", MARIADB_DRIVER),
+    "4.0": ("org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0", MARIADB_DRIVER),
+    "4.1": ("org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0", MARIADB_DRIVER),
 }
 
 

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from tidemark.formats import Checkpoint, SinkTransaction
 from tidemark.sinks.audit import MAX_LISTED, BatchRecord, SinkAudit, Violation, ViolationKind, owed_nothing
 from tidemark.sinks.base import TableCommit, TableOutput
 from tidemark.sinks.iceberg.table import DATA, added_files, below, lineage, live_files, open_table, require_readable
 
+if TYPE_CHECKING:
+    from tidemark.sinks.iceberg.catalog import CatalogTable
 
-def table_output(path: str, transaction: SinkTransaction | None) -> TableOutput:
+
+def table_output(path: str, transaction: SinkTransaction | None, catalog: CatalogTable | None = None) -> TableOutput:
     """The checkpoint's batches as the table's lineage holds them (an absent table holds none)."""
-    table = open_table(path)
+    table = open_table(path, catalog)
     notes: list[str] = []
     if transaction is None:
         notes.append(

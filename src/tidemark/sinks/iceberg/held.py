@@ -6,12 +6,15 @@ compacted, holds its windows all the same."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidemark.compat import UTC
 from tidemark.errors import CheckpointError
 from tidemark.sinks.base import HeldWindows
 from tidemark.sinks.iceberg.table import DATA, below, live_files, open_table, read_rows, require_readable
+
+if TYPE_CHECKING:
+    from tidemark.sinks.iceberg.catalog import CatalogTable
 
 WINDOW_COLUMN = "windowStart"
 WINDOW_STRUCT = "window"  # a plain Spark job's `window(...)` column, kept as a struct
@@ -28,9 +31,9 @@ def identity_field(table: Any, column: str) -> str | None:
     return None
 
 
-def held_windows(path: str, window_column: str = WINDOW_COLUMN) -> HeldWindows:
+def held_windows(path: str, window_column: str = WINDOW_COLUMN, catalog: CatalogTable | None = None) -> HeldWindows:
     """The window starts the table at path holds (an absent table holds none)."""
-    table = open_table(path)
+    table = open_table(path, catalog)
     if table is None:
         return HeldWindows(uri=path, files=(), rows=0, starts=(), read_from="no Iceberg table yet")
     snapshot = table.current_snapshot()

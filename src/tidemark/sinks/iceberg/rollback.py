@@ -22,17 +22,21 @@ from tidemark.sinks.iceberg.table import lineage, open_table
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tidemark.sinks.iceberg.catalog import CatalogTable
+
 log = logging.getLogger(__name__)
 
 
-def plan_table_rollback(path: str, transaction: SinkTransaction, to_batch: int) -> TableRollback:
+def plan_table_rollback(
+    path: str, transaction: SinkTransaction, to_batch: int, catalog: CatalogTable | None = None
+) -> TableRollback:
     """The rollback_to_snapshot that undoes the checkpoint's batches after to_batch; refused in one line where it
     would drop another writer's snapshot or where expire_snapshots removed the batches' snapshots."""
-    table = open_table(path)
+    table = open_table(path, catalog)
     if table is None:
         msg = f"{path} is not an Iceberg table (no metadata/*.metadata.json): there is nothing to roll back"
         raise CheckpointError(msg)
-    output = table_output(path, transaction)
+    output = table_output(path, transaction, catalog)
     if not output.checks_batch(to_batch + 1):
         msg = (
             f"expire_snapshots removed the snapshots of the batches after {to_batch} from {path}: they cannot be "
@@ -64,22 +68,30 @@ def plan_table_rollback(path: str, transaction: SinkTransaction, to_batch: int) 
         f"{transaction.version_of(to_batch)} (batch {to_batch})",
     )
     return TableRollback(
-        path, to_batch, undone, transaction.version_of(to_batch), notes, restore_version=first.parent_id
+        path,
+        to_batch,
+        undone,
+        transaction.version_of(to_batch),
+        notes,
+        restore_version=first.parent_id,
+        undone_by=f"taken out of its lineage by rollback_to_snapshot {first.parent_id} (no new snapshot)",
     )
 
 
-def apply_table_rollback(spark: SparkSession, table_name: str, path: str, plan: TableRollback) -> None:
+def apply_table_rollback(
+    spark: SparkSession, table_name: str, path: str, plan: TableRollback, catalog: CatalogTable | None = None
+) -> None:
     """The procedure call (nothing when the table is at the target snapshot already: a rollback run again)."""
     if plan.reset_to is None or plan.restore_version is None:
         return
-    table = open_table(path)
+    table = open_table(path, catalog)
     current = table.current_snapshot() if table is not None else None
     if current is not None and current.snapshot_id == plan.restore_version:
         log.info("%s is at snapshot %d already", path, plan.restore_version)
         return
-    catalog, name = table_name.split(".", 1)
+    spark_catalog, name = table_name.split(".", 1)
     try:
-        spark.sql(f"CALL {catalog}.system.rollback_to_snapshot('{name}', {plan.restore_version})").collect()
+        spark.sql(f"CALL {spark_catalog}.system.rollback_to_snapshot('{name}', {plan.restore_version})").collect()
     except Exception as exc:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         msg = f"Iceberg's rollback_to_snapshot of {path} to snapshot {plan.restore_version} failed: {first[:300]}"

@@ -36,6 +36,14 @@ from tidemark.sinks.base import (
     file_writers,
 )
 from tidemark.sinks.iceberg.audit import audit_table, table_output
+from tidemark.sinks.iceberg.catalog import (
+    CATALOG,
+    CATALOG_CLASS,
+    CatalogTable,
+    credentials,
+    jdbc_access,
+    spark_settings,
+)
 from tidemark.sinks.iceberg.held import held_windows
 from tidemark.sinks.iceberg.rollback import apply_table_rollback, plan_table_rollback
 from tidemark.sinks.iceberg.table import (
@@ -55,12 +63,9 @@ if TYPE_CHECKING:
 
     from tidemark.formats import Checkpoint, SinkTransaction
     from tidemark.sinks.audit import SinkAudit
-    from tidemark.storage import Backend, Storage
+    from tidemark.storage import Backend, Location, Storage
 
 log = logging.getLogger(__name__)
-# The name of the Spark catalog tidemark registers for [sink.catalog] (its tables: tidemark_iceberg.<ns>.<table>).
-CATALOG = "tidemark_iceberg"
-CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
@@ -104,6 +109,25 @@ class IcebergSink(Sink):
         catalog, table = self.config.sink.catalog, self.config.sink.table
         return catalog.table_location(table) if catalog is not None and table is not None else None
 
+    def archive_location(self, checkpoint: Location) -> Location:
+        """Beside the checkpoint, in a folder of its own: beside the table would be inside the catalog's namespace
+        folder, whose folders are the catalog's (a Hadoop catalog reads each as a namespace or a table). Nothing of
+        the table moves (it keeps its own history): the archive keeps a recovery's plan, marker and journals."""
+        from tidemark.formats import ARCHIVE_DIR
+
+        return checkpoint.parent.join(ARCHIVE_DIR).join(f"{checkpoint.name}-recovery")
+
+    def _catalog_table(self) -> CatalogTable | None:
+        """The table as a JDBC catalog names it (its database reached with the environment's credentials), None for
+        a Hadoop catalog, whose tables are their folders."""
+        catalog, table = self.config.sink.catalog, self.config.sink.table
+        access = jdbc_access(catalog) if catalog is not None else None
+        return CatalogTable(access, table) if access is not None and table is not None else None
+
+    def _open(self) -> Any:
+        """The table as pyiceberg reads it now, None when there is none yet."""
+        return open_table(self._table_path(), self._catalog_table())
+
     def _table_path(self) -> str:
         path = self.path
         if path is None:
@@ -124,16 +148,21 @@ class IcebergSink(Sink):
         prefix = f"spark.sql.catalog.{CATALOG}"
         settings = {"spark.sql.extensions": EXTENSIONS, prefix: CATALOG_CLASS, f"{prefix}.cache-enabled": "false"}
         if catalog is not None:
-            settings[f"{prefix}.type"] = catalog.type.value
-            settings[f"{prefix}.warehouse"] = catalog.warehouse
+            settings.update(spark_settings(catalog))
         return settings
 
     def check(self) -> None:
-        """A rollback of the table that was interrupted (the table may already be rolled back, the checkpoint not)
-        is finished first: one line naming the command."""
+        """Before any JVM, each in one line: a JDBC catalog's credentials missing from the environment; a rollback
+        of the table that was interrupted (the table may already be rolled back, the checkpoint not), to finish
+        first; a new checkpoint beside a table that holds this pipeline's output (a new query would write its
+        windows again), or a table replaced since the checkpoint wrote to it. The query's own start checks the
+        last two again (`configure`)."""
         from tidemark.formats import read_sink_rollback
         from tidemark.storage import open_storage
 
+        catalog = self.config.sink.catalog
+        if catalog is not None and catalog.uri is not None:
+            credentials()  # a JDBC catalog's user and password: from the environment, or one line before any JVM
         undoing = read_sink_rollback(open_storage(self.config.checkpoint.location))
         if undoing is not None:
             msg = (
@@ -142,6 +171,9 @@ class IcebergSink(Sink):
                 f"{undoing} --apply` before running"
             )
             raise InputError(msg)
+        found = self._open()
+        if self._kept_for_table(found) is None:
+            self._refuse_a_new_checkpoint(found)
 
     def writers(self, task_slots: int) -> int | None:
         """Files per output partition per batch: the same stage shape as a file sink's (sinks/base.py)."""
@@ -151,63 +183,78 @@ class IcebergSink(Sink):
         """The checkpoint's sink transaction: kept from its first start, else chosen now above the table's own.
         Refused in one line, before anything is written: a table replaced since the checkpoint wrote to it, a new
         checkpoint on a table that holds this pipeline's output already."""
-        return self._transaction(open_table(self._table_path()))
+        return self._transaction(self._open())
 
     def _transaction(self, found: Any) -> SinkTransaction:
-        from tidemark.formats import (
-            Checkpoint,
-            CheckpointStatus,
-            SinkTransaction,
-            read_recovery_marker,
-            read_sink_transaction,
-            write_sink_transaction,
-        )
-        from tidemark.storage import open_storage, parse_location
+        from tidemark.formats import SinkTransaction, write_sink_transaction
+        from tidemark.storage import open_storage
 
-        checkpoint = open_storage(self.config.checkpoint.location)
-        kept = read_sink_transaction(checkpoint)
-        table = self._table_path()
+        kept = self._kept_for_table(found)
         table_id = str(found.metadata.table_uuid) if found is not None else None
-        if kept is not None and parse_location(kept.table).same_place(parse_location(table)):
-            if kept.table_id is not None and table_id is not None and kept.table_id != table_id:
-                msg = (
-                    f"the Iceberg table at {table} is not the one the checkpoint {self.config.checkpoint.location} "
-                    f"wrote to (table uuid {table_id}, the checkpoint's {kept.table_id}): it was replaced, and the "
-                    "windows the checkpoint committed are not in it. Run `tidemark recover CONFIG` to replay them "
-                    "into this table"
-                )
-                raise InputError(msg)
+        if kept is not None:
             if kept.table_id is None and table_id is not None:
                 kept = SinkTransaction(kept.app_id, kept.base, kept.table, table_id)
-                write_sink_transaction(checkpoint, kept)
+                write_sink_transaction(open_storage(self.config.checkpoint.location), kept)
             return kept
+        last = self._refuse_a_new_checkpoint(found)
+        made = SinkTransaction(self.app_id, 0 if last is None else last + 1, self._table_path(), table_id)
+        write_sink_transaction(open_storage(self.config.checkpoint.location), made)
+        return made
+
+    def _kept_for_table(self, found: Any) -> SinkTransaction | None:
+        """The transaction the checkpoint keeps for this table, None when it keeps none for it; refused in one line
+        when the table was replaced since the checkpoint wrote to it."""
+        from tidemark.formats import read_sink_transaction
+        from tidemark.storage import open_storage, parse_location
+
+        kept = read_sink_transaction(open_storage(self.config.checkpoint.location))
+        table = self._table_path()
+        if kept is None or not parse_location(kept.table).same_place(parse_location(table)):
+            return None
+        table_id = str(found.metadata.table_uuid) if found is not None else None
+        if kept.table_id is not None and table_id is not None and kept.table_id != table_id:
+            msg = (
+                f"the Iceberg table at {table} is not the one the checkpoint {self.config.checkpoint.location} "
+                f"wrote to (table uuid {table_id}, the checkpoint's {kept.table_id}): it was replaced, and the "
+                "windows the checkpoint committed are not in it. Run `tidemark recover CONFIG` to replay them "
+                "into this table"
+            )
+            raise InputError(msg)
+        return kept
+
+    def _refuse_a_new_checkpoint(self, found: Any) -> int | None:
+        """This pipeline's newest version in the table (None: none); refused in one line when the checkpoint has no
+        batch, is no recovery's replay, and the table holds this pipeline's output already."""
+        from tidemark.formats import Checkpoint, CheckpointStatus, read_recovery_marker
+        from tidemark.storage import parse_location
+
         last = newest_version(found, self.app_id)
+        if last is None:
+            return None
         started = Checkpoint.open(self.config.checkpoint.location).status() is CheckpointStatus.PRESENT
         # A recovery's replay (the checkpoint carries its marker) writes only windows the table does not hold.
         replay = read_recovery_marker(parse_location(self.config.checkpoint.location)) is not None
-        if last is not None and not started and not replay:
+        if not started and not replay:
             msg = (
-                f"the checkpoint {self.config.checkpoint.location} has no batch but the Iceberg table {table} already "
-                f"holds this pipeline's output ({APP_KEY} {self.app_id}, version {last}): a new query would write its "
-                "windows again. Run `tidemark recover CONFIG` (then --apply) to replay only the windows it lacks, "
-                "restore the checkpoint, or name a new table"
+                f"the checkpoint {self.config.checkpoint.location} has no batch but the Iceberg table "
+                f"{self._table_path()} already holds this pipeline's output ({APP_KEY} {self.app_id}, version "
+                f"{last}): a new query would write its windows again. Run `tidemark recover CONFIG` (then --apply) "
+                "to replay only the windows it lacks, restore the checkpoint, or name a new table"
             )
             raise InputError(msg)
-        made = SinkTransaction(self.app_id, 0 if last is None else last + 1, table, table_id)
-        write_sink_transaction(checkpoint, made)
-        return made
+        return last
 
     def holds_output(self) -> bool:
         """True when the table's lineage has a snapshot carrying this pipeline's transaction."""
-        return newest_version(open_table(self._table_path()), self.app_id) is not None
+        return newest_version(self._open(), self.app_id) is not None
 
     def held_windows(self) -> HeldWindows:
         """The window starts the table holds: its live files' partition values or its rows (iceberg/held.py)."""
-        return held_windows(self._table_path())
+        return held_windows(self._table_path(), catalog=self._catalog_table())
 
     def table_rows(self, columns: list[str]) -> Any:
         """The table's rows projected on columns, position deletes applied (pyiceberg)."""
-        table = open_table(self._table_path())
+        table = self._open()
         if table is None:
             import pyarrow as pa
 
@@ -218,7 +265,7 @@ class IcebergSink(Sink):
         """The checkpoint's batches as the table's lineage holds them: snapshots carrying its transaction."""
         from tidemark.formats import read_sink_transaction
 
-        return table_output(self._table_path(), read_sink_transaction(checkpoint))
+        return table_output(self._table_path(), read_sink_transaction(checkpoint), self._catalog_table())
 
     def audit(self, checkpoint: Checkpoint, inputs: Mapping[int, tuple[str, ...]]) -> SinkAudit:
         """Each committed batch's snapshot, read from the table's lineage (sinks/iceberg/audit.py)."""
@@ -226,7 +273,8 @@ class IcebergSink(Sink):
 
     def plan_rollback(self, checkpoint: Checkpoint, to_batch: int) -> SinkRollback:
         """The table's own undo: Iceberg's rollback_to_snapshot (sinks/iceberg/rollback.py); no file moves."""
-        undo = plan_table_rollback(self._table_path(), self._kept_transaction(checkpoint.store), to_batch)
+        transaction = self._kept_transaction(checkpoint.store)
+        undo = plan_table_rollback(self._table_path(), transaction, to_batch, self._catalog_table())
         return SinkRollback(to_batch, undo=undo, notes=undo.notes)
 
     def apply_rollback(self, checkpoint: Storage, plan: SinkRollback) -> None:
@@ -252,7 +300,7 @@ class IcebergSink(Sink):
         )
         with spark_session(needs, running) as spark:
             try:
-                apply_table_rollback(spark, self.table_name, self._table_path(), undo)
+                apply_table_rollback(spark, self.table_name, self._table_path(), undo, self._catalog_table())
             finally:
                 if running is None:
                     spark.stop()
@@ -274,7 +322,7 @@ class IcebergSink(Sink):
         del spark
         import pandas as pd
 
-        table = open_table(self._table_path())
+        table = self._open()
         if table is None:
             return None
         rows = read_rows(table, list(keys))
@@ -305,15 +353,16 @@ class IcebergSink(Sink):
         summary."""
         _require_iceberg(output)
         self.create_table(output)
-        transaction = self._transaction(open_table(self._table_path()))
-        name, path = self.table_name, self._table_path()
+        transaction = self._transaction(self._open())
+        name, catalog = self.table_name, self._catalog_table()
+        path = self._table_path()
         first = [True]
 
         def write_batch(frame: DataFrame, batch: int) -> None:
             version = transaction.version_of(batch)
             if first[0]:  # only a query's first batch can be one whose snapshot landed before a kill
                 first[0] = False
-                last = newest_version(open_table(path), transaction.app_id)
+                last = newest_version(open_table(path, catalog), transaction.app_id)
                 if last is not None and last >= version:
                     log.info("batch %d: its Iceberg snapshot (version %d of %s) is in the table", batch, version, name)
                     # Nothing is appended, but the batch runs (Spark's no-op sink) so that its state commits.

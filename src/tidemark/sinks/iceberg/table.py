@@ -18,6 +18,8 @@ from tidemark.storage import Storage, open_storage
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
+    from tidemark.sinks.iceberg.catalog import CatalogTable
+
 METADATA = "metadata"
 VERSION_HINT = f"{METADATA}/version-hint.text"
 # tidemark's keys in each batch's snapshot summary (written as `snapshot-property.<key>` options by the sink).
@@ -65,9 +67,13 @@ def metadata_file(folder: Storage) -> str | None:
     return folder.uri(f"{METADATA}/v{max(versions)}.metadata.json") if versions else None
 
 
-def open_table(path: str) -> Table | None:
-    """The table at path as pyiceberg reads it, None when there is no table yet."""
+def open_table(path: str, catalog: CatalogTable | None = None) -> Table | None:
+    """The table at path as pyiceberg reads it, None when there is no table yet: from its newest metadata file in a
+    Hadoop catalog, from the metadata file the catalog names for a JDBC catalog's table (catalog)."""
     from pyiceberg.table import StaticTable
+
+    if catalog is not None:
+        return catalog.open()
 
     found = metadata_file(open_storage(path))
     if found is None:

@@ -1,0 +1,135 @@
+"""The Iceberg sink through a JDBC catalog on a real MariaDB (tests/mariadb.py), its warehouse on local disk.
+
+`tidemark run` and `recover` run in their own processes (a JVM with Iceberg's runtime and MariaDB's driver from
+tidemark's lock, the user and password from ICEBERG_JDBC_USER / ICEBERG_JDBC_PASSWORD). The table is read back by
+the test's own pyiceberg SQL catalog on the same database (never with tidemark) and compared with the pandas oracle.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+
+from tests.helpers import write_config
+from tests.integration.test_recovery import _expected
+from tests.mariadb import IcebergDatabase
+from tidemark.config import load_config
+from tidemark.pipeline.generate import generate_events
+from tidemark.recovery.audit import audit_sink
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+KEY = ["user", "windowStart"]
+
+# Another application appending to the table through the same JDBC catalog (the catalog's name is part of each of
+# its rows, so the same name), in a Spark of its own with Iceberg's runtime and MariaDB's driver from tidemark's lock.
+_OTHER_WRITER = """
+import os, sys
+from pyspark.sql import SparkSession
+from tidemark.spark.artifacts import JarFeature
+from tidemark.spark.jars import fetch
+c = "spark.sql.catalog.tidemark_iceberg"
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.jars", ",".join(str(p) for p in fetch([JarFeature.ICEBERG]).paths))
+         .config(c, "org.apache.iceberg.spark.SparkCatalog").config(c + ".type", "jdbc")
+         .config(c + ".uri", sys.argv[1]).config(c + ".warehouse", sys.argv[2])
+         .config(c + ".jdbc.user", os.environ["ICEBERG_JDBC_USER"])
+         .config(c + ".jdbc.password", os.environ["ICEBERG_JDBC_PASSWORD"])
+         .config(c + ".jdbc.schema-version", "V1")
+         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+theirs = spark.table("tidemark_iceberg.lake.clicks").limit(2)
+theirs = theirs.selectExpr("concat('other-', user) AS user", "* EXCEPT (user)")
+theirs.writeTo("tidemark_iceberg.lake.clicks").option("snapshot-property.tidemark.app", "someone-else").append()
+spark.stop()
+"""
+
+
+def _read(db: IcebergDatabase) -> Table:
+    """The table as the test's own pyiceberg SQL catalog reads it from the catalog's database."""
+    uri = f"mysql+pymysql://{db.user}:{db.password}@127.0.0.1:{db.mariadb.port}/{db.database}"
+    catalog = SqlCatalog("tidemark_iceberg", uri=uri, init_catalog_tables="false")
+    try:
+        return catalog.load_table("lake.clicks")
+    finally:
+        catalog.engine.dispose()
+
+
+def _rows(db: IcebergDatabase) -> pd.DataFrame:
+    frame = _read(db).scan().to_arrow().to_pandas()
+    frame["windowStart"] = pd.to_datetime(frame["windowStart"], utc=True)
+    return frame.sort_values(KEY).reset_index(drop=True)
+
+
+def _assert_exact(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
+    assert not actual.duplicated(KEY).any(), actual[actual.duplicated(KEY, keep=False)]
+    merged = actual.merge(expected, on=KEY, how="outer", suffixes=("", "_oracle"), indicator=True)
+    assert (merged["_merge"] == "both").all(), merged[merged["_merge"] != "both"][KEY]
+    assert (merged["count"] == merged["count_oracle"]).all()
+    assert (merged["value_sum"] - merged["value_sum_oracle"]).abs().max() < 1e-6
+
+
+def test_a_jdbc_catalog_table_is_exact_through_a_lost_checkpoint_and_another_writer_is_told_apart(
+    tmp_path: Path, iceberg_mariadb: IcebergDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = iceberg_mariadb
+    for name, value in db.env.items():
+        monkeypatch.setenv(name, value)  # for audit in this process; the commands get them from their env
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+
+    def command(*argv: str, script: str | None = None) -> subprocess.CompletedProcess[str]:
+        line = [sys.executable, "-c", script, *argv] if script else [sys.executable, "-m", "tidemark.cli.main", *argv]
+        done = subprocess.run(line, env=env, capture_output=True, text=True, timeout=600, check=False)
+        assert db.password not in done.stdout + done.stderr  # the secret is never printed
+        return done
+
+    data = generate_events(tmp_path / "all", events=200, keys=3, files=2, seed=11)
+    files = list(data.files)
+    (tmp_path / "landing").mkdir()
+    for file in files:
+        shutil.copy2(file, tmp_path / "landing" / file.name)
+    catalog = {"type": "jdbc", "warehouse": "warehouse", "uri": db.jdbc_uri}
+    sink = {"format": "iceberg", "path": None, "table": "lake.clicks", "catalog": catalog}
+    config = write_config(tmp_path, sink=sink)
+    expected = _expected(files)
+
+    done = command("run", str(config), "--available-now")
+    assert done.returncode == 0, done.stderr[-2000:]
+    _assert_exact(_rows(db), expected)
+    # The catalog names the table's metadata file (a Hadoop catalog's version-hint.text is not there); its folder is
+    # the JDBC catalog's default, <warehouse>/<namespace>/<table>.
+    table = _read(db)
+    assert table.metadata_location.removeprefix("file:").startswith(str(tmp_path / "warehouse" / "lake" / "clicks"))
+    assert not (tmp_path / "warehouse" / "lake" / "clicks" / "metadata" / "version-hint.text").exists()
+    commits = {int(p.name) for p in (tmp_path / "checkpoint" / "commits").glob("[0-9]*")}
+    audit = audit_sink(load_config(config))
+    assert audit.ok, audit.violations
+    assert [r.batch for r in audit.batches] == sorted(commits) and all(r.in_sink_log for r in audit.batches)
+    assert sum(r.rows or 0 for r in audit.batches) == len(expected)
+
+    # The checkpoint lost: recover reads the windows the table holds through the catalog and replays none twice.
+    current = table.current_snapshot()
+    assert current is not None
+    shutil.rmtree(tmp_path / "checkpoint")
+    recovered = command("recover", str(config), "--apply")
+    assert recovered.returncode == 0, recovered.stderr[-2000:]
+    assert "verified" in recovered.stdout and "0 duplicate" in recovered.stdout, recovered.stdout
+    _assert_exact(_rows(db), expected)
+    assert (tmp_path / ".tidemark-archive" / "checkpoint-recovery").is_dir()
+    assert not (tmp_path / "warehouse" / "lake" / ".tidemark-archive").exists()
+
+    # Another application appends through the same catalog: audit counts its snapshot apart, not as a violation.
+    other = command(db.jdbc_uri, str(tmp_path / "warehouse"), script=_OTHER_WRITER)
+    assert other.returncode == 0, other.stderr[-2000:]
+    rows = _rows(db)
+    assert len(rows) == len(expected) + 2 and rows["user"].str.startswith("other-").sum() == 2
+    audit = audit_sink(load_config(config))
+    assert audit.ok, audit.violations
+    assert any("1 snapshot(s) by other writers (someone-else)" in n for n in audit.notes), audit.notes
+    _assert_exact(rows[~rows["user"].str.startswith("other-")].reset_index(drop=True), expected)
