@@ -320,14 +320,13 @@ class IcebergSink(Sink):
     def check_rows(self, keys: tuple[str, ...], spark: SparkSession | None) -> SinkCheck | None:
         """Rows and repeated keys as pyiceberg reads the table (position deletes applied)."""
         del spark
-        import pandas as pd
+        from tidemark.sinks.audit import repeated_keys
 
         table = self._open()
         if table is None:
             return None
-        rows = read_rows(table, list(keys))
-        frame = pd.DataFrame({c: rows.column(c).to_pylist() for c in keys})
-        return SinkCheck(int(rows.num_rows), int(frame.duplicated().sum()) if keys else 0, "pyiceberg")
+        rows, repeated, _ = repeated_keys(read_rows(table, list(keys)), keys)
+        return SinkCheck(rows, repeated, "pyiceberg")
 
     def create_table(self, output: DataFrame) -> None:
         """The table, created empty when the catalog lacks it: the output's columns, partitioned by the config's
