@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from tidemark.config.model import (
+from tidemark.config.catalog import (
     JDBC_PASSWORD_ENV,
     JDBC_URI_PREFIX,
     JDBC_USER_ENV,
