@@ -29,13 +29,13 @@ from tidemark.sinks.base import (
     Tool,
     file_writers,
 )
-from tidemark.sinks.delta.audit import audit_table
 from tidemark.sinks.delta.held import held_windows
 from tidemark.sinks.delta.log import has_log
 from tidemark.sinks.delta.output import table_output
 from tidemark.sinks.delta.protocol import require_supported
 from tidemark.sinks.delta.rollback import apply_table_rollback, plan_table_rollback
 from tidemark.sinks.delta.table import open_table, protocol_of, read_rows, transaction_version
+from tidemark.sinks.table_audit import audit_commits
 from tidemark.spark.artifacts import JarFeature
 
 if TYPE_CHECKING:
@@ -293,7 +293,7 @@ class DeltaSink(Sink):
 
     def audit(self, checkpoint: Checkpoint, inputs: Mapping[int, tuple[str, ...]]) -> SinkAudit:
         """Each committed batch's commit, read from the table's log (sinks/delta/audit.py)."""
-        return audit_table(checkpoint, self.table_output(checkpoint.store), inputs)
+        return audit_commits(checkpoint, self.table_output(checkpoint.store), inputs)
 
     def check_rows(self, keys: tuple[str, ...], spark: SparkSession | None) -> SinkCheck | None:
         """Rows and repeated keys as delta-rs reads the table (deletion vectors applied)."""

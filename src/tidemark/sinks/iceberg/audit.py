@@ -7,14 +7,14 @@ appends, a delete) carry no such keys, or another app id: they are counted apart
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tidemark.formats import Checkpoint, SinkTransaction
-from tidemark.sinks.audit import MAX_LISTED, BatchRecord, SinkAudit, Violation, ViolationKind, owed_nothing
+from tidemark.sinks.audit import SinkAudit
 from tidemark.sinks.base import TableCommit, TableOutput
 from tidemark.sinks.iceberg.table import DATA, added_files, below, lineage, live_files, open_table, require_readable
+from tidemark.sinks.table_audit import audit_commits
 
 if TYPE_CHECKING:
     from tidemark.sinks.iceberg.catalog import CatalogTable
@@ -78,55 +78,6 @@ def table_output(path: str, transaction: SinkTransaction | None, catalog: Catalo
 
 
 def audit_table(checkpoint: Checkpoint, table: TableOutput, inputs: Mapping[int, tuple[str, ...]]) -> SinkAudit:
-    """Each committed batch's snapshot once: two snapshots for one batch and a committed batch with none (where the
-    lineage still reaches back to it) are violations."""
-    by_batch: dict[int, list[TableCommit]] = defaultdict(list)
-    for commit in table.commits:
-        by_batch[commit.batch].append(commit)
-    notes = list(table.notes)
-    records = []
-    for batch in checkpoint.commit_batches():
-        made = by_batch.get(batch, [])
-        rows = [c.rows for c in made]
-        records.append(
-            BatchRecord(
-                batch=batch,
-                source=inputs.get(batch, ()),
-                sink_files=tuple(sorted({f for c in made for f in c.files})),
-                rows=None if not made or any(r is None for r in rows) else sum(r for r in rows if r is not None),
-                in_sink_log=bool(made),
-                in_ledger=False,
-            )
-        )
-    violations: list[Violation] = []
-    twice = sorted(b for b, made in by_batch.items() if len(made) > 1)
-    if twice:
-        violations.append(
-            Violation(
-                ViolationKind.BATCH_WRITTEN_TWICE,
-                f"{len(twice)} batch(es) have more than one snapshot carrying their transaction in {table.uri}",
-                tuple(twice[:MAX_LISTED]),
-                count=len(twice),
-            )
-        )
-    # Every batch appends a snapshot (an empty batch too), but for Spark's offline repartition batch.
-    unlogged = [r.batch for r in records if not r.in_sink_log]
-    repartitioned = owed_nothing(checkpoint.repartition_batches, unlogged, notes, "so no snapshot is owed")
-    missing = [
-        r.batch for r in records if not r.in_sink_log and table.checks_batch(r.batch) and r.batch not in repartitioned
-    ]
-    if missing:
-        violations.append(
-            Violation(
-                ViolationKind.BATCH_WITHOUT_SINK_ENTRY,
-                f"{len(missing)} committed batch(es) have no snapshot in {table.uri}: their output is not in the table",
-                tuple(missing[:MAX_LISTED]),
-                count=len(missing),
-            )
-        )
-    if table.other_commits:
-        notes.append(
-            f"{table.other_commits} snapshot(s) by other writers ({', '.join(table.other_writers[:5])}) are not this "
-            "pipeline's batches: not counted"
-        )
-    return SinkAudit(table.uri, tuple(records), tuple(violations), len(table.live_files), tuple(notes))
+    """Each committed batch's snapshot once (sinks/table_audit.py): two snapshots for one batch and a committed batch
+    with none (where the lineage still reaches back to it) are violations."""
+    return audit_commits(checkpoint, table, inputs, unit="snapshot")

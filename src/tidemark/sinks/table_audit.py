@@ -1,4 +1,5 @@
-"""A Delta sink's audit: each committed batch's commit, read from the table's own log."""
+"""The audit of a table sink that keeps its own log (Delta, Iceberg): each committed batch's commit, found by the
+transaction the sink wrote into it (sinks/base.py TableOutput), once."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from tidemark.sinks.audit import MAX_LISTED, BatchRecord, SinkAudit, Violation, 
 from tidemark.sinks.base import TableCommit, TableOutput
 
 
-def audit_table(checkpoint: Checkpoint, table: TableOutput, inputs: Mapping[int, tuple[str, ...]]) -> SinkAudit:
-    """A batch is in the table when a commit carries its transaction version; two commits for one batch and a
-    committed batch with no commit (where the log still reaches back to it) are violations. Other writers' commits
-    (another app id, OPTIMIZE) are counted apart, never as duplicates."""
+def audit_commits(
+    checkpoint: Checkpoint, table: TableOutput, inputs: Mapping[int, tuple[str, ...]], unit: str = "commit"
+) -> SinkAudit:
+    """A batch is in the table when a commit (unit: what the table calls one, Delta's commit, Iceberg's snapshot)
+    carries its transaction version; two for one batch and a committed batch with none (where the table's history
+    still reaches back to it) are violations. Other writers' commits (another app id, a compaction) are counted
+    apart, never as duplicates."""
     commits = checkpoint.commit_batches()
     by_batch: dict[int, list[TableCommit]] = defaultdict(list)
     for commit in table.commits:
@@ -39,15 +43,15 @@ def audit_table(checkpoint: Checkpoint, table: TableOutput, inputs: Mapping[int,
         violations.append(
             Violation(
                 ViolationKind.BATCH_WRITTEN_TWICE,
-                f"{len(twice)} batch(es) have more than one commit carrying their transaction in {table.uri}",
+                f"{len(twice)} batch(es) have more than one {unit} carrying their transaction in {table.uri}",
                 tuple(twice[:MAX_LISTED]),
                 count=len(twice),
             )
         )
-    # Every batch commits to the table, rows or none (a re-run of one whose commit landed keeps that commit), but
-    # for Spark's offline repartition batch, which runs no query.
+    # Every batch commits to the table, rows or none (a re-run of one whose commit landed keeps that commit; an
+    # empty batch appends an empty snapshot), but for Spark's offline repartition batch, which runs no query.
     unlogged = [r.batch for r in records if not r.in_sink_log]
-    repartitioned = owed_nothing(checkpoint.repartition_batches, unlogged, notes, "so no commit is owed")
+    repartitioned = owed_nothing(checkpoint.repartition_batches, unlogged, notes, f"so no {unit} is owed")
     missing = [
         r.batch for r in records if not r.in_sink_log and table.checks_batch(r.batch) and r.batch not in repartitioned
     ]
@@ -55,14 +59,14 @@ def audit_table(checkpoint: Checkpoint, table: TableOutput, inputs: Mapping[int,
         violations.append(
             Violation(
                 ViolationKind.BATCH_WITHOUT_SINK_ENTRY,
-                f"{len(missing)} committed batch(es) have no commit in {table.uri}: their output is not in the table",
+                f"{len(missing)} committed batch(es) have no {unit} in {table.uri}: their output is not in the table",
                 tuple(missing[:MAX_LISTED]),
                 count=len(missing),
             )
         )
     if table.other_commits:
         notes.append(
-            f"{table.other_commits} commit(s) by other writers ({', '.join(table.other_writers[:5])}) are not this "
+            f"{table.other_commits} {unit}(s) by other writers ({', '.join(table.other_writers[:5])}) are not this "
             "pipeline's batches: not counted"
         )
     return SinkAudit(table.uri, tuple(records), tuple(violations), len(table.live_files), tuple(notes))
