@@ -39,8 +39,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, log: Path) -> None:
-    deadline = time.monotonic() + 60
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with {process.returncode}: {log.read_text()[-2000:]}")
@@ -48,7 +48,7 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, log: 
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
         time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on {port} within 60 s: {log.read_text()[-2000:]}")
+    raise RuntimeError(f"{what} did not listen on {port} within {timeout:.0f} s: {log.read_text()[-2000:]}")
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

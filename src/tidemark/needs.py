@@ -15,6 +15,7 @@ from tidemark.config import AggregationKind, StateStoreKind, TidemarkConfig
 from tidemark.sinks import sink_of
 from tidemark.sources import source_of
 from tidemark.spark.artifacts import JarFeature
+from tidemark.spark.connect import endpoint, mode
 from tidemark.spark.environment import SessionNeeds, spark_session, start_settings, storage_conf
 from tidemark.spark.jars import Progress
 from tidemark.spark.lines import Feature, require, require_python
@@ -58,6 +59,11 @@ def require_features(config: TidemarkConfig) -> None:
         require(feature)
 
 
+def spark_mode(config: TidemarkConfig) -> str:
+    """How the pipeline runs Spark, for a first line: its local master, or 'Spark Connect sc://host:port'."""
+    return mode(endpoint(config.spark.remote), config.spark.master)
+
+
 def pipeline_conf(config: TidemarkConfig) -> dict[str, str]:
     """Every setting the pipeline's session needs but its jars: the config's, and access to its locations."""
     return storage_conf(locations(config), config.spark_conf())
@@ -76,6 +82,7 @@ def needs_of(
     # The source's and the sink's jars (Kafka's connector, Delta); the locations' cloud connectors come later.
     return SessionNeeds(
         master=master or config.spark.master,
+        remote=endpoint(config.spark.remote),
         app_name=f"tidemark-{config.pipeline.name}{'-' + purpose if purpose else ''}",
         settings=_under(sink.spark_settings(), {**config.spark_conf(), **(extra or {})}),
         locations=tuple(locations(config)),

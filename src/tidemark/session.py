@@ -180,8 +180,15 @@ def build_session(
     conf: Mapping[str, str] | None = None,
     app_name: str = "tidemark",
     log_level: str = "ERROR",
+    remote: str | None = None,
 ) -> SparkSession:
-    """Create the Spark session, or reuse the active one and apply the runtime settings of conf."""
+    """Create the Spark session, or reuse the active one and apply the runtime settings of conf.
+
+    remote: a Spark Connect endpoint (sc://...): the session is a Connect client, built here from the same
+    settings (the ones a running server can take), and no JVM is started in this process.
+    """
+    if remote is not None:
+        return _connect(remote, conf or {}, app_name)
     _prepare_environment()
     from pyspark.sql import SparkSession
 
@@ -193,16 +200,59 @@ def build_session(
             if not key.startswith(_STATIC_PREFIXES + _QUERY_START_PREFIXES):
                 active.conf.set(runtime_key(key), value)
         return active
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in settings.items():
-        builder = builder.config(key, value)
     from tidemark.steps import step
 
-    with _keep_interrupt_handler(), step(f"starting Spark ({master})"):
+    with _keep_interrupt_handler(), _local_only(), step(f"starting Spark ({master})"):
+        builder = SparkSession.builder.master(master).appName(app_name)
+        for key, value in settings.items():
+            builder = builder.config(key, value)
         _start_context(master, app_name, settings)
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def _connect(remote: str, conf: Mapping[str, str], app_name: str) -> SparkSession:
+    """A Spark Connect session on remote with the runtime settings of conf (a server's JVM settings, its jars
+    and its static SQL settings are the server's own: they are left out, and logged)."""
+    from pyspark.sql import SparkSession
+
+    from tidemark.spark.connect import label
+    from tidemark.steps import step
+
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    with step(f"connecting to Spark Connect ({label(remote)})"):
+        spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+        left: list[str] = []
+        for given, value in conf.items():
+            key = runtime_key(given)
+            if given.startswith(_STATIC_PREFIXES) or key in _SERVER_ONLY:
+                left.append(given)
+                continue
+            try:
+                spark.conf.set(key, value)
+            except Exception as exc:  # a static SQL setting: the server's to choose
+                log.debug("cannot change %s over Spark Connect: %s", key, type(exc).__name__)
+                left.append(given)
+    if left:
+        log.info("left to the Spark Connect server (set when it starts): %s", ", ".join(sorted(left)))
+    return spark
+
+
+# Static SQL settings a server takes when it starts, never from a client.
+_SERVER_ONLY = frozenset({"spark.sql.extensions", "spark.sql.warehouse.dir"})
+
+
+@contextmanager
+def _local_only() -> Iterator[None]:
+    """A local session is being built: PySpark's builder must not take SPARK_REMOTE (it refuses a master beside
+    it), so the variable is out of the environment while the session starts."""
+    remote = os.environ.pop("SPARK_REMOTE", None)
+    try:
+        yield
+    finally:
+        if remote is not None:
+            os.environ["SPARK_REMOTE"] = remote
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from tidemark.cli.output import out, print_json
+from tidemark.cli.output import err, out, print_json
 
 if TYPE_CHECKING:
     from tidemark.evolve.check import CheckReport
@@ -129,9 +129,12 @@ def check(
     """Can this config (and its processor code) restart from its existing checkpoint? Exit 1 when not."""
     from tidemark.config import load_config
     from tidemark.evolve.check import check_config
+    from tidemark.needs import spark_mode
 
     accepted = frozenset(code.upper() for code in allow or [])
-    report = check_config(load_config(config), str(config), rehearse_query=rehearse, allow=accepted)
+    settings = load_config(config)
+    err.print(f"checking {escape(str(config))} on {escape(spark_mode(settings))}")
+    report = check_config(settings, str(config), rehearse_query=rehearse, allow=accepted)
     print_json(report) if as_json else _render_check(report)
     if not report.compatible:
         raise typer.Exit(1)

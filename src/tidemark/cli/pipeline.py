@@ -83,8 +83,10 @@ def run(
     from tidemark.recovery.failover import Failover
 
     settings = load_config(config)
+    from tidemark.needs import spark_mode
+
     deadline = parse_duration(max_duration) if max_duration else None
-    err.print(f"[bold]tidemark[/bold] running [cyan]{settings.pipeline.name}[/cyan] on {settings.spark.master}")
+    err.print(f"[bold]tidemark[/bold] running [cyan]{settings.pipeline.name}[/cyan] on {escape(spark_mode(settings))}")
     for line in endpoint_lines(settings.monitor):
         err.print(escape(line))
     # Jars fetched (first run) and verified with progress before the session starts; before anything is touched, a

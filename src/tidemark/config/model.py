@@ -16,6 +16,7 @@ from tidemark.config.kafka import TYPED_OPTIONS, StartingPosition, check_kafka_o
 from tidemark.config.provider import HDFS_PROVIDER as HDFS_PROVIDER
 from tidemark.config.provider import PROVIDER_KEY as PROVIDER_KEY
 from tidemark.config.provider import ROCKSDB_PROVIDER as ROCKSDB_PROVIDER
+from tidemark.config.remote import Remote
 from tidemark.config.rocksdb import DEFAULT_BOUNDED_MEMORY_MB, rocksdb_conf
 from tidemark.durations import human, parse_duration
 from tidemark.errors import UsageError
@@ -81,6 +82,7 @@ class SparkConfig(_Table):
     """[spark]: where and how Spark runs."""
 
     master: str = "local[2]"
+    remote: Remote = None  # a Spark Connect endpoint (docs/connect.md); SPARK_REMOTE in the environment wins
     shuffle_partitions: int = Field(default=4, ge=1)
     driver_memory: str | None = None
     executor_memory: str | None = None

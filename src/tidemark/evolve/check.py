@@ -397,6 +397,20 @@ def _stored_family(checkpoint: Checkpoint, expected: ExpectedState) -> ColumnFam
     return next((s for s in schemas if s.name == wanted), None)
 
 
+def _probe_unavailable(session: SparkSession, config: TidemarkConfig, found: _Findings) -> bool:
+    """True (and said among the comparisons) when the state schema of a window or session aggregation cannot be
+    probed: its probe reads Spark's physical plan through a JVM in this process, which a Connect session lacks."""
+    from tidemark.spark.connect import is_connect
+
+    if not is_connect(session) or config.aggregation.kind is AggregationKind.CUSTOM:
+        return False
+    found.same(
+        "state operator and schema not compared over Spark Connect (the probe needs a local JVM): Spark compares "
+        "the schema when the query starts; `tidemark check CONFIG` without SPARK_REMOTE compares it beforehand"
+    )
+    return True
+
+
 def check_config(
     config: TidemarkConfig,
     config_path: str,
@@ -432,9 +446,9 @@ def check_config(
     with spark_session(needs, spark) as session:
         # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
         session.streams.active  # noqa: B018
-        expected = expected_state(session, config)
+        expected = None if _probe_unavailable(session, config, found) else expected_state(session, config)
         entries = operator_entries(checkpoint) if _has_operator_metadata(checkpoint) else None
-        if (
+        if expected is not None and (
             _check_operators(entries, expected, found)
             if entries is not None
             else _check_operators_by_schema(checkpoint, expected, found)
@@ -461,6 +475,13 @@ def check_config(
                 elif entries is not None:
                     _check_processor(entries[0], expected, found)
         if rehearse_query:
+            from tidemark.spark.connect import refuse_on_connect
+
+            refuse_on_connect(
+                session,
+                "check --rehearse (its copy of the checkpoint is made on this machine, out of the server's reach)",
+                "run `tidemark check --rehearse` without SPARK_REMOTE",
+            )
             rehearsal = rehearse(session, config)
     problems = tuple(found.problems)
     compatible = not any(p.blocking for p in problems) and (rehearsal is None or rehearsal.ok)

@@ -64,25 +64,37 @@ def json_listener(handler: EventHandler) -> Any:
     Progress events carry {"progress": <StreamingQueryProgress JSON>}; started {"id", "runId", "name",
     ...}; idle {"id", "runId", ...}; terminated {"id", "runId", "exception", ...}.
     """
-    from pyspark import SparkContext
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class _JsonListener(StreamingQueryListener):
+        # A local session calls _jlistener's bridge (the JVM's JSON); Spark Connect's client (4.0+) calls these
+        # with PySpark's event objects, which are turned into the same JSON here.
+        def _deliver(self, kind: EventKind, event: dict[str, Any]) -> None:
+            try:
+                handler(kind, event)
+            except Exception:  # an error here must never reach the listener bus
+                log.exception("handling a streaming %s event failed", kind.value)
+
         def onQueryStarted(self, event: Any) -> None:
-            pass
+            started = {"id": str(event.id), "runId": str(event.runId), "name": event.name}
+            self._deliver(EventKind.STARTED, {**started, "timestamp": event.timestamp})
 
         def onQueryProgress(self, event: Any) -> None:
-            pass
+            self._deliver(EventKind.PROGRESS, {"progress": json.loads(event.progress.json)})
 
         def onQueryIdle(self, event: Any) -> None:
-            pass
+            idle = {"id": str(event.id), "runId": str(event.runId), "timestamp": event.timestamp}
+            self._deliver(EventKind.IDLE, idle)
 
         def onQueryTerminated(self, event: Any) -> None:
-            pass
+            ended = {"id": str(event.id), "runId": str(event.runId), "exception": event.exception}
+            self._deliver(EventKind.TERMINATED, {**ended, "errorClassOnException": event.errorClassOnException})
 
         @property
         def _jlistener(self) -> Any:
             if not hasattr(self, "_bridge"):
+                from pyspark import SparkContext
+
                 jvm: Any = SparkContext._jvm
                 self._bridge = jvm.PythonStreamingQueryListenerWrapper(_JsonBridge(handler))
             return self._bridge

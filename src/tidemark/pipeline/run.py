@@ -361,6 +361,8 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
                                 planned = _plan_owed_batch(session, pipeline, monitor) if phase.available_now else None
                                 if planned is None:
                                     break
+                            elif _superseded_run(session, pipeline, str(failure), monitor, warnings, on_warning):
+                                pass  # the batch runs again; the sink skips what the other run committed
                             elif _restart_after_spark_defect(pipeline, str(failure), monitor, warnings, on_warning):
                                 # The failed progress report was the re-run batch's only count of its malformed
                                 # rows: they are written from its input now, not at the next start.
@@ -462,6 +464,34 @@ def _write_quarantine(
         for batch in counts:
             counters.malformed.pop(batch, None)
             counters.records.pop(batch, None)
+
+
+# Spark's own word for two runs of one query writing the same batch of its log.
+_CONCURRENT_LOG_UPDATE = "CONCURRENT_STREAM_LOG_UPDATE"
+
+
+def _superseded_run(
+    session: SparkSession,
+    pipeline: PipelineContext,
+    failure: str,
+    monitor: RunMonitor,
+    warnings: list[str],
+    on_warning: Callable[[str], None] | None,
+) -> bool:
+    """True when, over Spark Connect, the query failed because an earlier run of it was still writing a batch: a
+    killed client's query goes on on the server until Spark stops it for this run (stopActiveRunOnRestart), and
+    its batch in flight may commit beside this run's. The batch runs again; the sink and Spark's log keep it once."""
+    from tidemark.spark.connect import is_connect
+
+    markers = (_CONCURRENT_LOG_UPDATE, *pipeline.sink.concurrent_write_errors)
+    if not is_connect(session) or not any(marker in failure for marker in markers):
+        return False
+    message = (
+        "an earlier run of this query was still running on the Spark Connect server (its client was killed) and "
+        "wrote the same batch: Spark stopped it, the batch runs again"
+    )
+    _warn("SUPERSEDED_RUN", message, "none needed", monitor, warnings, on_warning)
+    return True
 
 
 def _restart_after_spark_defect(

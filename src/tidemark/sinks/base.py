@@ -294,6 +294,9 @@ class Sink(ABC):
     # True when the sink keeps its own log across a recovery (what survived stays listed in it); False when the new
     # query starts a new log and the surviving files join it after the replay (`finish_recovery`).
     keeps_own_log: ClassVar[bool] = True
+    # How a write of this sink fails when another run of the same query wrote the same batch at the same time (a
+    # killed Spark Connect client's query still running on the server): the batch may simply run again.
+    concurrent_write_errors: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: TidemarkConfig) -> None:
         self.config = config

@@ -14,10 +14,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidemark.session import build_session, runtime_conf
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
+from tidemark.spark.connect import endpoint, is_connect
 from tidemark.spark.credentials import auth_keys, hadoop_access, redaction_conf
 from tidemark.spark.jars import FetchedJars, Progress, fetch
 from tidemark.spark.lines import Feature, require, require_python
@@ -69,6 +70,8 @@ class SessionNeeds:
     """
 
     master: str = "local[2]"
+    # A Spark Connect endpoint (SPARK_REMOTE by default): the session is a client of it, no JVM in this process.
+    remote: str | None = field(default_factory=endpoint)
     app_name: str = "tidemark"
     settings: Mapping[str, str] = field(default_factory=dict)
     locations: tuple[str, ...] = ()  # what Spark reads or writes: its credentials and cloud connector jars
@@ -93,6 +96,8 @@ def start_settings(
     for feature in sorted(needs.features):
         require(feature)
     conf = storage_conf(needs.locations, dict(needs.settings))
+    if needs.remote is not None:  # a Connect server's classpath is its own: no jar reaches it from a client
+        return conf
     groups = needs.jar_groups
     if groups and PACKAGES_KEY not in conf:
         conf = with_jars(conf, fetch(groups, offline=offline, progress=progress, hint=hint))
@@ -108,6 +113,18 @@ def _with_helper(conf: dict[str, str]) -> dict[str, str]:
 
     jar = session_jar() if carries_records() else None
     return _append_jars(conf, [jar]) if jar is not None else conf
+
+
+def _active(remote: str | None) -> SparkSession | None:
+    """The session this process already has for these needs: a Connect one for an endpoint, else a local one."""
+    from pyspark.sql import SparkSession
+
+    if remote is None:
+        return SparkSession.getActiveSession()
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    active: Any = ConnectSession.getActiveSession()  # the same API as a local session's, by another class
+    return cast("SparkSession | None", active)
 
 
 def _set_by_someone(hadoop: Any, key: str) -> bool:
@@ -130,16 +147,17 @@ def spark_session(needs: SessionNeeds, spark: SparkSession | None = None) -> Ite
     Credentials the running session already has (a cluster's Spark config, a notebook's spark.conf.set) are the
     user's: tidemark adds none for those accounts.
     """
-    from pyspark.sql import SparkSession
 
-    session = spark or SparkSession.getActiveSession()
+    session = spark or _active(needs.remote)
     if session is None:
         conf = start_settings(needs)
-        yield build_session(needs.master, conf, app_name=needs.app_name)
+        yield build_session(needs.master, conf, app_name=needs.app_name, remote=needs.remote)
         return
-    hadoop = session.sparkContext._jsc.hadoopConfiguration()
+    hadoop = None if is_connect(session) else session.sparkContext._jsc.hadoopConfiguration()
     present = [
-        k for k in auth_keys(needs.locations) if _set_by_someone(hadoop, k) or session.conf.get(k, None) is not None
+        k
+        for k in auth_keys(needs.locations)
+        if (hadoop is not None and _set_by_someone(hadoop, k)) or session.conf.get(k, None) is not None
     ]
     with runtime_conf(session, storage_conf(needs.locations, dict(needs.settings), present)):
         yield session

@@ -144,6 +144,18 @@ def private_state_source(path: str | Path, batches: tuple[int | None, ...] = (No
         yield StateSource(checkpoint.uri, root, Checkpoint.open(str(root)), report)
 
 
+def _say_local() -> None:
+    from tidemark.spark.connect import endpoint, label
+
+    remote = endpoint()
+    if remote is not None:
+        log.warning(
+            "Spark Connect (%s) not used: Spark's state reader reads a private copy of the checkpoint made on this "
+            "machine, so a local Spark starts for it (Java needed here)",
+            label(remote),
+        )
+
+
 @contextmanager
 def state_session(
     path: str | Path, batches: tuple[int | None, ...] = (None,)
@@ -158,7 +170,9 @@ def state_session(
 
     require(Feature.STATE_READER)  # one line naming the Spark that has it, before any JVM starts
     # Spark reads a local private copy: no credentials or jars beyond the wheel's are needed.
-    needs = SessionNeeds(app_name="tidemark-state", settings={"spark.sql.session.timeZone": "UTC"})
+    # Local even where SPARK_REMOTE is set: the copy is on this machine, where a Connect server may not reach.
+    needs = SessionNeeds(app_name="tidemark-state", settings={"spark.sql.session.timeZone": "UTC"}, remote=None)
+    _say_local()
     with private_state_source(path, batches) as source, spark_session(needs) as spark:
         # RocksDB stores report to the StateStoreCoordinator, which Spark starts with the streams manager.
         spark.streams.active  # noqa: B018

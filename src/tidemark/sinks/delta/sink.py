@@ -73,6 +73,7 @@ class DeltaSink(Sink):
     lost_checkpoint_risk: ClassVar[str] = "write every window again"
     adopts_in_place: ClassVar[bool] = True
     readers: ClassVar[str] = "the table's readers"
+    concurrent_write_errors: ClassVar[tuple[str, ...]] = ("DELTA_CONCURRENT_TRANSACTION",)
 
     @classmethod
     def claims(cls, folder: Storage) -> bool:
@@ -373,6 +374,10 @@ class DeltaSink(Sink):
 
 def _require_delta(output: DataFrame) -> None:
     """One line when the session's JVM has no Delta Lake (a running session started without its jars)."""
+    from tidemark.spark.connect import is_connect
+
+    if is_connect(output.sparkSession):  # a Connect server's classpath: a missing jar fails the first write
+        return
     jvm: Any = output.sparkSession._jvm  # py4j's view of the JVM
     try:
         jvm.org.apache.spark.util.Utils.classForName(EXTENSION, True, False)

@@ -228,5 +228,12 @@ def all_partitions(counts: dict[str, int]) -> list[TopicPartition]:
 @contextmanager
 def kafka_admin(spark: SparkSession, access: KafkaAccess, timeout: timedelta) -> Iterator[KafkaAdmin]:
     """An open admin client for the access's endpoint, closed afterwards."""
+    from tidemark.spark.connect import refuse_on_connect
+
+    refuse_on_connect(
+        spark,
+        "Kafka's admin client (the topic's offsets and lag, through the Kafka connector's Java client)",
+        "run Kafka pipelines and tools without SPARK_REMOTE for now (docs/connect.md)",
+    )
     with KafkaAdmin(spark, access, timeout) as admin:
         yield admin

@@ -1,0 +1,106 @@
+"""A real Spark Connect server for the Connect tests: the server's main class through the pyspark wheel's own
+spark-submit, in its own process on a free loopback port, stopped by its pid.
+
+Its Python workers (foreachBatch functions) run this interpreter, so tidemark is importable there as it must be
+on a cluster; its classpath has Delta Lake's jars from tidemark's own lock and Delta's extension and catalog, as a
+Databricks cluster or a server started with `--packages` would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.servers import _wait_for_port, free_port
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+@dataclass(frozen=True)
+class ConnectServer:
+    """A running Spark Connect server."""
+
+    port: int
+    pid: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        """The endpoint a client gives to SPARK_REMOTE."""
+        return f"sc://127.0.0.1:{self.port}"
+
+
+def _spark_submit() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "bin" / "spark-submit"
+
+
+def start_connect_server(
+    folder: Path, jars: list[Path], conf: dict[str, str]
+) -> tuple[ConnectServer, subprocess.Popen[bytes]]:
+    """Start the server; returns once it listens (or raises with the end of its log)."""
+    port = free_port()
+    settings = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": "1g",
+        **conf,
+    }
+    command = [str(_spark_submit()), "--master", "local[2]", "--class", SERVER_CLASS]
+    if jars:
+        command += ["--jars", ",".join(str(j) for j in jars)]
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    command.append("spark-internal")
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "connect-server.log"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env.pop("SPARK_REMOTE", None)
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=folder, start_new_session=True
+        )
+    try:
+        _wait_for_port(port, process, "the Spark Connect server", log, timeout=240)
+    except BaseException:
+        stop_connect_server(process)
+        raise
+    return ConnectServer(port=port, pid=process.pid, log=log), process
+
+
+def stop_connect_server(process: subprocess.Popen[bytes]) -> None:
+    """Stop the server's process group (the JVM and its Python workers) by its pid."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """One server per test module, with Delta Lake on its classpath and in its catalog."""
+    from tidemark.sinks.delta.sink import CATALOG, EXTENSION
+    from tidemark.spark.artifacts import JarFeature
+    from tidemark.spark.jars import fetch
+
+    jars = list(fetch([JarFeature.DELTA]).paths)
+    conf = {"spark.sql.extensions": EXTENSION, "spark.sql.catalog.spark_catalog": CATALOG}
+    server, process = start_connect_server(tmp_path_factory.mktemp("connect"), jars, conf)
+    try:
+        yield server
+    finally:
+        stop_connect_server(process)

@@ -1,0 +1,146 @@
+"""The pipeline over Spark Connect: `tidemark run` as a client of a real Connect server (tests/connect_server.py).
+
+Each run is a fresh client process with SPARK_REMOTE set, as a Databricks or Spark Connect user runs it: no JVM in
+the client; the query, its foreachBatch functions and the state run on the server. Outputs are compared with the
+pandas oracle (files into Parquet, read by pyarrow) and with delta-rs (files into Delta).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.connect_server import ConnectServer, connect_server
+from tests.helpers import progress_lines, read_sink, write_config
+from tests.integration.test_delta_sink import _assert_exact
+from tests.integration.test_recovery import _expected
+from tidemark.pipeline.generate import generate_events
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+__all__ = ["connect_server"]  # the module's server fixture
+KEY = ["user", "windowStart"]
+
+
+def _env(server: ConnectServer, endpoint: str | None = None) -> dict[str, str]:
+    return {**os.environ, "SPARK_REMOTE": endpoint or server.url, "PYSPARK_PYTHON": sys.executable}
+
+
+def _tidemark(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "tidemark.cli.main", *argv]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _land(files: list[Path], landing: Path) -> None:
+    landing.mkdir(exist_ok=True)
+    for file in files:
+        shutil.copy2(file, landing / file.name)
+
+
+def test_files_into_parquet_over_connect_equal_the_oracle_with_progress(
+    connect_server: ConnectServer, tmp_path: Path
+) -> None:
+    files = list(generate_events(tmp_path / "all", events=400, keys=4, files=4, seed=31).files)
+    _land(files, tmp_path / "landing")
+    config = write_config(tmp_path, source={"max_files_per_trigger": 2})
+    # A parameter after the endpoint (a user id here; a token the same way) is never shown.
+    done = _tidemark(["run", str(config)], _env(connect_server, f"{connect_server.url}/;user_id=tester-7"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    first = done.stderr.splitlines()[0]
+    assert f"on Spark Connect {connect_server.url}" in first, first
+    assert "tester-7" not in done.stderr + done.stdout
+    actual = read_sink(tmp_path / "output")
+    expected = _expected(files)
+    assert not actual.duplicated(KEY).any()
+    merged = actual.merge(expected, on=KEY, how="outer", suffixes=("", "_oracle"), indicator=True)
+    assert (merged["_merge"] == "both").all(), merged[merged["_merge"] != "both"][KEY]
+    assert (merged["count"] == merged["count_oracle"]).all()
+    assert (merged["value_sum"] - merged["value_sum_oracle"]).abs().max() < 1e-6
+    # The monitor heard every batch through Connect's listener: one progress line per committed batch.
+    committed = sorted(int(p.name) for p in (tmp_path / "checkpoint" / "commits").glob("[0-9]*"))
+    heard = sorted(line["progress"]["batchId"] for line in progress_lines(tmp_path / "checkpoint-monitor", "progress"))
+    assert heard == committed and len(committed) >= 2, (heard, committed)
+
+
+def _wait_for(condition: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if callable(condition) and condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what} within {timeout:.0f} s")
+
+
+def test_files_into_delta_over_connect_exact_through_a_killed_client(
+    connect_server: ConnectServer, tmp_path: Path
+) -> None:
+    files = list(generate_events(tmp_path / "all", events=600, keys=4, files=6, seed=32).files)
+    _land(files[:4], tmp_path / "landing")
+    config = write_config(
+        tmp_path,
+        source={"max_files_per_trigger": 1},
+        sink={"format": "delta", "path": "output"},
+        trigger={"mode": "processing-time", "interval": "1 second"},
+    )
+    commits = tmp_path / "checkpoint" / "commits"
+    client = subprocess.Popen(
+        [sys.executable, "-m", "tidemark.cli.main", "run", str(config)],
+        env=_env(connect_server),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        _wait_for(lambda: (commits / "1").exists(), 180, "batch 1 was not committed")
+    finally:
+        os.killpg(client.pid, signal.SIGKILL)  # the client only: the server and its query go on
+        client.wait(30)
+    _land(files[4:], tmp_path / "landing")
+    done = _tidemark(["run", str(config), "--available-now"], _env(connect_server))
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The killed client's query was still running on the server: Spark stopped it for the new run.
+    assert "as a new run is being started" in connect_server.log.read_text(errors="replace")
+    _assert_exact(tmp_path / "output", _expected(files))
+
+
+def _one_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    return lines[-1]
+
+
+def test_what_needs_a_local_jvm_refuses_in_one_line_over_connect(connect_server: ConnectServer, tmp_path: Path) -> None:
+    files = list(generate_events(tmp_path / "all", events=200, keys=2, files=2, seed=33).files)
+    _land(files, tmp_path / "landing")
+    config = write_config(tmp_path)
+    assert _tidemark(["run", str(config)], _env(connect_server)).returncode == 0
+    # The rehearsal copies the checkpoint on this machine, out of a server's reach: refused, exit 2.
+    rehearse = _tidemark(["check", str(config), "--rehearse"], _env(connect_server))
+    assert rehearse.returncode == 2, rehearse.stderr[-3000:]
+    assert "not available over Spark Connect" in _one_line(rehearse)
+    # Spark's state reader reads a private copy made here: a local Spark starts for it, saying why.
+    shown = _tidemark(["state", "show", str(tmp_path / "checkpoint"), "--json"], _env(connect_server))
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert f"Spark Connect ({connect_server.url}) not used" in shown.stderr
+    # Kafka's admin client is a JVM library: a Kafka pipeline over Connect is refused before anything starts.
+    kafka = write_config(
+        tmp_path,
+        source={
+            "format": "kafka",
+            "path": None,
+            "max_files_per_trigger": None,
+            "bootstrap_servers": "127.0.0.1:9",
+            "topic": "t",
+        },
+    )
+    offsets = sorted(p.name for p in (tmp_path / "checkpoint" / "offsets").iterdir())
+    refused = _tidemark(["run", str(kafka)], _env(connect_server))
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "Kafka's admin client" in _one_line(refused)
+    assert sorted(p.name for p in (tmp_path / "checkpoint" / "offsets").iterdir()) == offsets
