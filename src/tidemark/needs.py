@@ -12,10 +12,10 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from tidemark.config import AggregationKind, StateStoreKind, TidemarkConfig
+from tidemark.connect import endpoint, mode
 from tidemark.sinks import sink_of
 from tidemark.sources import source_of
 from tidemark.spark.artifacts import JarFeature
-from tidemark.spark.connect import endpoint, mode
 from tidemark.spark.environment import SessionNeeds, spark_session, start_settings, storage_conf
 from tidemark.spark.jars import Progress
 from tidemark.spark.lines import Feature, require, require_python

@@ -217,7 +217,7 @@ def _connect(remote: str, conf: Mapping[str, str], app_name: str) -> SparkSessio
     and its static SQL settings are the server's own: they are left out, and logged)."""
     from pyspark.sql import SparkSession
 
-    from tidemark.spark.connect import label
+    from tidemark.connect import label
     from tidemark.steps import step
 
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")

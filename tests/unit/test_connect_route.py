@@ -8,9 +8,9 @@ import pytest
 
 from tests.helpers import write_config
 from tidemark.config import load_config
+from tidemark.connect import endpoint, label
 from tidemark.errors import ConfigError
 from tidemark.needs import needs_of, spark_mode
-from tidemark.spark.connect import endpoint, label
 
 
 @pytest.mark.parametrize(

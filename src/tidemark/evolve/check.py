@@ -400,7 +400,7 @@ def _stored_family(checkpoint: Checkpoint, expected: ExpectedState) -> ColumnFam
 def _probe_unavailable(session: SparkSession, config: TidemarkConfig, found: _Findings) -> bool:
     """True (and said among the comparisons) when the state schema of a window or session aggregation cannot be
     probed: its probe reads Spark's physical plan through a JVM in this process, which a Connect session lacks."""
-    from tidemark.spark.connect import is_connect
+    from tidemark.connect import is_connect
 
     if not is_connect(session) or config.aggregation.kind is AggregationKind.CUSTOM:
         return False
@@ -475,7 +475,7 @@ def check_config(
                 elif entries is not None:
                     _check_processor(entries[0], expected, found)
         if rehearse_query:
-            from tidemark.spark.connect import refuse_on_connect
+            from tidemark.connect import refuse_on_connect
 
             refuse_on_connect(
                 session,

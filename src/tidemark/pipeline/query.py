@@ -64,8 +64,8 @@ def build_query(
 
 def task_slots(spark: SparkSession, config: TidemarkConfig) -> int:
     """Task slots of the run: the session's (executors registered so far) or the config's, the larger."""
+    from tidemark.connect import default_parallelism
     from tidemark.sizing.load import conf_from_config
-    from tidemark.spark.connect import default_parallelism
 
     conf = conf_from_config(config)
     return max(default_parallelism(spark), conf.executors * conf.cores)

@@ -481,7 +481,7 @@ def _superseded_run(
     """True when, over Spark Connect, the query failed because an earlier run of it was still writing a batch: a
     killed client's query goes on on the server until Spark stops it for this run (stopActiveRunOnRestart), and
     its batch in flight may commit beside this run's. The batch runs again; the sink and Spark's log keep it once."""
-    from tidemark.spark.connect import is_connect
+    from tidemark.connect import is_connect
 
     markers = (_CONCURRENT_LOG_UPDATE, *pipeline.sink.concurrent_write_errors)
     if not is_connect(session) or not any(marker in failure for marker in markers):

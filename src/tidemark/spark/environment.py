@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from tidemark.connect import endpoint, is_connect
 from tidemark.session import build_session, runtime_conf
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
-from tidemark.spark.connect import endpoint, is_connect
 from tidemark.spark.credentials import auth_keys, hadoop_access, redaction_conf
 from tidemark.spark.jars import FetchedJars, Progress, fetch
 from tidemark.spark.lines import Feature, require, require_python

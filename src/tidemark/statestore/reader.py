@@ -145,7 +145,7 @@ def private_state_source(path: str | Path, batches: tuple[int | None, ...] = (No
 
 
 def _say_local() -> None:
-    from tidemark.spark.connect import endpoint, label
+    from tidemark.connect import endpoint, label
 
     remote = endpoint()
     if remote is not None:

@@ -19,7 +19,7 @@ class HadoopFS:
         from tidemark.session import build_session  # pyspark only on this path
 
         self.location = root if isinstance(root, Location) else parse_location(root)
-        from tidemark.spark.connect import refuse_on_connect
+        from tidemark.connect import refuse_on_connect
 
         session: Any = spark if spark is not None else build_session()
         refuse_on_connect(session, f"{self.location.uri}'s Hadoop file system", "read it where a local Spark runs")

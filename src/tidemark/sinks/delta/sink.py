@@ -374,7 +374,7 @@ class DeltaSink(Sink):
 
 def _require_delta(output: DataFrame) -> None:
     """One line when the session's JVM has no Delta Lake (a running session started without its jars)."""
-    from tidemark.spark.connect import is_connect
+    from tidemark.connect import is_connect
 
     if is_connect(output.sparkSession):  # a Connect server's classpath: a missing jar fails the first write
         return

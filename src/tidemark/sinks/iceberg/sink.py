@@ -380,7 +380,7 @@ class IcebergSink(Sink):
 
 def _require_iceberg(output: DataFrame) -> None:
     """One line when the session's JVM has no Iceberg runtime (a running session started without its jar)."""
-    from tidemark.spark.connect import is_connect
+    from tidemark.connect import is_connect
 
     if is_connect(output.sparkSession):  # a Connect server's classpath: a missing jar fails the first write
         return

@@ -228,7 +228,7 @@ def all_partitions(counts: dict[str, int]) -> list[TopicPartition]:
 @contextmanager
 def kafka_admin(spark: SparkSession, access: KafkaAccess, timeout: timedelta) -> Iterator[KafkaAdmin]:
     """An open admin client for the access's endpoint, closed afterwards."""
-    from tidemark.spark.connect import refuse_on_connect
+    from tidemark.connect import refuse_on_connect
 
     refuse_on_connect(
         spark,

@@ -137,7 +137,7 @@ def on_driver(spark: SparkSession, entry_class: str) -> bool:
 def bounded_collect(spark: SparkSession, records: Column, max_chars: int) -> Column | None:
     """TidemarkBoundedCollect over a string column (an aggregate for observe), or None when the session's driver
     does not have it (its JVM started without the helper on spark.jars, or the session is a Spark Connect one)."""
-    from tidemark.spark.connect import is_connect
+    from tidemark.connect import is_connect
 
     if is_connect(spark) or not carries_records() or not on_driver(spark, COLLECT_CLASS):
         return None
@@ -185,7 +185,7 @@ def helper(spark: SparkSession, entry_class: str) -> Any:
 
 def call(spark: SparkSession, spec_json: str) -> str:
     """Run the helper on one JSON spec in this session; return its JSON result."""
-    from tidemark.spark.connect import refuse_on_connect
+    from tidemark.connect import refuse_on_connect
 
     action = json.loads(spec_json).get("action", "rewrite")
     refuse_on_connect(spark, f"tidemark's JVM helper ({action})", "run this command without SPARK_REMOTE")
