@@ -104,3 +104,62 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
         yield server
     finally:
         stop_connect_server(process)
+
+
+CLIENT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tidemark-ci" / "connect-client"
+ROOT = Path(__file__).resolve().parents[1]
+OVERRIDES = ROOT / "tools" / "connect-client" / "overrides.txt"
+
+
+@dataclass(frozen=True)
+class ClientOnly:
+    """A venv with pyspark-client (no JVM side of PySpark, no py4j) and tidemark's other dependencies, as
+    docs/connect.md installs it; tidemark itself comes from this clone's src/ (PYTHONPATH)."""
+
+    python: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """No java on PATH (only the venv's bin/), no JAVA_HOME, this clone's tidemark."""
+        env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME", "PYTHONPATH")}
+        return {**env, "PATH": str(self.python.parent), "PYTHONPATH": str(ROOT / "src"), **extra}
+
+
+def _client_key() -> str:
+    import hashlib
+
+    from pyspark import __version__
+
+    digest = hashlib.sha256(__version__.encode())
+    for path in (ROOT / "pyproject.toml", ROOT / "uv.lock", OVERRIDES):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@pytest.fixture(scope="session")
+def client_only() -> ClientOnly:
+    """The client-only venv, built once per dependency set in the CI cache (outside the clone): tidemark installed
+    with the route docs/connect.md gives (its `connect` extra, pyspark-client of the installed line, the override
+    that leaves the full pyspark out), then tidemark itself uninstalled so that this clone's src/ is what runs."""
+    from pyspark import __version__
+
+    folder = CLIENT_CACHE / _client_key()
+    python = folder / "bin" / "python"
+    if (folder / ".complete").exists():
+        return ClientOnly(python)
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+    uv = ROOT / ".uv" / "bin" / "uv"
+    packages = [f"pyspark-client=={__version__}", f"{ROOT}[connect]"]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    steps = [
+        [str(uv), "venv", "-q", str(folder), "--python", sys.executable],
+        [str(uv), "pip", "install", "-q", "--python", str(python), "--override", str(OVERRIDES), *packages],
+        [str(uv), "pip", "uninstall", "-q", "--python", str(python), "tidemark"],
+    ]
+    for step in steps:
+        done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=600, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(step[:3])} failed: {done.stderr[-2000:]}")
+    (folder / ".complete").write_text("")
+    return ClientOnly(python)

@@ -7,6 +7,7 @@ pandas oracle (files into Parquet, read by pyarrow) and with delta-rs (files int
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -17,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.connect_server import ConnectServer, connect_server
+from tests.connect_server import ClientOnly, ConnectServer, client_only, connect_server
 from tests.helpers import progress_lines, read_sink, write_config
 from tests.integration.test_delta_sink import _assert_exact
 from tests.integration.test_recovery import _expected
 from tidemark.pipeline.generate import generate_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-__all__ = ["connect_server"]  # the module's server fixture
+__all__ = ["client_only", "connect_server"]  # the module's fixtures
 KEY = ["user", "windowStart"]
 
 
@@ -144,3 +145,51 @@ def test_what_needs_a_local_jvm_refuses_in_one_line_over_connect(connect_server:
     assert refused.returncode == 2, refused.stderr[-3000:]
     assert "Kafka's admin client" in _one_line(refused)
     assert sorted(p.name for p in (tmp_path / "checkpoint" / "offsets").iterdir()) == offsets
+
+
+def test_a_client_only_install_runs_the_pipeline_and_the_tools_without_java_or_py4j(
+    connect_server: ConnectServer, client_only: ClientOnly, tmp_path: Path
+) -> None:
+    """pyspark-client and no Java: the pipeline over Connect, then inspect, prune and audit, all exact."""
+    probe = subprocess.run(
+        [
+            str(client_only.python),
+            "-c",
+            "import importlib.util as u, shutil; print(u.find_spec('py4j'), shutil.which('java'))",
+        ],
+        env=client_only.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert probe.stdout.split() == ["None", "None"], probe.stdout  # no py4j importable, no java on PATH
+    files = list(generate_events(tmp_path / "all", events=300, keys=3, files=3, seed=34).files)
+    _land(files, tmp_path / "landing")
+    config = write_config(tmp_path, source={"max_files_per_trigger": 2})
+
+    def client(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [str(client_only.python), "-m", "tidemark.cli.main", *argv]
+        env = client_only.env(SPARK_REMOTE=connect_server.url)
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+    done = client("run", str(config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = _expected(files)
+    actual = read_sink(tmp_path / "output")
+    merged = actual.merge(expected, on=KEY, how="outer", suffixes=("", "_oracle"), indicator=True)
+    assert (merged["_merge"] == "both").all() and not actual.duplicated(KEY).any()
+    assert (merged["count"] == merged["count_oracle"]).all()
+    checkpoint = tmp_path / "checkpoint"
+    committed = sorted(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*"))
+    inspected = client("checkpoint", "inspect", str(checkpoint), "--json")
+    assert inspected.returncode == 0, inspected.stderr[-3000:]
+    report = json.loads(inspected.stdout)
+    assert report["latest_committed_batch"] == committed[-1], report
+    pruned = client("checkpoint", "prune", str(checkpoint), "--keep", "1")
+    assert pruned.returncode == 0 and "dry run" in pruned.stdout, pruned.stderr[-3000:]
+    assert sorted(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")) == committed  # a dry run
+    audited = client("audit", str(config), "--json")
+    assert audited.returncode == 0, audited.stderr[-3000:]
+    ledger = json.loads(audited.stdout)
+    assert ledger["violations"] == [] and ledger["rows_on_storage"] == len(expected), ledger
+    assert [b["batch"] for b in ledger["batches"]] == committed, ledger["batches"]
