@@ -282,6 +282,48 @@ def test_iceberg_sink_output_equals_the_oracle(tmp_path: Path, refused: Callable
     assert_matches_oracle(actual.sort_values(["user", "windowStart"]).reset_index(drop=True), expected)
 
 
+@pytest.mark.smoke("connect")
+def test_the_pipeline_over_spark_connect_equals_the_oracle(tmp_path: Path, refused: Callable[[str], None]) -> None:
+    """`tidemark run` as a client of a Spark Connect server started from this line's own wheel (tests/connect_server.py),
+    its progress heard through Connect's listener, the output against the oracle. A line whose Connect client hears no
+    listener events (3.5): one line naming the Spark that has it, before any server is asked."""
+    import os
+    import subprocess
+
+    import pyspark
+
+    from tests.connect_server import start_connect_server, stop_connect_server
+    from tests.helpers import progress_lines
+
+    data = generate_events(tmp_path / "staged", events=150, keys=3, files=2, seed=5, span=timedelta(hours=1))
+    (tmp_path / "landing").mkdir()
+    _release(list(data.files), tmp_path / "landing")
+    config = write_config(tmp_path, source={"max_files_per_trigger": 1})
+
+    def run(endpoint: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "SPARK_REMOTE": endpoint, "PYSPARK_PYTHON": sys.executable}
+        command = [sys.executable, "-m", "tidemark.cli.main", "run", str(config)]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=500, check=False)
+
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        done = run("sc://127.0.0.1:9")  # nothing listens there: the refusal comes first
+        lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert done.returncode == 1 and len(lines) == 1 and "needs Spark 4.0 or newer" in lines[0], done.stderr
+        refused(lines[0])
+        return
+    server, process = start_connect_server(tmp_path / "server", [], {})
+    try:
+        done = run(server.url)
+    finally:
+        stop_connect_server(process)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"on Spark Connect {server.url}" in done.stderr.splitlines()[0]
+    expected = window_oracle([[f] for f in data.files], window=WINDOW, watermark=WATERMARK)
+    assert_matches_oracle(read_sink(tmp_path / "output"), expected)
+    heard = [line["progress"]["batchId"] for line in progress_lines(tmp_path / "checkpoint-monitor", "progress")]
+    assert sorted(heard) == sorted(int(p.name) for p in (tmp_path / "checkpoint" / "commits").glob("[0-9]*"))
+
+
 @pytest.mark.smoke("kafka")
 def test_kafka_source_output_equals_the_oracle(
     tmp_path: Path, kafka_broker: KafkaBroker, refused: Callable[[str], None]

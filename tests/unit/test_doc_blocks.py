@@ -16,7 +16,7 @@ from tidemark.compat import tomllib
 # Blocks that cannot run here, each with its reason in its first line: make's own targets (2), a real Azure,
 # S3, GCS account and an HDFS namenode (1 + 4), a standalone cluster and spark-submit to a real one (3 + 2 in
 # kafka.md and storage.md), the benchmarks in docs/benchmarks/ (3).
-NOT_RUN = 16
+NOT_RUN = 17
 ALL = blocks()
 
 

@@ -63,7 +63,7 @@ JOBS = 2
 # wheels; the Kafka source: the locked connector jars; abfs: Hadoop's ABFS driver, and tidemark's own I/O through
 # the same pure-Python Azure SDK wheels on every Python): the other Pythons on the default Spark leave them out (the
 # full suite runs them on the default Python); README's table says "-".
-JVM_ONLY = ("check", "state repartition", "delta", "iceberg", "kafka", "abfs")
+JVM_ONLY = ("check", "state repartition", "delta", "iceberg", "kafka", "abfs", "connect")
 # The packages that make up "the user's Spark": installed first, and tidemark's install must leave them alone.
 SPARK_STACK = ("pyspark", "py4j", "pandas", "pyarrow", "numpy", "protobuf")
 # tidemark's dependency ranges that the lowest/highest variants move (read off the wheel's metadata).
@@ -72,7 +72,7 @@ RANGED = ("pandas", "pyarrow", "numpy", "protobuf")
 TEST_TOOLS = ("pytest", "pytest-timeout", "confluent-kafka")
 # Part of every environment's cache key: bump it when build(), wheelhouse() or the lists above change what an
 # environment holds (a change of this file's comments then rebuilds nothing).
-RECIPE = "3"
+RECIPE = "4"
 
 
 @dataclass(frozen=True)
@@ -263,8 +263,9 @@ def build(target: Target, wheel: Path, uv: str) -> Path:
             "".join(line + "\n" for line in export.splitlines() if requirement_name(line) not in before)
         )
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(constraints)]
-        # With its Azure extra, as a user on Azure installs it (`tidemark[azure]`): the abfs smoke feature.
-        run([*pip, f"{wheel}[azure]"])
+        # With its Azure extra, as a user on Azure installs it (`tidemark[azure]`): the abfs smoke feature; and its
+        # Spark Connect extra (the connect smoke feature).
+        run([*pip, f"{wheel}[azure,connect]"])
         after = freeze(python)
         changed = {name: f"{before[name]} -> {after.get(name)}" for name in before if after.get(name) != before[name]}
         if changed:
