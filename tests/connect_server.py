@@ -2,8 +2,8 @@
 spark-submit, in its own process on a free loopback port, stopped by its pid.
 
 Its Python workers (foreachBatch functions) run this interpreter, so tidemark is importable there as it must be
-on a cluster; its classpath has Delta Lake's jars from tidemark's own lock and Delta's extension and catalog, as a
-Databricks cluster or a server started with `--packages` would.
+on a cluster; its classpath has Delta Lake's and Spark's Kafka connector's jars from tidemark's own lock and Delta's
+extension and catalog, as a Databricks cluster or a server started with `--packages` would.
 """
 
 from __future__ import annotations
@@ -92,12 +92,12 @@ def stop_connect_server(process: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
-    """One server per test module, with Delta Lake on its classpath and in its catalog."""
+    """One server per test module, with Delta Lake (on its classpath and in its catalog) and Spark's Kafka connector."""
     from tidemark.sinks.delta.sink import CATALOG, EXTENSION
     from tidemark.spark.artifacts import JarFeature
     from tidemark.spark.jars import fetch
 
-    jars = list(fetch([JarFeature.DELTA]).paths)
+    jars = list(fetch([JarFeature.DELTA, JarFeature.KAFKA]).paths)
     conf = {"spark.sql.extensions": EXTENSION, "spark.sql.catalog.spark_catalog": CATALOG}
     server, process = start_connect_server(tmp_path_factory.mktemp("connect"), jars, conf)
     try:

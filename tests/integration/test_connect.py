@@ -22,6 +22,9 @@ from tests.connect_server import ClientOnly, ConnectServer, client_only, connect
 from tests.helpers import progress_lines, read_sink, write_config
 from tests.integration.test_delta_sink import _assert_exact
 from tests.integration.test_recovery import _expected
+from tests.kafka_broker import KafkaBroker
+from tests.kafka_data import final_windows_oracle, make_events, produce
+from tests.oracles import assert_matches_oracle
 from tidemark.pipeline.generate import generate_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -129,22 +132,6 @@ def test_what_needs_a_local_jvm_refuses_in_one_line_over_connect(connect_server:
     shown = _tidemark(["state", "show", str(tmp_path / "checkpoint"), "--json"], _env(connect_server))
     assert shown.returncode == 0, shown.stderr[-3000:]
     assert f"Spark Connect ({connect_server.url}) not used" in shown.stderr
-    # Kafka's admin client is a JVM library: a Kafka pipeline over Connect is refused before anything starts.
-    kafka = write_config(
-        tmp_path,
-        source={
-            "format": "kafka",
-            "path": None,
-            "max_files_per_trigger": None,
-            "bootstrap_servers": "127.0.0.1:9",
-            "topic": "t",
-        },
-    )
-    offsets = sorted(p.name for p in (tmp_path / "checkpoint" / "offsets").iterdir())
-    refused = _tidemark(["run", str(kafka)], _env(connect_server))
-    assert refused.returncode == 2, refused.stderr[-3000:]
-    assert "Kafka's admin client" in _one_line(refused)
-    assert sorted(p.name for p in (tmp_path / "checkpoint" / "offsets").iterdir()) == offsets
 
 
 def test_a_client_only_install_runs_the_pipeline_and_the_tools_without_java_or_py4j(
@@ -210,3 +197,23 @@ def test_recover_over_connect_after_a_lost_checkpoint_is_exact_into_delta(
     recovered = _tidemark(["recover", str(config), "--apply"], _env(connect_server))
     assert recovered.returncode == 0, recovered.stderr[-3000:]
     _assert_exact(tmp_path / "output", _expected(files))
+
+
+def test_kafka_into_parquet_over_connect_equals_the_oracle_without_a_jvm_here(
+    connect_server: ConnectServer, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """A Kafka source over Connect: the topic's offsets come from librdkafka in the client (no JVM here for Kafka's
+    Java admin client), the stream runs on the server; output against the oracle, then a second run after more
+    records lands exactly the rest."""
+    topic = "connect-clicks"
+    kafka_broker.create_topic(topic, partitions=2)
+    events = make_events(240, keys=3, seed=36)
+    produced = produce(kafka_broker, topic, events[:160])
+    source = {"format": "kafka", "path": None, "max_files_per_trigger": None}
+    config = write_config(tmp_path, source={**source, "bootstrap_servers": kafka_broker.bootstrap, "topic": topic})
+    first = _tidemark(["run", str(config)], _env(connect_server))
+    assert first.returncode == 0, first.stderr[-3000:]
+    produced += produce(kafka_broker, topic, events[160:])
+    second = _tidemark(["run", str(config)], _env(connect_server))
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(produced))

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tidemark.errors import SourceError
 from tidemark.formats.kafka_offsets import Offsets, TopicPartition
@@ -92,6 +92,20 @@ def quiet_client_logs(spark: SparkSession) -> None:
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel("org.apache.kafka", level)
     except Exception as exc:  # another logging backend: the lines stay, nothing else changes
         log.debug("cannot quiet the Kafka client's logs: %s", exc)
+
+
+class OffsetsAdmin(Protocol):
+    """What the Kafka connector asks a broker: the source's topics and their offsets (either client answers)."""
+
+    def subscribed(self) -> dict[str, int]: ...
+
+    def earliest(self, partitions: Iterable[TopicPartition]) -> Offsets: ...
+
+    def latest(self, partitions: Iterable[TopicPartition]) -> Offsets: ...
+
+    def offsets_for_time(
+        self, partitions: Iterable[TopicPartition], millis: int
+    ) -> dict[TopicPartition, int | None]: ...
 
 
 class KafkaAdmin:
@@ -226,14 +240,16 @@ def all_partitions(counts: dict[str, int]) -> list[TopicPartition]:
 
 
 @contextmanager
-def kafka_admin(spark: SparkSession, access: KafkaAccess, timeout: timedelta) -> Iterator[KafkaAdmin]:
-    """An open admin client for the access's endpoint, closed afterwards."""
-    from tidemark.connect import refuse_on_connect
+def kafka_admin(spark: SparkSession, access: KafkaAccess, timeout: timedelta) -> Iterator[OffsetsAdmin]:
+    """An open admin client for the access's endpoint, closed afterwards: Kafka's Java client in the session's JVM,
+    or, for a Spark Connect session (no JVM in this process), librdkafka's (pyadmin.py) with the same answers."""
+    from tidemark.connect import is_connect
 
-    refuse_on_connect(
-        spark,
-        "Kafka's admin client (the topic's offsets and lag, through the Kafka connector's Java client)",
-        "run Kafka pipelines and tools without SPARK_REMOTE for now (docs/connect.md)",
-    )
+    if is_connect(spark):
+        from tidemark.sources.kafka.pyadmin import PythonKafkaAdmin
+
+        with PythonKafkaAdmin(access, timeout) as python_admin:
+            yield python_admin
+        return
     with KafkaAdmin(spark, access, timeout) as admin:
         yield admin
