@@ -284,9 +284,9 @@ def test_iceberg_sink_output_equals_the_oracle(tmp_path: Path, refused: Callable
 
 @pytest.mark.smoke("connect")
 def test_the_pipeline_over_spark_connect_equals_the_oracle(tmp_path: Path, refused: Callable[[str], None]) -> None:
-    """`tidemark run` as a client of a Spark Connect server started from this line's own wheel (tests/connect_server.py),
-    its progress heard through Connect's listener, the output against the oracle. A line whose Connect client hears no
-    listener events (3.5): one line naming the Spark that has it, before any server is asked."""
+    """`tidemark run` as a client of a Spark Connect server started from this line's own wheel
+    (tests/connect_server.py), its progress heard through Connect's listener, the output against the oracle. A line
+    whose Connect client hears no listener events (3.5): one line naming the Spark that has it, before any server."""
     import os
     import subprocess
 
