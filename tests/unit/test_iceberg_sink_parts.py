@@ -255,7 +255,7 @@ def test_the_catalog_config_resolves_its_warehouse_and_refuses_bad_input_in_one_
         assert "\n" not in str(caught.value)
 
 
-def test_an_iceberg_config_asks_spark_for_its_catalog_and_vouches_only_for_what_it_answers(tmp_path: Path) -> None:
+def test_an_iceberg_config_asks_spark_for_its_catalog_and_vouches_for_every_tool(tmp_path: Path) -> None:
     config = load_config(_config(tmp_path))
     needs = needs_of(config)
     assert JarFeature.ICEBERG in needs.jar_groups
@@ -268,11 +268,11 @@ def test_an_iceberg_config_asks_spark_for_its_catalog_and_vouches_only_for_what_
     assert settings["spark.sql.catalog.tidemark_iceberg.cache-enabled"] == "false"
     assert "IcebergSparkSessionExtensions" in settings["spark.sql.extensions"]
     sink = sink_of(config)
-    assert sink.vouched_by == frozenset({Tool.RECOVER, Tool.ROLLBACK, Tool.AUDIT})
-    for tool in (Tool.ADOPT, Tool.FAILOVER):
-        with pytest.raises(UsageError, match="refused: the Iceberg sink answers") as caught:
-            sink.refuse(tool)
-        assert "\n" not in str(caught.value)
+    assert sink.vouched_by == frozenset(Tool)
+    for tool in Tool:
+        sink.refuse(tool)  # none refuses
+    # adopt writes into a hand-written job's own table (its snapshots carry no tidemark transaction).
+    assert sink.adopts_in_place
     assert not sink.holds_output()  # no table yet
 
 
@@ -374,6 +374,10 @@ def test_a_new_checkpoint_beside_a_table_holding_the_pipeline_s_output_is_refuse
     with pytest.raises(InputError, match=r"has no batch but the Iceberg table .* tidemark:t, version 3\)") as caught:
         sink.check()
     assert "\n" not in str(caught.value)
+    # With the automatic recovery on, the run is let through: its failover recovers instead (recovery/auto.py).
+    auto = {"format": "iceberg", "path": None, "table": "lake.clicks", "catalog": {"warehouse": "warehouse"}}
+    on_missing = {"location": "checkpoint", "on_missing": "recover"}
+    sink_of(load_config(write_config(tmp_path, sink=auto, checkpoint=on_missing))).check()
     # The checkpoint keeps its transaction for this table (a first start that wrote no batch yet): it may start.
     checkpoint = open_storage(str(tmp_path / "checkpoint"))
     uuid = str(table.table.metadata.table_uuid)
