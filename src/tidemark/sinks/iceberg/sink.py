@@ -83,7 +83,8 @@ class IcebergSink(Sink):
 
     @classmethod
     def claims(cls, folder: Storage) -> bool:
-        """True when the folder is an Iceberg table (its metadata folder holds a `*.metadata.json`)."""
+        """True when the folder is an Iceberg table (its metadata folder holds a `*.metadata.json`), or is the
+        metadata file a catalog names for one."""
         return has_metadata(folder)
 
     @classmethod
