@@ -7,6 +7,7 @@ the test's own pyiceberg SQL catalog on the same database (never with tidemark) 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from pyiceberg.table import Table
 from tests.helpers import write_config
 from tests.integration.test_recovery import _expected
 from tests.mariadb import IcebergDatabase
+from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
 from tidemark.recovery.audit import audit_sink
@@ -76,7 +78,10 @@ def _assert_exact(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
 
 
 def test_a_jdbc_catalog_table_is_exact_through_a_lost_checkpoint_and_another_writer_is_told_apart(
-    tmp_path: Path, iceberg_mariadb: IcebergDatabase, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    iceberg_mariadb: IcebergDatabase,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     db = iceberg_mariadb
     for name, value in db.env.items():
@@ -112,6 +117,18 @@ def test_a_jdbc_catalog_table_is_exact_through_a_lost_checkpoint_and_another_wri
     assert audit.ok, audit.violations
     assert [r.batch for r in audit.batches] == sorted(commits) and all(r.in_sink_log for r in audit.batches)
     assert sum(r.rows or 0 for r in audit.batches) == len(expected)
+    # checkpoint inspect --sink: the table's folder cannot say which metadata file is current (the catalog does):
+    # refused in one line; the metadata file the catalog names is read as given.
+    argv = ["checkpoint", "inspect", str(tmp_path / "checkpoint"), "--sink"]
+    capsys.readouterr()
+    assert main([*argv, str(tmp_path / "warehouse" / "lake" / "clicks")]) != 0
+    refusal = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(refusal) == 1 and "has no version-hint.text" in refusal[0], refusal
+    assert main([*argv, table.metadata_location, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["sink"]
+    assert (report["files"], report["rows"]) == (table.inspect.files().num_rows, len(expected))
+    assert (report["snapshots"], report["last_batch"]) == (len(table.metadata.snapshots), max(commits))
+    assert report["metadata_file"] == table.metadata_location
 
     # The checkpoint lost: recover reads the windows the table holds through the catalog and replays none twice.
     current = table.current_snapshot()

@@ -143,10 +143,11 @@ def _ours(path: Path, app_id: str) -> list[int]:
 def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_other_writers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Three files: two before the kill (it comes after batch 1), one after it (a batch past the re-run one).
-    data = generate_events(tmp_path / "all", events=300, keys=3, files=3, seed=7)
+    # Three files: two before the kill (it comes after batch 1), one after it (a batch past the re-run one); a fourth
+    # lands while the checkpoint is lost the second time.
+    data = generate_events(tmp_path / "all", events=400, keys=3, files=4, seed=7)
     (tmp_path / "landing").mkdir()
-    files = list(data.files)
+    files, last = list(data.files)[:3], list(data.files)[3]
     config = write_config(tmp_path, sink=SINK)
     output = tmp_path / "warehouse" / "lake" / "clicks"
     for file in files[:2]:
@@ -163,8 +164,7 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
     assert [f.name for f in created.spec().fields] == ["windowStart"] and created.metadata.format_version == 2
 
     # The rest lands; the rerun re-runs the killed batch (its snapshot is in the table: not appended again).
-    for file in files[2:]:
-        shutil.copy2(file, tmp_path / "landing" / file.name)
+    shutil.copy2(files[2], tmp_path / "landing" / files[2].name)
     done = _run(config)
     assert done.returncode == 0, done.stderr[-2000:]
     _assert_exact(output, _expected(files))
@@ -235,7 +235,15 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
     assert not (tmp_path / "warehouse" / "lake" / ".tidemark-archive").exists()
     renewed = read_sink_transaction(open_storage(str(tmp_path / "checkpoint")))
     assert renewed is not None and renewed.base == committed + 1
-    assert _run(config).returncode == 0
+    # Lost again while a file lands, with the automatic recovery on: the run is not refused, it recovers by itself
+    # (the plan `recover` makes) and goes on; nothing lost, nothing twice.
+    shutil.rmtree(tmp_path / "checkpoint")
+    files.append(last)
+    shutil.copy2(last, tmp_path / "landing" / last.name)
+    config = write_config(tmp_path, sink=SINK, checkpoint={"location": "checkpoint", "on_missing": "recover"})
+    auto = _run(config)
+    assert auto.returncode == 0, auto.stderr[-2000:]
+    assert "recovering from" in auto.stderr, auto.stderr[-2000:]
     _assert_exact(output, _expected(files))
     audit = audit_sink(load_config(config))
     assert audit.ok and any("earlier checkpoints" in n for n in audit.notes), (audit.violations, audit.notes)

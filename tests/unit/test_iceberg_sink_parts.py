@@ -172,6 +172,44 @@ def test_inspect_reports_snapshots_and_files_and_names_the_procedure_for_each_fi
         inspect_table(str(tmp_path / "nothing"), checkpoint)
 
 
+def test_inspect_reads_a_catalog_s_table_from_the_metadata_file_it_names_and_refuses_a_folder_that_cannot_say(
+    tmp_path: Path,
+) -> None:
+    from tidemark.formats import write_sink_transaction
+
+    # A SQL catalog's table (the layout a JDBC catalog writes: <NNNNN>-<uuid>.metadata.json, no version hint) at a
+    # location of its own, outside the catalog's warehouse.
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse")
+    catalog.create_namespace("lake")
+    folder = tmp_path / "elsewhere" / "clicks"
+    table = catalog.create_table("lake.clicks", SCHEMA, location=f"file://{folder}")
+    for version, users in enumerate(["ab", "abc"]):
+        rows = pa.table({"user": list(users), "windowStart": [T0] * len(users), "count": [1] * len(users)}, ARROW)
+        table.append(rows, snapshot_properties={"tidemark.app": "tidemark:t", "tidemark.version": str(version)})
+    checkpoint = open_storage(str(tmp_path / "checkpoint"))
+    write_sink_transaction(checkpoint, SinkTransaction("tidemark:t", 0, str(folder)))
+    assert not (folder / "metadata" / "version-hint.text").exists()
+    with pytest.raises(CheckpointError, match=r"has no version-hint\.text: its current metadata file is") as caught:
+        inspect_table(str(folder), checkpoint)
+    assert "\n" not in str(caught.value) and "give that metadata file" in str(caught.value)
+    assert reader_of(open_storage(table.metadata_location)) is IcebergSink  # a metadata file is claimed too
+    report = inspect_table(table.metadata_location, checkpoint)
+    assert (report.snapshots, report.files, report.rows, report.last_batch) == (2, 2, 5, 1)
+    assert report.location == f"file://{folder}" and report.metadata_file == table.metadata_location
+    with pytest.raises(CheckpointError, match="not an Iceberg table \\(no such metadata file\\)"):
+        inspect_table(str(folder / "metadata" / "99999-gone.metadata.json"), checkpoint)
+
+    # A Hadoop catalog's table folder copied elsewhere: its metadata still names the original's location and files.
+    hadoop = _Table(tmp_path / "h")
+    hadoop.ours(0, [0])
+    copy = tmp_path / "copy" / "clicks"
+    shutil.copytree(hadoop.path, copy)
+    assert inspect_table(str(hadoop.path), checkpoint).files == 1
+    with pytest.raises(CheckpointError, match=f"says its location is file://{hadoop.path} \\(copied") as caught:
+        inspect_table(str(copy), checkpoint)
+    assert "\n" not in str(caught.value)
+
+
 def test_equality_deletes_are_refused_in_one_line() -> None:
     files = pa.table({"content": pa.array([0, 2], pa.int8()), "file_path": ["a.parquet", "d.parquet"]})
     with pytest.raises(CheckpointError, match="equality delete files") as caught:
@@ -255,7 +293,7 @@ def test_the_catalog_config_resolves_its_warehouse_and_refuses_bad_input_in_one_
         assert "\n" not in str(caught.value)
 
 
-def test_an_iceberg_config_asks_spark_for_its_catalog_and_vouches_only_for_what_it_answers(tmp_path: Path) -> None:
+def test_an_iceberg_config_asks_spark_for_its_catalog_and_vouches_for_every_tool(tmp_path: Path) -> None:
     config = load_config(_config(tmp_path))
     needs = needs_of(config)
     assert JarFeature.ICEBERG in needs.jar_groups
@@ -268,11 +306,11 @@ def test_an_iceberg_config_asks_spark_for_its_catalog_and_vouches_only_for_what_
     assert settings["spark.sql.catalog.tidemark_iceberg.cache-enabled"] == "false"
     assert "IcebergSparkSessionExtensions" in settings["spark.sql.extensions"]
     sink = sink_of(config)
-    assert sink.vouched_by == frozenset({Tool.RECOVER, Tool.ROLLBACK, Tool.AUDIT})
-    for tool in (Tool.ADOPT, Tool.FAILOVER):
-        with pytest.raises(UsageError, match="refused: the Iceberg sink answers") as caught:
-            sink.refuse(tool)
-        assert "\n" not in str(caught.value)
+    assert sink.vouched_by == frozenset(Tool)
+    for tool in Tool:
+        sink.refuse(tool)  # none refuses
+    # adopt writes into a hand-written job's own table (its snapshots carry no tidemark transaction).
+    assert sink.adopts_in_place
     assert not sink.holds_output()  # no table yet
 
 
@@ -374,6 +412,10 @@ def test_a_new_checkpoint_beside_a_table_holding_the_pipeline_s_output_is_refuse
     with pytest.raises(InputError, match=r"has no batch but the Iceberg table .* tidemark:t, version 3\)") as caught:
         sink.check()
     assert "\n" not in str(caught.value)
+    # With the automatic recovery on, the run is let through: its failover recovers instead (recovery/auto.py).
+    auto = {"format": "iceberg", "path": None, "table": "lake.clicks", "catalog": {"warehouse": "warehouse"}}
+    on_missing = {"location": "checkpoint", "on_missing": "recover"}
+    sink_of(load_config(write_config(tmp_path, sink=auto, checkpoint=on_missing))).check()
     # The checkpoint keeps its transaction for this table (a first start that wrote no batch yet): it may start.
     checkpoint = open_storage(str(tmp_path / "checkpoint"))
     uuid = str(table.table.metadata.table_uuid)

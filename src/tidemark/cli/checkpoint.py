@@ -144,7 +144,11 @@ def inspect_command(
     path: Annotated[str, typer.Argument(help="Checkpoint folder or URI (hdfs://, abfss://, s3a://).")],
     sink: Annotated[
         str | None,
-        typer.Option("--sink", help="The sink: a file sink's output folder (its log), or a Delta table's folder."),
+        typer.Option(
+            "--sink",
+            help="The sink: a file sink's output folder (its log), a Delta or Iceberg table's folder, or the metadata "
+            "file an Iceberg catalog names.",
+        ),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     max_files: Annotated[int, typer.Option(help="TOO_MANY_FILES above this many files.")] = 100_000,

@@ -124,7 +124,7 @@ def _old_sink_windows(config: TidemarkConfig, old_sink: Location) -> SinkWindows
     if type(sink) is not owner or not pipeline_locations(config, Tool.ADOPT).sink.same_place(old_sink):
         _refuse(
             f"the old sink {old_sink.uri} is a {owner.format.value} table: to adopt it in place, set [sink] format = "
-            f'"{owner.format.value}" and [sink] path to it'
+            f'"{owner.format.value}" and point [sink] at it (its path, or the catalog table it is)'
         )
     held = sink.held_windows()
     return SinkWindows(held.uri, len(held.files), max(held.rows, 0), held.newest_start, held.read_from, ())

@@ -1,5 +1,11 @@
 """`checkpoint inspect --sink` on an Iceberg table: its snapshots, live files per partition (pyiceberg), and the
-newest batch of the checkpoint it holds (the checkpoint's transaction in the snapshots' summaries)."""
+newest batch of the checkpoint it holds (the checkpoint's transaction in the snapshots' summaries).
+
+`--sink` is a Hadoop catalog's table folder (its version hint names the current metadata file), or any catalog's
+metadata file as the catalog names it (a JDBC catalog's table, a table whose `location` is not under the warehouse):
+a folder without a version hint is refused in one line saying so (table.py). A folder whose metadata names another
+location (a table copied or moved there: its metadata still lists the other place's files) is refused too, rather
+than reported as what it is not."""
 
 from __future__ import annotations
 
@@ -10,9 +16,9 @@ from dataclasses import dataclass
 from tidemark.errors import CheckpointError
 from tidemark.findings import Finding, Severity
 from tidemark.sinks.base import SinkLimits
-from tidemark.sinks.iceberg.table import DATA, lineage, live_files, open_table
+from tidemark.sinks.iceberg.table import DATA, is_metadata_file, lineage, live_files, open_table
 from tidemark.sizes import format_size
-from tidemark.storage import Storage
+from tidemark.storage import Storage, parse_location
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,8 @@ class IcebergSinkReport:
     last_batch: int | None  # the newest batch of this checkpoint the table holds
     other_snapshots: int  # in the current lineage, by other writers (a compaction, another application)
     table_id: str | None = None
+    location: str | None = None  # the table's own location, as its metadata says
+    metadata_file: str | None = None  # the metadata file read
 
     @property
     def mean_file_bytes(self) -> int:
@@ -78,6 +86,8 @@ class IcebergSinkReport:
                 f"{len(self.files_per_partition):,} partition(s)",
             )
         ]
+        if self.metadata_file is not None:
+            lines.append(("", f"  location {self.location}, metadata {self.metadata_file}"))
         if self.app_id is None:
             lines.append(("", "  this checkpoint keeps no Iceberg transaction (not started by tidemark on this table)"))
         else:
@@ -102,7 +112,16 @@ def inspect_table(path: str, checkpoint: Storage) -> IcebergSinkReport:
 
     table = open_table(path)
     if table is None:
-        msg = f"{path} is not an Iceberg table (no metadata/*.metadata.json)"
+        missing = "no such metadata file" if is_metadata_file(path) else "no metadata/*.metadata.json"
+        msg = f"{path} is not an Iceberg table ({missing})"
+        raise CheckpointError(msg)
+    location = table.metadata.location
+    if not is_metadata_file(path) and not parse_location(location).same_place(parse_location(path)):
+        msg = (
+            f"the Iceberg table at {path} says its location is {location} (copied or moved from there: its metadata "
+            f"still lists that place's files): inspect it at {location}, or give --sink the metadata file its "
+            "catalog names"
+        )
         raise CheckpointError(msg)
     files = live_files(table)
     contents = files.column("content").to_pylist()
@@ -132,4 +151,6 @@ def inspect_table(path: str, checkpoint: Storage) -> IcebergSinkReport:
         last_batch=transaction.batch_of(newest) if transaction is not None and newest is not None else None,
         other_snapshots=sum(1 for c in commits if app_id is None or c.app_id != app_id),
         table_id=str(table.metadata.table_uuid),
+        location=location,
+        metadata_file=table.metadata_location,
     )

@@ -74,18 +74,17 @@ class IcebergSink(Sink):
 
     format: ClassVar[SinkFormat] = SinkFormat.ICEBERG
     jar_groups: ClassVar[frozenset[JarFeature]] = frozenset({JarFeature.ICEBERG})
-    # Only what this sink answers and its tests prove: recover after a lost checkpoint, rollback, audit.
-    vouched_by: ClassVar[frozenset[Tool]] = frozenset({Tool.RECOVER, Tool.ROLLBACK, Tool.AUDIT})
-    exactly_once_gap: ClassVar[str | None] = (
-        "the Iceberg sink answers `tidemark recover`, `tidemark recover --to-batch` and `tidemark audit` only so far "
-        "(adopt and the automatic recovery are not in this release)"
-    )
+    vouched_by: ClassVar[frozenset[Tool]] = frozenset(Tool)
     lost_checkpoint_risk: ClassVar[str] = "write every window again"
+    # A hand-written job's table is adopted in place: its snapshots carry no tidemark transaction (Spark's own
+    # Iceberg sink keeps its query id), so tidemark's are told apart from them by their summaries.
+    adopts_in_place: ClassVar[bool] = True
     readers: ClassVar[str] = "the table's readers"
 
     @classmethod
     def claims(cls, folder: Storage) -> bool:
-        """True when the folder is an Iceberg table (its metadata folder holds a `*.metadata.json`)."""
+        """True when the folder is an Iceberg table (its metadata folder holds a `*.metadata.json`), or is the
+        metadata file a catalog names for one."""
         return has_metadata(folder)
 
     @classmethod
@@ -155,8 +154,8 @@ class IcebergSink(Sink):
         """Before any JVM, each in one line: a JDBC catalog's credentials missing from the environment; a rollback
         of the table that was interrupted (the table may already be rolled back, the checkpoint not), to finish
         first; a new checkpoint beside a table that holds this pipeline's output (a new query would write its
-        windows again), or a table replaced since the checkpoint wrote to it. The query's own start checks the
-        last two again (`configure`)."""
+        windows again; with `[checkpoint] on_missing = "recover"` the run's failover recovers instead), or a table
+        replaced since the checkpoint wrote to it. The query's own start checks the last two again (`configure`)."""
         from tidemark.formats import read_sink_rollback
         from tidemark.storage import open_storage
 
@@ -172,7 +171,7 @@ class IcebergSink(Sink):
             )
             raise InputError(msg)
         found = self._open()
-        if self._kept_for_table(found) is None:
+        if self._kept_for_table(found) is None and self.config.checkpoint.on_missing == "fail":
             self._refuse_a_new_checkpoint(found)
 
     def writers(self, task_slots: int) -> int | None:

@@ -5,6 +5,11 @@ and `metadata/version-hint.text` naming the newest N. pyiceberg has no Hadoop ca
 that metadata file (`StaticTable`); it then answers the snapshots, their summaries (where tidemark's own keys are),
 the live files with their partition values, and the rows with position deletes applied. Equality deletes, which
 pyiceberg 0.12 does not apply, are refused in one line rather than read wrong.
+
+Another catalog's table (a JDBC catalog's: `metadata/<NNNNN>-<uuid>.metadata.json`, no version hint) is current only
+as its catalog says: its folder alone does not tell which metadata file is the table (a failed commit leaves a newer
+one the catalog never named), so it is refused in one line, and the metadata file the catalog names is opened as
+given.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ if TYPE_CHECKING:
     from tidemark.sinks.iceberg.catalog import CatalogTable
 
 METADATA = "metadata"
+METADATA_SUFFIX = ".metadata.json"
 VERSION_HINT = f"{METADATA}/version-hint.text"
 # tidemark's keys in each batch's snapshot summary (written as `snapshot-property.<key>` options by the sink).
 APP_KEY = "tidemark.app"
@@ -45,37 +51,61 @@ class Commit:
     timestamp_ms: int
 
 
+def is_metadata_file(path: str) -> bool:
+    """True when path names one metadata file of a table (`*.metadata.json`), not a table's folder."""
+    return path.rstrip("/").endswith(METADATA_SUFFIX)
+
+
 def has_metadata(folder: Storage) -> bool:
-    """True when the folder is an Iceberg table: its metadata folder holds a `*.metadata.json`."""
+    """True when the folder is an Iceberg table (its metadata folder holds a `*.metadata.json`), or is one of its
+    metadata files."""
+    if is_metadata_file(folder.uri()):
+        return folder.exists("")
     listing = folder.list_dir(METADATA)
-    return listing is not None and any(name.endswith(".metadata.json") for name, _ in listing.files)
+    return listing is not None and any(name.endswith(METADATA_SUFFIX) for name, _ in listing.files)
 
 
 def metadata_file(folder: Storage) -> str | None:
-    """The newest metadata file of a Hadoop catalog table (version-hint.text, else the highest v<N>), None for none."""
+    """The newest metadata file of a Hadoop catalog table (version-hint.text, else the highest v<N>), None for no
+    table; one line for a table whose metadata files only its catalog orders (no hint, no v<N>)."""
     hint = folder.read_bytes(VERSION_HINT)
     if hint is not None and hint.strip().isdigit():
-        name = f"{METADATA}/v{int(hint.strip())}.metadata.json"
+        name = f"{METADATA}/v{int(hint.strip())}{METADATA_SUFFIX}"
         if folder.exists(name):
             return folder.uri(name)
     listing = folder.list_dir(METADATA)
     if listing is None:
         return None
-    suffix = ".metadata.json"
-    numbers = [name[1 : -len(suffix)] for name, _ in listing.files if name.startswith("v") and name.endswith(suffix)]
+    names = [name for name, _ in listing.files if name.endswith(METADATA_SUFFIX)]
+    numbers = [name[1 : -len(METADATA_SUFFIX)] for name in names if name.startswith("v")]
     versions = [int(n) for n in numbers if n.isdigit()]
-    return folder.uri(f"{METADATA}/v{max(versions)}.metadata.json") if versions else None
+    if versions:
+        return folder.uri(f"{METADATA}/v{max(versions)}{METADATA_SUFFIX}")
+    if names:
+        msg = (
+            f"the Iceberg table at {folder.uri()} has no version-hint.text: its current metadata file is the one its "
+            f"catalog names (a JDBC catalog's table), which its folder cannot tell among {len(names)}; give that "
+            "metadata file instead of the folder (the newest `file` of the table's metadata_log_entries in Spark, "
+            "Table.metadata_location in pyiceberg)"
+        )
+        raise CheckpointError(msg)
+    return None
 
 
 def open_table(path: str, catalog: CatalogTable | None = None) -> Table | None:
     """The table at path as pyiceberg reads it, None when there is no table yet: from its newest metadata file in a
-    Hadoop catalog, from the metadata file the catalog names for a JDBC catalog's table (catalog)."""
+    Hadoop catalog, from the metadata file the catalog names for a JDBC catalog's table (catalog), or from the
+    metadata file path names."""
     from pyiceberg.table import StaticTable
 
     if catalog is not None:
         return catalog.open()
 
-    found = metadata_file(open_storage(path))
+    store = open_storage(path)
+    if is_metadata_file(path):
+        found: str | None = store.uri() if store.exists("") else None
+    else:
+        found = metadata_file(store)
     if found is None:
         return None
     try:
