@@ -23,7 +23,7 @@ from tests.integration.test_pipeline_kinds import session_oracle
 from tests.oracles import assert_matches_oracle, window_oracle
 from tests.streaming_queries import HDFS as HDFS_PROVIDER
 from tests.streaming_queries import ROCKSDB as ROCKSDB_PROVIDER
-from tests.streaming_queries import dedup_then_window, join, run_query, write_input
+from tests.streaming_queries import dedup_then_window, join, run_query, windowed, write_input
 from tidemark.cli.main import main
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
@@ -289,6 +289,55 @@ def test_dedup_and_join_continue_like_the_query_that_kept_its_partitions(
         .reset_index(drop=True)
         .equals(kept[columns].sort_values(columns).reset_index(drop=True))
     )
+
+
+FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+V2_ROCKSDB = (ROCKSDB_PROVIDER, "true", "2", "true")  # changelog checkpointing, checkpoint format v2
+
+
+def _in_minute_order(folder: Path) -> None:
+    """The file source reads files by modification time: one minute per file, in order, so none is late."""
+    for index, file in enumerate(sorted(folder.glob("m*.json"))):
+        os.utime(file, (1_700_000_000 + index, 1_700_000_000 + index))
+
+
+def test_format_v2_checkpoint_stays_v2_with_ids_for_the_new_partitions(spark: SparkSession, tmp_path: Path) -> None:
+    """Issue 58: state files named by unique ids (RocksDB, checkpointFormatVersion 2) repartitioned 3 -> 5; the
+    latest commit names the new partitions' files, and the query continues on them."""
+    source, checkpoint, output = tmp_path / "in", tmp_path / "ckpt", tmp_path / "out"
+    write_input(source, range(4))
+    _in_minute_order(source)
+    with runtime_conf(spark, {"spark.sql.shuffle.partitions": "3"}):
+        run_query(spark, source, windowed, checkpoint, output, V2_ROCKSDB)
+    before = Checkpoint.open(str(checkpoint))
+    batch = before.latest_committed_batch()
+    assert before.commit(batch).checkpoint_format == 2 and len(before.commit(batch).state_unique_ids[0]) == 3
+
+    report = repartition_checkpoint(str(checkpoint), 5, apply=True)
+    with runtime_conf(spark, {FORMAT_VERSION_KEY: "2"}):  # Spark 4.1 reads a "v2" commit log only so
+        assert_verified(report, 5, spark)
+    commit = Checkpoint.open(str(checkpoint)).commit(batch)
+    assert commit.log_version == 2
+    ids = commit.state_unique_ids[0]
+    assert len(ids) == 5 and all(len(p) == 1 for p in ids) and len({p[0] for p in ids}) == 5
+    for partition, (unique_id,) in enumerate(ids):  # the snapshot Spark loads next, by the id the commit names
+        assert (checkpoint / "state" / "0" / str(partition) / f"{batch + 1}_{unique_id}.zip").is_file()
+
+    write_input(source, range(4, 8))
+    _in_minute_order(source)
+    run_query(spark, source, windowed, checkpoint, output, V2_ROCKSDB)  # continues with 5 partitions, format v2
+    latest = Checkpoint.open(str(checkpoint)).latest_committed_batch()
+    assert latest > batch
+    assert len(Checkpoint.open(str(checkpoint)).commit(latest).state_unique_ids[0]) == 5
+    assert Checkpoint.open(str(checkpoint)).offset(latest).conf["spark.sql.shuffle.partitions"] == "5"
+
+    minute = timedelta(minutes=1)
+    expected = window_oracle(batches_of(str(checkpoint)), minute, minute, key="k", value="v")
+    assert len(expected) == 18  # minutes 0-5 of 3 keys: the watermark (00:06:50) closed them, nothing was late
+    actual = pd.read_parquet(output)
+    assert not actual.duplicated(["k", "start"]).any()
+    got = {(r.k, pd.Timestamp(r.start).tz_localize(UTC)): r.s for r in actual.itertuples()}
+    assert got == {(r.k, r.windowStart): r.value_sum for r in expected.itertuples()}
 
 
 def test_verification_finds_a_changed_row_and_counts_it(spark: SparkSession, tmp_path: Path) -> None:
