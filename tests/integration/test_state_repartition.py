@@ -24,6 +24,7 @@ from tests.oracles import assert_matches_oracle, window_oracle
 from tests.streaming_queries import HDFS as HDFS_PROVIDER
 from tests.streaming_queries import ROCKSDB as ROCKSDB_PROVIDER
 from tests.streaming_queries import dedup_then_window, join, run_query, windowed, write_input
+from tests.unit.test_state_corpus import CORPUS
 from tidemark.cli.main import main
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
@@ -338,6 +339,29 @@ def test_format_v2_checkpoint_stays_v2_with_ids_for_the_new_partitions(spark: Sp
     assert not actual.duplicated(["k", "start"]).any()
     got = {(r.k, pd.Timestamp(r.start).tz_localize(UTC)): r.s for r in actual.itertuples()}
     assert got == {(r.k, r.windowStart): r.value_sum for r in expected.itertuples()}
+
+
+# Checkpoint format v2 as other Sparks recorded it (tests/fixtures/corpus): read by the ids their commits name, with
+# changelog lineage (4.1.4) and as 4.3's real-time mode writes it (StatefulStreamlineAggregate, changelogs only).
+V2_CORPUS = ("spark-4.1.4/rocksdb_v2_window", "spark-4.3.0/rocksdb_real_time_window")
+
+
+@pytest.mark.parametrize("case", V2_CORPUS)
+def test_recorded_format_v2_checkpoints_repartition_to_3(spark: SparkSession, tmp_path: Path, case: str) -> None:
+    """Their sources are gone (the corpus is for reading): Spark's reader before and after is the proof."""
+    checkpoint = Path(shutil.copytree(CORPUS / case / "checkpoint", tmp_path / "checkpoint"))
+    expected = json.loads((CORPUS / case / "expected.json").read_text())
+    [store] = expected["operators"][0]["stores"]
+    report = repartition_checkpoint(str(checkpoint), 3, apply=True, to=str(tmp_path / "new"))
+    with runtime_conf(spark, {FORMAT_VERSION_KEY: "2"}):
+        assert_verified(report, 3, spark)
+    assert report.verification is not None
+    assert [t.rows_after for t in report.verification.targets] == [store["rows"]]  # as Spark counted when it wrote
+    batch = expected["last_committed_batch"]
+    ids = Checkpoint.open(str(tmp_path / "new")).commit(batch).state_unique_ids[0]
+    assert len(ids) == 3
+    for partition, (unique_id,) in enumerate(ids):
+        assert (tmp_path / "new" / "state" / "0" / str(partition) / f"{batch + 1}_{unique_id}.zip").is_file()
 
 
 def test_verification_finds_a_changed_row_and_counts_it(spark: SparkSession, tmp_path: Path) -> None:
