@@ -32,7 +32,7 @@ from tidemark.config.model import PROVIDER_KEY
 from tidemark.context import PipelineContext
 from tidemark.evolve.repartition import RepartitionReport, repartition_checkpoint
 from tidemark.evolve.verify import compare_state
-from tidemark.formats import Checkpoint, read_progress_log
+from tidemark.formats import JOIN_STORES, Checkpoint, read_progress_log
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.run import run_pipeline, start_query
 from tidemark.recovery.audit import audit_sink
@@ -293,6 +293,7 @@ def test_dedup_and_join_continue_like_the_query_that_kept_its_partitions(
 
 
 FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+JOIN_FORMAT_KEY = "spark.sql.streaming.join.stateFormatVersion"
 V2_ROCKSDB = (ROCKSDB_PROVIDER, "true", "2", "true")  # changelog checkpointing, checkpoint format v2
 
 
@@ -306,7 +307,7 @@ def test_format_v2_checkpoint_stays_v2_with_ids_for_the_new_partitions(spark: Sp
     """Issue 58: state files named by unique ids (RocksDB, checkpointFormatVersion 2) repartitioned 3 -> 5; the
     latest commit names the new partitions' files, and the query continues on them."""
     source, checkpoint, output = tmp_path / "in", tmp_path / "ckpt", tmp_path / "out"
-    write_input(source, range(4))
+    write_input(source, range(3))
     _in_minute_order(source)
     with runtime_conf(spark, {"spark.sql.shuffle.partitions": "3"}):
         run_query(spark, source, windowed, checkpoint, output, V2_ROCKSDB)
@@ -324,7 +325,7 @@ def test_format_v2_checkpoint_stays_v2_with_ids_for_the_new_partitions(spark: Sp
     for partition, (unique_id,) in enumerate(ids):  # the snapshot Spark loads next, by the id the commit names
         assert (checkpoint / "state" / "0" / str(partition) / f"{batch + 1}_{unique_id}.zip").is_file()
 
-    write_input(source, range(4, 8))
+    write_input(source, range(3, 6))
     _in_minute_order(source)
     run_query(spark, source, windowed, checkpoint, output, V2_ROCKSDB)  # continues with 5 partitions, format v2
     latest = Checkpoint.open(str(checkpoint)).latest_committed_batch()
@@ -334,11 +335,56 @@ def test_format_v2_checkpoint_stays_v2_with_ids_for_the_new_partitions(spark: Sp
 
     minute = timedelta(minutes=1)
     expected = window_oracle(batches_of(str(checkpoint)), minute, minute, key="k", value="v")
-    assert len(expected) == 18  # minutes 0-5 of 3 keys: the watermark (00:06:50) closed them, nothing was late
+    assert len(expected) == 12  # minutes 0-3 of 3 keys: the watermark (00:04:50) closed them, nothing was late
     actual = pd.read_parquet(output)
     assert not actual.duplicated(["k", "start"]).any()
     got = {(r.k, pd.Timestamp(r.start).tz_localize(UTC)): r.s for r in actual.itertuples()}
     assert got == {(r.k, r.windowStart): r.value_sum for r in expected.itertuples()}
+
+
+def test_join_state_format_3_in_checkpoint_format_v2_continues_on_2_partitions(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Issue 58: the join's four stores as column families of one RocksDB store (join state format 3), in a format
+    v2 checkpoint; 3 -> 2, then restarted on it, its output equals the pandas join of every event."""
+    source, checkpoint, output = tmp_path / "in", tmp_path / "ckpt", tmp_path / "out"
+    write_input(source, range(3))
+    _in_minute_order(source)
+    with runtime_conf(spark, {"spark.sql.shuffle.partitions": "3", JOIN_FORMAT_KEY: "3"}):
+        run_query(spark, source, join, checkpoint, output, V2_ROCKSDB)
+    batch = Checkpoint.open(str(checkpoint)).latest_committed_batch()
+    assert Checkpoint.open(str(checkpoint)).offset(batch).conf[JOIN_FORMAT_KEY] == "3"
+
+    report = repartition_checkpoint(str(checkpoint), 2, apply=True)
+    with runtime_conf(spark, {FORMAT_VERSION_KEY: "2"}):
+        assert_verified(report, 2, spark)
+    [store] = report.stores
+    assert set(store.column_families) == set(JOIN_STORES)  # one store, the four as its families
+    assert len(Checkpoint.open(str(checkpoint)).commit(batch).state_unique_ids[0]) == 2
+
+    # Read first after the move: each key 5 s after a left row kept in the moved state, which it must find there.
+    rows = [{"k": f"k{j}", "ts": f"2024-01-01T00:02:{j * 10 + 5:02d}Z", "v": 1000 + j} for j in range(3)]
+    (source / "m002x.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_input(source, range(3, 6))
+    _in_minute_order(source)
+    run_query(spark, source, join, checkpoint, output, V2_ROCKSDB)  # join format 3 and 2 partitions, as recorded
+    latest = Checkpoint.open(str(checkpoint)).latest_committed_batch()
+    assert Checkpoint.open(str(checkpoint)).offset(latest).conf["spark.sql.shuffle.partitions"] == "2"
+
+    # No event is late (one file per batch, in order): the inner join emits every match once.
+    events = pd.concat(pd.read_json(f, lines=True) for f in sorted(source.glob("m*.json")))
+    events["ts"] = pd.to_datetime(events["ts"], utc=True)
+    left = events.rename(columns={"k": "lk", "ts": "lt"})
+    right = events[["k", "ts"]].rename(columns={"k": "rk", "ts": "rt"})
+    pairs = left.merge(right, left_on="lk", right_on="rk")
+    pairs = pairs[(pairs["rt"] >= pairs["lt"]) & (pairs["rt"] <= pairs["lt"] + pd.Timedelta(seconds=10))]
+    actual = pd.read_parquet(output)
+    for column in ("lt", "rt"):
+        actual[column] = pd.to_datetime(actual[column], utc=True)
+    columns = ["lk", "lt", "v", "rk", "rt"]
+    assert len(pairs) == 42  # each event with itself, and the three added after the move with moved left rows
+    got = actual[columns].sort_values(columns).reset_index(drop=True)
+    assert got.equals(pairs[columns].sort_values(columns).reset_index(drop=True).astype(got.dtypes.to_dict()))
 
 
 # Checkpoint format v2 as other Sparks recorded it (tests/fixtures/corpus): read by the ids their commits name, with

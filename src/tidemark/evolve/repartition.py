@@ -38,6 +38,7 @@ from tidemark.errors import CheckpointError, UsageError
 from tidemark.evolve.partitioning import store_moves
 from tidemark.evolve.verify import StateComparison, compare_state
 from tidemark.formats import (
+    JOIN_V4_STORES,
     SHUFFLE_PARTITIONS,
     Checkpoint,
     CommitEntry,
@@ -54,6 +55,7 @@ from tidemark.formats import (
     repoint_schema_paths,
     run_move,
     state_root,
+    store_schemas,
     swap_in,
     swap_names,
 )
@@ -124,10 +126,17 @@ def _refuse_unsupported(checkpoint: Checkpoint, conf: dict[str, str], moves: lis
         msg = f"{checkpoint.uri} encodes state as {conf[ENCODING_KEY]}; repartition rewrites unsaferow state only"
         raise UsageError(msg)
     for move in moves:
-        if move.column_families and move.operator_name.lower().startswith("symmetrichashjoin"):
+        if not (move.column_families and move.operator_name.lower().startswith("symmetrichashjoin")):
+            continue
+        try:
+            families = {f.name for f in store_schemas(checkpoint, move.operator_id, move.store)}
+        except ValueError as exc:
+            msg = f"cannot read the state schema of {move.label}: {exc}"
+            raise CheckpointError(msg) from exc
+        if families & set(JOIN_V4_STORES):
             msg = (
-                f"{move.label} keeps join state in column families (join state format 3 or 4): "
-                "repartition supports join state formats 1 and 2 (four store folders) only"
+                f"{move.label} keeps join state format 4 (event-time keyed column families, Spark 4.2+): "
+                "repartition supports join state formats 1 to 3"
             )
             raise UsageError(msg)
 

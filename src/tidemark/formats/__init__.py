@@ -54,6 +54,7 @@ from tidemark.formats.integrity import (
 from tidemark.formats.join_state import (
     EVENT_TIME,
     JOIN_STORES,
+    JOIN_V4_STORES,
     MERGE_OPERATOR_KEY,
     MULTI_VALUED,
     TIME_POSTFIX,
@@ -148,6 +149,7 @@ __all__ = [
     "ARCHIVE_DIR",
     "EVENT_TIME",
     "JOIN_STORES",
+    "JOIN_V4_STORES",
     "LEDGER_DIR",
     "LOCK_FILE",
     "MERGE_OPERATOR_KEY",

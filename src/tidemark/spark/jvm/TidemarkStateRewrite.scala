@@ -141,6 +141,11 @@ object TidemarkStateRewrite {
     }
   }
 
+  /** Join state format 3: the four stores as column families; keyWithIndexToValue keys end with the value index. */
+  private def joinKey(family: String): TidemarkPartitionKey =
+    if (family.endsWith("keyWithIndexToValue")) TidemarkPartitionKey("drop_last", 1, Seq.empty)
+    else TidemarkPartitionKey("all", 0, Seq.empty)
+
   private def columnFamilies(spark: SparkSession, spec: JsonNode, stateRoot: String): Seq[TidemarkColumnFamily] = {
     val operatorId = spec.get("operatorId").asLong()
     val storeName = text(spec, "storeName")
@@ -153,7 +158,8 @@ object TidemarkStateRewrite {
       None)
     val schemas = checker.readSchemaFile()
     val listFamilies = spec.get("listColumnFamilies").elements().asScala.map(_.asText()).toSet
-    val transformWithState = text(spec.get("partitionKey"), "kind") == "transform_with_state"
+    val keyKind = text(spec.get("partitionKey"), "kind")
+    val transformWithState = keyKind == "transform_with_state"
     val prefixColumns = spec.get("numColsPrefixKey").asInt()
     schemas.map { schema =>
       val encoder = schema.keyStateEncoderSpec.getOrElse {
@@ -161,7 +167,9 @@ object TidemarkStateRewrite {
         else NoPrefixKeyStateEncoderSpec(schema.keySchema)
       }
       val key =
-        if (transformWithState) transformWithStateKey(schema.keySchema) else partitionKey(spec.get("partitionKey"))
+        if (transformWithState) transformWithStateKey(schema.keySchema)
+        else if (keyKind == "join") joinKey(schema.colFamilyName)
+        else partitionKey(spec.get("partitionKey"))
       TidemarkColumnFamily(
         schema.colFamilyName,
         schema.keySchema,
