@@ -387,26 +387,28 @@ def test_join_state_format_3_in_checkpoint_format_v2_continues_on_2_partitions(
     assert got.equals(pairs[columns].sort_values(columns).reset_index(drop=True).astype(got.dtypes.to_dict()))
 
 
-# Checkpoint format v2 as other Sparks recorded it (tests/fixtures/corpus): read by the ids their commits name, with
-# changelog lineage (4.1.4) and as 4.3's real-time mode writes it (StatefulStreamlineAggregate, changelogs only).
-V2_CORPUS = ("spark-4.1.4/rocksdb_v2_window", "spark-4.3.0/rocksdb_real_time_window")
+# As other Sparks recorded them (tests/fixtures/corpus): checkpoint format v2, read by the ids its commits name, with
+# changelog lineage (4.1.4) and as 4.3's real-time mode writes it (StatefulStreamlineAggregate, changelogs only);
+# join state format 3 (4.2.1: the four stores as column families).
+RECORDED = ("spark-4.1.4/rocksdb_v2_window", "spark-4.3.0/rocksdb_real_time_window", "spark-4.2.1/rocksdb_join_v3")
 
 
-@pytest.mark.parametrize("case", V2_CORPUS)
-def test_recorded_format_v2_checkpoints_repartition_to_3(spark: SparkSession, tmp_path: Path, case: str) -> None:
+@pytest.mark.parametrize("case", RECORDED)
+def test_recorded_checkpoints_repartition_to_3(spark: SparkSession, tmp_path: Path, case: str) -> None:
     """Their sources are gone (the corpus is for reading): Spark's reader before and after is the proof."""
     checkpoint = Path(shutil.copytree(CORPUS / case / "checkpoint", tmp_path / "checkpoint"))
     expected = json.loads((CORPUS / case / "expected.json").read_text())
-    [store] = expected["operators"][0]["stores"]
+    batch = expected["last_committed_batch"]
+    v2 = Checkpoint.open(str(checkpoint)).commit(batch).checkpoint_format == 2
     report = repartition_checkpoint(str(checkpoint), 3, apply=True, to=str(tmp_path / "new"))
-    with runtime_conf(spark, {FORMAT_VERSION_KEY: "2"}):
+    with runtime_conf(spark, {FORMAT_VERSION_KEY: "2"} if v2 else {}):
         assert_verified(report, 3, spark)
     assert report.verification is not None
-    assert [t.rows_after for t in report.verification.targets] == [store["rows"]]  # as Spark counted when it wrote
-    batch = expected["last_committed_batch"]
-    ids = Checkpoint.open(str(tmp_path / "new")).commit(batch).state_unique_ids[0]
-    assert len(ids) == 3
-    for partition, (unique_id,) in enumerate(ids):
+    rows = {t.target: t.rows_after for t in report.verification.targets}
+    assert rows == {s["name"]: s["rows"] for s in expected["operators"][0]["stores"]}  # as Spark counted them
+    ids = Checkpoint.open(str(tmp_path / "new")).commit(batch).state_unique_ids
+    assert len(ids[0]) == 3 if v2 else not ids
+    for partition, (unique_id,) in enumerate(ids.get(0, [])):
         assert (tmp_path / "new" / "state" / "0" / str(partition) / f"{batch + 1}_{unique_id}.zip").is_file()
 
 
