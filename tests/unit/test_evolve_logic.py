@@ -125,12 +125,6 @@ def test_partition_key_of_each_operator(operator: str, store: str, expected: dic
     assert partition_key("symmetricHashJoin", "default", column_families=True) == {"kind": "join"}
 
 
-def test_repartition_refuses_join_state_format_4(tmp_path: Path) -> None:
-    checkpoint = shutil.copytree(CORPUS / "spark-4.3.0" / "rocksdb_join_v4" / "checkpoint", tmp_path / "ckpt")
-    with pytest.raises(UsageError, match=r"join state format 4 .*: repartition supports join state formats 1 to 3"):
-        repartition_checkpoint(str(checkpoint), 4)
-
-
 def test_helper_result_parses_and_counts_misplaced_rows() -> None:
     result = MoveResult.from_json(
         json.dumps(
