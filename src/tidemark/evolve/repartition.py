@@ -273,8 +273,12 @@ def repartition_checkpoint(
     if checkpoint_format == 2 and new_provider == HDFS_PROVIDER:
         msg = "checkpoint format v2 (state files named by unique ids) is RocksDB only: it cannot move to the HDFS store"
         raise UsageError(msg)
-    if new_provider == HDFS_PROVIDER and any(m.column_families for m in moves):
-        msg = "transformWithState keeps its state in RocksDB column families: it cannot move to the HDFS store"
+    in_families = next((m for m in moves if m.column_families), None)
+    if new_provider == HDFS_PROVIDER and in_families is not None:
+        msg = (
+            f"{in_families.label} keeps its state in RocksDB column families (transformWithState, join state "
+            "format 3): it cannot move to the HDFS store"
+        )
         raise UsageError(msg)
     version = batch + 1
     _check_loadable(checkpoint, version, old_partitions)
