@@ -1,6 +1,6 @@
 """`state repartition` proof: a window, a session and a transformWithState pipeline run on part of the data with
 3 partitions, get repartitioned (to 8, and to 2 on the other state store), run on the rest with the new count,
-and equal the pandas oracle.
+and equal the pandas oracle; so do a window and a join (state format 3) in checkpoint format v2, which stays v2.
 Spark's reader sees the same (key, value) rows before and after, and state-metadata reports the new count."""
 
 from __future__ import annotations
