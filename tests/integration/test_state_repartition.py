@@ -1,6 +1,6 @@
 """`state repartition` proof: a window, a session and a transformWithState pipeline run on part of the data with
 3 partitions, get repartitioned (to 8, and to 2 on the other state store), run on the rest with the new count,
-and equal the pandas oracle.
+and equal the pandas oracle; so do a window and a join (state format 3) in checkpoint format v2, which stays v2.
 Spark's reader sees the same (key, value) rows before and after, and state-metadata reports the new count."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from tests.integration.test_pipeline_kinds import session_oracle
 from tests.oracles import assert_matches_oracle, window_oracle
 from tests.streaming_queries import HDFS as HDFS_PROVIDER
 from tests.streaming_queries import ROCKSDB as ROCKSDB_PROVIDER
-from tests.streaming_queries import dedup_then_window, join, run_query, write_input
+from tests.streaming_queries import dedup_then_window, join, run_query, windowed, write_input
+from tests.unit.test_state_corpus import CORPUS
 from tidemark.cli.main import main
 from tidemark.compat import UTC
 from tidemark.config import TidemarkConfig, load_config
@@ -31,7 +32,7 @@ from tidemark.config.model import PROVIDER_KEY
 from tidemark.context import PipelineContext
 from tidemark.evolve.repartition import RepartitionReport, repartition_checkpoint
 from tidemark.evolve.verify import compare_state
-from tidemark.formats import Checkpoint, read_progress_log
+from tidemark.formats import JOIN_STORES, Checkpoint, read_progress_log
 from tidemark.pipeline.generate import generate_events
 from tidemark.pipeline.run import run_pipeline, start_query
 from tidemark.recovery.audit import audit_sink
@@ -289,6 +290,126 @@ def test_dedup_and_join_continue_like_the_query_that_kept_its_partitions(
         .reset_index(drop=True)
         .equals(kept[columns].sort_values(columns).reset_index(drop=True))
     )
+
+
+FORMAT_VERSION_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+JOIN_FORMAT_KEY = "spark.sql.streaming.join.stateFormatVersion"
+V2_ROCKSDB = (ROCKSDB_PROVIDER, "true", "2", "true")  # changelog checkpointing, checkpoint format v2
+
+
+def _in_minute_order(folder: Path) -> None:
+    """The file source reads files by modification time: one minute per file, in order, so none is late."""
+    for index, file in enumerate(sorted(folder.glob("m*.json"))):
+        os.utime(file, (1_700_000_000 + index, 1_700_000_000 + index))
+
+
+def test_format_v2_checkpoint_stays_v2_with_ids_for_the_new_partitions(spark: SparkSession, tmp_path: Path) -> None:
+    """Issue 58: state files named by unique ids (RocksDB, checkpointFormatVersion 2) repartitioned 3 -> 5; the
+    latest commit names the new partitions' files, and the query continues on them."""
+    source, checkpoint, output = tmp_path / "in", tmp_path / "ckpt", tmp_path / "out"
+    write_input(source, range(3))
+    _in_minute_order(source)
+    with runtime_conf(spark, {"spark.sql.shuffle.partitions": "3"}):
+        run_query(spark, source, windowed, checkpoint, output, V2_ROCKSDB)
+    before = Checkpoint.open(str(checkpoint))
+    batch = before.latest_committed_batch()
+    assert before.commit(batch).checkpoint_format == 2 and len(before.commit(batch).state_unique_ids[0]) == 3
+
+    report = repartition_checkpoint(str(checkpoint), 5, apply=True)
+    with runtime_conf(spark, {FORMAT_VERSION_KEY: "2"}):  # Spark 4.1 reads a "v2" commit log only so
+        assert_verified(report, 5, spark)
+    commit = Checkpoint.open(str(checkpoint)).commit(batch)
+    assert commit.log_version == 2
+    ids = commit.state_unique_ids[0]
+    assert len(ids) == 5 and all(len(p) == 1 for p in ids) and len({p[0] for p in ids}) == 5
+    for partition, (unique_id,) in enumerate(ids):  # the snapshot Spark loads next, by the id the commit names
+        assert (checkpoint / "state" / "0" / str(partition) / f"{batch + 1}_{unique_id}.zip").is_file()
+
+    write_input(source, range(3, 6))
+    _in_minute_order(source)
+    run_query(spark, source, windowed, checkpoint, output, V2_ROCKSDB)  # continues with 5 partitions, format v2
+    latest = Checkpoint.open(str(checkpoint)).latest_committed_batch()
+    assert latest > batch
+    assert len(Checkpoint.open(str(checkpoint)).commit(latest).state_unique_ids[0]) == 5
+    assert Checkpoint.open(str(checkpoint)).offset(latest).conf["spark.sql.shuffle.partitions"] == "5"
+
+    minute = timedelta(minutes=1)
+    expected = window_oracle(batches_of(str(checkpoint)), minute, minute, key="k", value="v")
+    assert len(expected) == 12  # minutes 0-3 of 3 keys: the watermark (00:04:50) closed them, nothing was late
+    actual = pd.read_parquet(output)
+    assert not actual.duplicated(["k", "start"]).any()
+    got = {(r.k, pd.Timestamp(r.start).tz_localize(UTC)): r.s for r in actual.itertuples()}
+    assert got == {(r.k, r.windowStart): r.value_sum for r in expected.itertuples()}
+
+
+def test_join_state_format_3_in_checkpoint_format_v2_continues_on_2_partitions(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Issue 58: the join's four stores as column families of one RocksDB store (join state format 3), in a format
+    v2 checkpoint; 3 -> 2, then restarted on it, its output equals the pandas join of every event."""
+    source, checkpoint, output = tmp_path / "in", tmp_path / "ckpt", tmp_path / "out"
+    write_input(source, range(3))
+    _in_minute_order(source)
+    with runtime_conf(spark, {"spark.sql.shuffle.partitions": "3", JOIN_FORMAT_KEY: "3"}):
+        run_query(spark, source, join, checkpoint, output, V2_ROCKSDB)
+    batch = Checkpoint.open(str(checkpoint)).latest_committed_batch()
+    assert Checkpoint.open(str(checkpoint)).offset(batch).conf[JOIN_FORMAT_KEY] == "3"
+
+    report = repartition_checkpoint(str(checkpoint), 2, apply=True)
+    with runtime_conf(spark, {FORMAT_VERSION_KEY: "2"}):
+        assert_verified(report, 2, spark)
+    [store] = report.stores
+    assert set(store.column_families) == set(JOIN_STORES)  # one store, the four as its families
+    assert len(Checkpoint.open(str(checkpoint)).commit(batch).state_unique_ids[0]) == 2
+
+    # Read first after the move: each key 5 s after a left row kept in the moved state, which it must find there.
+    rows = [{"k": f"k{j}", "ts": f"2024-01-01T00:02:{j * 10 + 5:02d}Z", "v": 1000 + j} for j in range(3)]
+    (source / "m002x.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_input(source, range(3, 6))
+    _in_minute_order(source)
+    run_query(spark, source, join, checkpoint, output, V2_ROCKSDB)  # join format 3 and 2 partitions, as recorded
+    latest = Checkpoint.open(str(checkpoint)).latest_committed_batch()
+    assert Checkpoint.open(str(checkpoint)).offset(latest).conf["spark.sql.shuffle.partitions"] == "2"
+
+    # No event is late (one file per batch, in order): the inner join emits every match once.
+    events = pd.concat(pd.read_json(f, lines=True) for f in sorted(source.glob("m*.json")))
+    events["ts"] = pd.to_datetime(events["ts"], utc=True)
+    left = events.rename(columns={"k": "lk", "ts": "lt"})
+    right = events[["k", "ts"]].rename(columns={"k": "rk", "ts": "rt"})
+    pairs = left.merge(right, left_on="lk", right_on="rk")
+    pairs = pairs[(pairs["rt"] >= pairs["lt"]) & (pairs["rt"] <= pairs["lt"] + pd.Timedelta(seconds=10))]
+    actual = pd.read_parquet(output)
+    for column in ("lt", "rt"):
+        actual[column] = pd.to_datetime(actual[column], utc=True)
+    columns = ["lk", "lt", "v", "rk", "rt"]
+    assert len(pairs) == 42  # each event with itself, and the three added after the move with moved left rows
+    got = actual[columns].sort_values(columns).reset_index(drop=True)
+    assert got.equals(pairs[columns].sort_values(columns).reset_index(drop=True).astype(got.dtypes.to_dict()))
+
+
+# As other Sparks recorded them (tests/fixtures/corpus): checkpoint format v2, read by the ids its commits name, with
+# changelog lineage (4.1.4) and as 4.3's real-time mode writes it (StatefulStreamlineAggregate, changelogs only);
+# join state format 3 (4.2.1: the four stores as column families).
+RECORDED = ("spark-4.1.4/rocksdb_v2_window", "spark-4.3.0/rocksdb_real_time_window", "spark-4.2.1/rocksdb_join_v3")
+
+
+@pytest.mark.parametrize("case", RECORDED)
+def test_recorded_checkpoints_repartition_to_3(spark: SparkSession, tmp_path: Path, case: str) -> None:
+    """Their sources are gone (the corpus is for reading): Spark's reader before and after is the proof."""
+    checkpoint = Path(shutil.copytree(CORPUS / case / "checkpoint", tmp_path / "checkpoint"))
+    expected = json.loads((CORPUS / case / "expected.json").read_text())
+    batch = expected["last_committed_batch"]
+    v2 = Checkpoint.open(str(checkpoint)).commit(batch).checkpoint_format == 2
+    report = repartition_checkpoint(str(checkpoint), 3, apply=True, to=str(tmp_path / "new"))
+    with runtime_conf(spark, {FORMAT_VERSION_KEY: "2"} if v2 else {}):
+        assert_verified(report, 3, spark)
+    assert report.verification is not None
+    rows = {t.target: t.rows_after for t in report.verification.targets}
+    assert rows == {s["name"]: s["rows"] for s in expected["operators"][0]["stores"]}  # as Spark counted them
+    ids = Checkpoint.open(str(tmp_path / "new")).commit(batch).state_unique_ids
+    assert len(ids[0]) == 3 if v2 else not ids
+    for partition, (unique_id,) in enumerate(ids.get(0, [])):
+        assert (tmp_path / "new" / "state" / "0" / str(partition) / f"{batch + 1}_{unique_id}.zip").is_file()
 
 
 def test_verification_finds_a_changed_row_and_counts_it(spark: SparkSession, tmp_path: Path) -> None:

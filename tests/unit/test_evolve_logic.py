@@ -28,12 +28,14 @@ from tidemark.evolve.repartition import FORMAT_VERSION_KEY, Engine, choose_engin
 from tidemark.formats import (
     LOCK_FILE,
     Checkpoint,
+    CommitEntry,
     LockInfo,
     MoveResult,
     OperatorFile,
     clone_without_state,
     is_store_data,
     parse_schema_file,
+    record_unique_ids,
     relocate_schema_paths,
     repoint_schema_paths,
     rewrite_offset_conf,
@@ -119,6 +121,8 @@ def test_schema_paths_relocate_below_a_new_checkpoint_root_and_keep_the_rest() -
 )
 def test_partition_key_of_each_operator(operator: str, store: str, expected: dict[str, object]) -> None:
     assert partition_key(operator, store) == expected
+    # Join state format 3: the four stores are column families of `default`, each placed as its store (the helper).
+    assert partition_key("symmetricHashJoin", "default", column_families=True) == {"kind": "join"}
 
 
 def test_helper_result_parses_and_counts_misplaced_rows() -> None:
@@ -201,6 +205,29 @@ def test_schema_paths_follow_the_checkpoint_to_its_final_place(tmp_path: Path) -
     assert parsed.stores[0].schema_paths == (f"file:{final}/state/0/_stateSchema/default/0_abc",)
 
 
+def test_a_v2_commit_names_the_new_partitions_files(tmp_path: Path) -> None:
+    """Checkpoint format v2: the ids of a store per partition (a join's four stores in Spark's order), and the
+    latest commit rewritten with the new partitions' ids, the rest of it and its version line as they were."""
+    join = [[f"{side}{p}" for side in ("lk", "lv", "rk", "rv")] for p in range(2)]
+    text = "v2\n" + json.dumps({"nextBatchWatermarkMs": 7, "stateUniqueIds": {"0": [["a"], ["b"]], "1": join}})
+    entry = CommitEntry.parse(3, text)
+    assert entry.store_unique_ids(0, 0) == ["a", "b"]
+    assert entry.store_unique_ids(1, 3) == ["rv0", "rv1"]
+    assert entry.store_unique_ids(1, 4) is None and entry.store_unique_ids(2, 0) is None
+    root = tmp_path / "ckpt"
+    (root / "commits").mkdir(parents=True)
+    (root / "commits" / "3").write_text(text)
+    (root / "commits" / ".3.crc").write_bytes(b"stale")
+    record_unique_ids(open_storage(str(root)), 3, {0: [["x"], ["y"], ["z"]]})
+    rewritten = CommitEntry.parse(3, (root / "commits" / "3").read_text())
+    assert rewritten.log_version == 2 and rewritten.next_watermark_ms == 7
+    assert rewritten.state_unique_ids == {0: [["x"], ["y"], ["z"]], 1: join}
+    assert not (root / "commits" / ".3.crc").exists()  # Hadoop would check the new bytes against it
+    (root / "commits" / "4").write_text('v1\n{"nextBatchWatermarkMs":7}')
+    with pytest.raises(CheckpointError, match="names no state files by unique id"):
+        record_unique_ids(open_storage(str(root)), 4, {0: [["x"]]})
+
+
 def test_repartition_refuses_a_live_query(tmp_path: Path) -> None:
     root = _conf_checkpoint(tmp_path / "ckpt", {PARTITIONS: "2"})
     now = datetime.now(tz=UTC)
@@ -217,8 +244,8 @@ def test_repartition_refuses_what_it_cannot_rewrite(tmp_path: Path) -> None:
         repartition_checkpoint(str(same), 2)
     v2 = _conf_checkpoint(tmp_path / "v2", {PARTITIONS: "2"})
     synthetic.commits(v2, range(3), unique_ids={2: {0: [["a"], ["b"]]}})
-    with pytest.raises(UsageError, match="format v2"):
-        repartition_checkpoint(str(v2), 4)
+    with pytest.raises(UsageError, match="is RocksDB only"):
+        repartition_checkpoint(str(v2), 4, state_store="hdfs")
     with pytest.raises(CheckpointError, match="no state metadata"):
         repartition_checkpoint(str(SPARK35 / "hdfs_window"), 4)
     with pytest.raises(StorageError, match="no AWS credentials found"):  # remote checkpoints are taken (#39)

@@ -20,11 +20,13 @@ JOIN = "symmetrichashjoin"
 LIST_STATE = "ListState"
 
 
-def partition_key(operator_name: str, store: str) -> dict[str, Any]:
+def partition_key(operator_name: str, store: str, column_families: bool = False) -> dict[str, Any]:
     """Where the grouping key Spark shuffled by sits in this operator's state keys."""
     name = operator_name.lower()
     if TRANSFORM_WITH_STATE in name:
         return {"kind": "transform_with_state"}
+    if JOIN in name and column_families:
+        return {"kind": "join"}  # join state format 3: per column family, as the four stores below
     if SESSION_WINDOW in name:
         return {"kind": "drop_last", "n": 1}  # keys, then the session start
     if JOIN in name and store.endswith("keyWithIndexToValue"):
@@ -59,7 +61,7 @@ def store_moves(checkpoint: Checkpoint, entries: list[OperatorEntry]) -> list[St
                     schema_files=schema_files,
                     list_families=_list_variables(meta) if tws else (),
                     column_families=families,
-                    partition_key=partition_key(meta.name, store.name),
+                    partition_key=partition_key(meta.name, store.name, families),
                 )
             )
     return moves

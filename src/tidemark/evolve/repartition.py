@@ -8,6 +8,10 @@ swaps it in. The old checkpoint is archived beside it, never deleted; `--to DIR`
 and leaves the old one in place. Without `--apply` it only reads: operators, rows per old and new partition,
 bytes, and where things would go.
 
+Checkpoint format v2 (RocksDB files named `<version>_<id>`, the ids in the commit log's `stateUniqueIds`) stays
+v2: each old partition is read by the id the latest commit names, each new partition is written with an id of
+its own, and that commit is rewritten to name them (Spark loads the next version by the latest commit's ids).
+
 Two engines write the new state. tidemark's own JVM writer (Spark 4.0+) is the default (`--engine auto`).
 Spark's own offline repartition (`StreamingCheckpointManager.repartition`, 4.2+, RocksDB state in place only)
 is taken with `--engine spark`: tidemark runs it on a copy, then verifies and swaps it in like its own.
@@ -34,8 +38,10 @@ from tidemark.errors import CheckpointError, UsageError
 from tidemark.evolve.partitioning import store_moves
 from tidemark.evolve.verify import StateComparison, compare_state
 from tidemark.formats import (
+    JOIN_V4_STORES,
     SHUFFLE_PARTITIONS,
     Checkpoint,
+    CommitEntry,
     MoveResult,
     StoreMove,
     clone_whole,
@@ -45,9 +51,11 @@ from tidemark.formats import (
     helper_spec,
     operator_entries,
     pending_checkpoint_swaps,
+    record_unique_ids,
     repoint_schema_paths,
     run_move,
     state_root,
+    store_schemas,
     swap_in,
     swap_names,
 )
@@ -113,24 +121,48 @@ class RepartitionReport:
         return self.batch + 1
 
 
-def _refuse_unsupported(checkpoint: Checkpoint, batch: int, conf: dict[str, str], moves: list[StoreMove]) -> None:
-    commit = checkpoint.commit(batch)
-    if commit.checkpoint_format == 2 or conf.get(FORMAT_VERSION_KEY, "1") != "1":
-        msg = (
-            f"{checkpoint.uri} uses checkpoint format v2 (state files named by unique ids), which repartition does "
-            "not rewrite yet: repartition is for format v1 checkpoints"
-        )
-        raise UsageError(msg)
+def _refuse_unsupported(checkpoint: Checkpoint, conf: dict[str, str], moves: list[StoreMove]) -> None:
     if conf.get(ENCODING_KEY, "unsaferow") != "unsaferow":
         msg = f"{checkpoint.uri} encodes state as {conf[ENCODING_KEY]}; repartition rewrites unsaferow state only"
         raise UsageError(msg)
     for move in moves:
-        if move.column_families and move.operator_name.lower().startswith("symmetrichashjoin"):
+        if not (move.column_families and move.operator_name.lower().startswith("symmetrichashjoin")):
+            continue
+        try:
+            families = {f.name for f in store_schemas(checkpoint, move.operator_id, move.store)}
+        except ValueError as exc:
+            msg = f"cannot read the state schema of {move.label}: {exc}"
+            raise CheckpointError(msg) from exc
+        if families & set(JOIN_V4_STORES):
             msg = (
-                f"{move.label} keeps join state in column families (join state format 3 or 4): "
-                "repartition supports join state formats 1 and 2 (four store folders) only"
+                f"{move.label} keeps join state format 4 (event-time keyed column families, Spark 4.2+): "
+                "repartition supports join state formats 1 to 3"
             )
             raise UsageError(msg)
+
+
+def _old_unique_ids(checkpoint: Checkpoint, commit: CommitEntry, move: StoreMove) -> list[str]:
+    """Checkpoint format v2: the id of the store's files on each old partition, as the latest commit names them."""
+    ids = commit.store_unique_ids(move.operator_id, move.unique_id_index)
+    if ids is None:
+        msg = (
+            f"{checkpoint.uri} commits/{commit.batch} names no state file ids for {move.label} (checkpoint format "
+            "v2): the commit log is incomplete; inspect it with 'tidemark checkpoint inspect'"
+        )
+        raise CheckpointError(msg)
+    return ids
+
+
+def _unique_ids(written: dict[int, dict[int, tuple[str | None, ...]]], partitions: int) -> dict[int, list[list[str]]]:
+    """The new commit's stateUniqueIds: per operator, per new partition, one id per store in Spark's order."""
+    result: dict[int, list[list[str]]] = {}
+    for op, stores in written.items():
+        per_store = [stores[index] for index in sorted(stores)]
+        if any(len(ids) != partitions or None in ids for ids in per_store):
+            msg = f"the state writer named no file id for some new partition of operator {op}; nothing was changed"
+            raise CheckpointError(msg)
+        result[op] = [[str(ids[p]) for ids in per_store] for p in range(partitions)]
+    return result
 
 
 def _check_loadable(checkpoint: Checkpoint, version: int, partitions: int) -> None:
@@ -212,7 +244,10 @@ def repartition_checkpoint(
     conf = checkpoint.offset(batch).conf
     entries = operator_entries(checkpoint)
     moves = store_moves(checkpoint, entries)
-    _refuse_unsupported(checkpoint, batch, conf, moves)
+    _refuse_unsupported(checkpoint, conf, moves)
+    commit = checkpoint.commit(batch)
+    # Spark does not record the checkpoint format in the offset log: a v2 commit names the state files by id.
+    checkpoint_format = max(commit.checkpoint_format, 2 if conf.get(FORMAT_VERSION_KEY, "1") == "2" else 1)
     recorded = conf.get(SHUFFLE_PARTITIONS)
     old_partitions = int(recorded) if recorded and recorded.isdigit() else None
     for move in moves:
@@ -235,8 +270,15 @@ def repartition_checkpoint(
     if partitions == old_partitions and new_provider == provider:
         msg = f"{checkpoint.uri} already has {partitions} shuffle partitions: nothing to do"
         raise UsageError(msg)
-    if new_provider == HDFS_PROVIDER and any(m.column_families for m in moves):
-        msg = "transformWithState keeps its state in RocksDB column families: it cannot move to the HDFS store"
+    if checkpoint_format == 2 and new_provider == HDFS_PROVIDER:
+        msg = "checkpoint format v2 (state files named by unique ids) is RocksDB only: it cannot move to the HDFS store"
+        raise UsageError(msg)
+    in_families = next((m for m in moves if m.column_families), None)
+    if new_provider == HDFS_PROVIDER and in_families is not None:
+        msg = (
+            f"{in_families.label} keeps its state in RocksDB column families (transformWithState, join state "
+            "format 3): it cannot move to the HDFS store"
+        )
         raise UsageError(msg)
     version = batch + 1
     _check_loadable(checkpoint, version, old_partitions)
@@ -250,13 +292,14 @@ def repartition_checkpoint(
             msg = f"--to {to} exists and is not empty: give a new folder"
             raise UsageError(msg)
     chosen = choose_engine(engine, apply=apply, to=to, provider=provider, new_provider=new_provider, conf=conf)
-    read_conf = {**conf, FORMAT_VERSION_KEY: "1"}
+    read_conf = {**conf, FORMAT_VERSION_KEY: str(checkpoint_format)}
     write_conf = {**read_conf, PROVIDER_KEY: new_provider, CHANGELOG_KEY: "false"}
     notes: list[str] = []
     if not moves:
         notes.append("the query keeps no state: only the recorded partition count changes")
 
     reports: list[StoreReport] = []
+    new_ids: dict[int, dict[int, tuple[str | None, ...]]] = {}  # format v2: operator -> store index -> per partition
     verification: StateComparison | None = None
     new_disk: int | None = None
     # tidemark's writer and Spark's readers work on a local folder: the target itself on a local disk, else a
@@ -274,10 +317,12 @@ def repartition_checkpoint(
                     new_partitions=partitions,
                     read_conf=read_conf,
                     write_conf=write_conf,
+                    old_unique_ids=_old_unique_ids(checkpoint, commit, move) if checkpoint_format == 2 else None,
                 )
                 with step("rewriting the state for the new partition count"):
                     result = run_move(spark, spec)
                 _misplaced(move, result, old_partitions)
+                new_ids.setdefault(move.operator_id, {})[move.unique_id_index] = result.new_unique_ids
                 reports.append(_report(move, result, _store_disk_bytes(checkpoint, move), old_partitions))
             if apply and chosen is Engine.SPARK:
                 verification = _spark_repartition(spark, source, checkpoint, work, batch, partitions)
@@ -287,6 +332,8 @@ def repartition_checkpoint(
                 work.mkdir(parents=True, exist_ok=True)
                 updates = {SHUFFLE_PARTITIONS: str(partitions), PROVIDER_KEY: new_provider}
                 clone_without_state(checkpoint, open_storage(str(work)), updates, partitions)
+                if checkpoint_format == 2 and moves:
+                    record_unique_ids(open_storage(str(work)), batch, _unique_ids(new_ids, partitions))
                 if moves:
                     verification = compare_state(spark, source, open_state_source(work), batch)
                     _verified(verification, partitions, moves)

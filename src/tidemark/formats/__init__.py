@@ -21,7 +21,13 @@ from tidemark.formats.batches import (
     unloadable_stores,
 )
 from tidemark.formats.checkpoint import Checkpoint, CheckpointStatus
-from tidemark.formats.clone import clone_whole, clone_without_state, is_store_data, repoint_schema_paths
+from tidemark.formats.clone import (
+    clone_whole,
+    clone_without_state,
+    is_store_data,
+    record_unique_ids,
+    repoint_schema_paths,
+)
 from tidemark.formats.entries import (
     SHUFFLE_PARTITIONS,
     CommitEntry,
@@ -48,6 +54,7 @@ from tidemark.formats.integrity import (
 from tidemark.formats.join_state import (
     EVENT_TIME,
     JOIN_STORES,
+    JOIN_V4_STORES,
     MERGE_OPERATOR_KEY,
     MULTI_VALUED,
     TIME_POSTFIX,
@@ -142,6 +149,7 @@ __all__ = [
     "ARCHIVE_DIR",
     "EVENT_TIME",
     "JOIN_STORES",
+    "JOIN_V4_STORES",
     "LEDGER_DIR",
     "LOCK_FILE",
     "MERGE_OPERATOR_KEY",
@@ -250,6 +258,7 @@ __all__ = [
     "read_sink_transaction",
     "read_source_logs",
     "read_store",
+    "record_unique_ids",
     "refuse_foreign",
     "relocate_schema_paths",
     "remove_files",

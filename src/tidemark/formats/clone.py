@@ -15,8 +15,14 @@ from pathlib import Path
 
 from tidemark.errors import CheckpointError
 from tidemark.formats.checkpoint import Checkpoint
-from tidemark.formats.entries import hadoop_uri, relocate_schema_paths, rewrite_offset_conf, rewrite_operator_metadata
-from tidemark.formats.layout import LOCK_FILE, OFFSETS, STATE, crc_companions, schema_folder
+from tidemark.formats.entries import (
+    hadoop_uri,
+    relocate_schema_paths,
+    rewrite_commit_unique_ids,
+    rewrite_offset_conf,
+    rewrite_operator_metadata,
+)
+from tidemark.formats.layout import COMMITS, LOCK_FILE, OFFSETS, STATE, crc_companions, schema_folder
 from tidemark.formats.state_schema import with_schema_ids
 from tidemark.storage import Storage, open_storage
 
@@ -108,6 +114,25 @@ def _rewritten(rel: str, data: bytes, target: Storage, conf_updates: dict[str, s
     except (ValueError, TypeError, KeyError) as exc:
         msg = f"cannot rewrite {rel} of the checkpoint ({exc}): it may be corrupt"
         raise CheckpointError(msg) from exc
+
+
+def record_unique_ids(target: Storage, batch: int, unique_ids: dict[int, list[list[str]]]) -> None:
+    """Name the rewritten state files in a clone's commits/<batch> (checkpoint format v2): Spark loads each
+    partition's next version by the ids of the latest commit, so they must be the new partitions' ids."""
+    rel = f"{COMMITS}/{batch}"
+    data = target.read_bytes(rel)
+    if data is None:
+        msg = f"{target.uri(rel)} is missing from the new checkpoint"
+        raise CheckpointError(msg)
+    try:
+        text = rewrite_commit_unique_ids(data.decode("utf-8"), unique_ids)
+    except (ValueError, UnicodeDecodeError) as exc:
+        msg = f"cannot rewrite {rel} of the checkpoint ({exc}): it may be corrupt"
+        raise CheckpointError(msg) from exc
+    target.write_atomic(rel, text.encode("utf-8"))
+    for companion in crc_companions(str(batch)):
+        if target.exists(f"{COMMITS}/{companion}"):
+            target.delete(f"{COMMITS}/{companion}")
 
 
 def schema_root(store: Storage, operator: str) -> str:

@@ -51,6 +51,17 @@ def rewrite_offset_conf(text: str, updates: dict[str, str]) -> str:
     return _with_json(text, lines, index, meta)
 
 
+def rewrite_commit_unique_ids(text: str, unique_ids: dict[int, list[list[str]]]) -> str:
+    """A commits/<batch> entry of checkpoint format v2 whose `stateUniqueIds` name other state files: each listed
+    operator's ids (per partition, one per store) replaced; the version line and the rest as they were."""
+    lines, index, meta = _json_entry(text, "commit log entry")
+    if not isinstance(meta, dict) or not isinstance(meta.get("stateUniqueIds"), dict):
+        msg = "the commit log entry names no state files by unique id (checkpoint format v2)"
+        raise ValueError(msg)
+    meta["stateUniqueIds"] = {**meta["stateUniqueIds"], **{str(op): ids for op, ids in unique_ids.items()}}
+    return _with_json(text, lines, index, meta)
+
+
 def rewrite_offset_watermark(text: str, watermark_ms: int, timestamp_ms: int) -> str:
     """An offsets/<batch> entry with its metadata's batch watermark and timestamp replaced; the version line, the
     recorded conf and the source offsets exactly as they were (a no-data batch planned from the batch before)."""
@@ -285,6 +296,15 @@ class CommitEntry:
         """The checkpoint format the commit shows: 2 when it names state files by unique id (a v2 commit always
         does; a v3 commit does when the checkpoint is format 2), else 1."""
         return 2 if self.log_version == 2 or self.state_unique_ids else 1
+
+    def store_unique_ids(self, operator_id: int, store_index: int) -> list[str] | None:
+        """The unique id of one store's files on each partition (format v2), None when the commit names none.
+
+        Spark records one id per store, in the operator's store order (a join's four: JOIN_STORES)."""
+        partitions = self.state_unique_ids.get(operator_id)
+        if not partitions or any(len(ids) <= store_index for ids in partitions):
+            return None
+        return [ids[store_index] for ids in partitions]
 
     @classmethod
     def parse(cls, batch: int, text: str) -> CommitEntry:

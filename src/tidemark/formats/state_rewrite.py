@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemark.errors import CheckpointError
+from tidemark.formats.join_state import JOIN_STORES
 from tidemark.formats.layout import STATE
 
 if TYPE_CHECKING:
@@ -42,6 +43,11 @@ class StoreMove:
     def label(self) -> str:
         """How reports name the store."""
         return f"operator {self.operator_id} ({self.operator_name}) store {self.store}"
+
+    @property
+    def unique_id_index(self) -> int:
+        """Where the store's id sits in each partition's list of a format v2 commit (a join's four in order)."""
+        return JOIN_STORES.index(self.store) if self.store in JOIN_STORES else 0
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class MoveResult:
     families: tuple[str, ...]
     read: tuple[PartitionRead, ...]
     new_rows: tuple[int, ...]
+    new_unique_ids: tuple[str | None, ...] = ()  # checkpoint format v2: each new partition's file id
 
     @property
     def misplaced(self) -> int:
@@ -114,6 +121,7 @@ class MoveResult:
             families=tuple(str(f) for f in data["families"]),
             read=read,
             new_rows=tuple(int(n) for n in data["newPartitionRows"]),
+            new_unique_ids=tuple(None if u is None else str(u) for u in data.get("newUniqueIds") or ()),
         )
 
 
@@ -127,8 +135,10 @@ def helper_spec(
     new_partitions: int,
     read_conf: dict[str, str],
     write_conf: dict[str, str],
+    old_unique_ids: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The JSON spec of one store for the helper (new_state_root None: count only, write nothing)."""
+    """The JSON spec of one store for the helper (new_state_root None: count only, write nothing; old_unique_ids:
+    checkpoint format v2, the id of the version's files on each old partition)."""
     return {
         "operatorId": move.operator_id,
         "storeName": move.store,
@@ -144,6 +154,7 @@ def helper_spec(
         "schemaFiles": list(move.schema_files),
         "listColumnFamilies": list(move.list_families),
         "partitionKey": move.partition_key,
+        "oldUniqueIds": old_unique_ids,
     }
 
 

@@ -141,6 +141,11 @@ object TidemarkStateRewrite {
     }
   }
 
+  /** Join state format 3: the four stores as column families; keyWithIndexToValue keys end with the value index. */
+  private def joinKey(family: String): TidemarkPartitionKey =
+    if (family.endsWith("keyWithIndexToValue")) TidemarkPartitionKey("drop_last", 1, Seq.empty)
+    else TidemarkPartitionKey("all", 0, Seq.empty)
+
   private def columnFamilies(spark: SparkSession, spec: JsonNode, stateRoot: String): Seq[TidemarkColumnFamily] = {
     val operatorId = spec.get("operatorId").asLong()
     val storeName = text(spec, "storeName")
@@ -153,7 +158,8 @@ object TidemarkStateRewrite {
       None)
     val schemas = checker.readSchemaFile()
     val listFamilies = spec.get("listColumnFamilies").elements().asScala.map(_.asText()).toSet
-    val transformWithState = text(spec.get("partitionKey"), "kind") == "transform_with_state"
+    val keyKind = text(spec.get("partitionKey"), "kind")
+    val transformWithState = keyKind == "transform_with_state"
     val prefixColumns = spec.get("numColsPrefixKey").asInt()
     schemas.map { schema =>
       val encoder = schema.keyStateEncoderSpec.getOrElse {
@@ -161,7 +167,9 @@ object TidemarkStateRewrite {
         else NoPrefixKeyStateEncoderSpec(schema.keySchema)
       }
       val key =
-        if (transformWithState) transformWithStateKey(schema.keySchema) else partitionKey(spec.get("partitionKey"))
+        if (transformWithState) transformWithStateKey(schema.keySchema)
+        else if (keyKind == "join") joinKey(schema.colFamilyName)
+        else partitionKey(spec.get("partitionKey"))
       TidemarkColumnFamily(
         schema.colFamilyName,
         schema.keySchema,
@@ -227,6 +235,9 @@ object TidemarkStateRewrite {
     val writeConf = conf(spark, spec.get("writeConf"))
     val useColumnFamilies = spec.get("useColumnFamilies").asBoolean()
     val numColsPrefixKey = spec.get("numColsPrefixKey").asInt()
+    // Checkpoint format v2: the unique id of the version's files on each old partition (the commit log's).
+    val oldIds: Option[Array[String]] = Option(spec.get("oldUniqueIds")).filterNot(_.isNull)
+      .map(_.elements().asScala.map(_.asText()).toArray)
     val families = columnFamilies(spark, spec, oldRoot)
     val hadoopConf = new SerializableConfiguration(spark.sessionState.newHadoopConf())
     val readStats = sc.collectionAccumulator[String]("tidemark-read")
@@ -236,7 +247,7 @@ object TidemarkStateRewrite {
         val oldPartition = partitions.next()
         val provider = openProvider(oldRoot, operatorId, oldPartition, storeName, families, useColumnFamilies,
           readConf, hadoopConf)
-        val store = provider.getStore(version)
+        val store = provider.getStore(version, oldIds.map(_(oldPartition)))
         createFamilies(store, families, useColumnFamilies)
         val projections = placement(families, oldN, newN)
         val rows = new Array[Long](families.length)
@@ -306,6 +317,7 @@ object TidemarkStateRewrite {
     val read = result.putArray("read")
     readStats.value.asScala.foreach(s => read.add(mapper.readTree(s)))
     val newCounts = result.putArray("newPartitionRows")
+    val newIds = result.putArray("newUniqueIds")
     newRoot match {
       case None =>
         val totals = new Array[Long](newN)
@@ -314,7 +326,10 @@ object TidemarkStateRewrite {
         })
         totals.foreach(n => newCounts.add(n))
       case Some(_) =>
-        written.map(_.split(",").map(_.toLong)).sortBy(_.head).foreach(r => newCounts.add(r(1)))
+        written.map(_.split(",", -1)).sortBy(_.head.toInt).foreach { r =>
+          newCounts.add(r(1).toLong)
+          if (r(2).nonEmpty) newIds.add(r(2)) else newIds.addNull()
+        }
     }
     result
   }
@@ -361,6 +376,7 @@ object TidemarkStateRewrite {
     val folder = provider.stateStoreId.storeCheckpointLocation()
     folder.getFileSystem(hadoopConf.value).mkdirs(folder)
     var count = 0L
+    var uniqueId = ""
     def unsafe(bytes: Array[Byte], fields: Int): UnsafeRow = {
       val row = new UnsafeRow(fields)
       row.pointTo(bytes, bytes.length)
@@ -402,9 +418,11 @@ object TidemarkStateRewrite {
         if (committed != version) {
           throw new IllegalStateException(s"wrote state version $committed instead of $version")
         }
+        // Checkpoint format v2: the unique id the files of this version are named by, for the commit log.
+        uniqueId = store.getStateStoreCheckpointInfo().stateStoreCkptId.getOrElse("")
       case other =>
         throw new IllegalArgumentException(s"cannot write state with ${other.getClass.getName}")
     }
-    s"$partition,$count"
+    s"$partition,$count,$uniqueId"
   }
 }
