@@ -11,7 +11,7 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from tidemark.errors import EnvironmentProblem, UsageError
+from tidemark.errors import UsageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,25 +55,6 @@ def refuse_on_connect(spark: SparkSession, what: str, instead: str) -> None:
     if is_connect(spark):
         msg = f"{what} needs a local Spark (a JVM in this process) and is not available over Spark Connect: {instead}"
         raise UnavailableOnConnect(msg)
-
-
-# The first Spark line whose Connect client hears streaming listener events itself (its client-side listener bus);
-# 3.5's client pickles a listener to the server and runs it there, so the progress log, the watchdog and the
-# metrics of a client would hear nothing.
-FIRST_LINE = (4, 0)
-
-
-def require_connect_line(version: str, side: str) -> None:
-    """One line (exit 1) when a Spark Connect client or server is older than FIRST_LINE."""
-    parts = version.split(".")
-    found = (int(parts[0]), int(parts[1])) if len(parts) > 1 and parts[0].isdigit() and parts[1].isdigit() else (0, 0)
-    if found < FIRST_LINE:
-        msg = (
-            f"tidemark over Spark Connect needs Spark {FIRST_LINE[0]}.{FIRST_LINE[1]} or newer ({side} runs Spark "
-            f"{version}, whose Connect client hears no streaming listener events: no progress log, watchdog or "
-            "metrics); run without SPARK_REMOTE, or on Spark 4.0+"
-        )
-        raise EnvironmentProblem(msg)
 
 
 def default_parallelism(spark: SparkSession) -> int:

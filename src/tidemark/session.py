@@ -217,16 +217,12 @@ def _connect(remote: str, conf: Mapping[str, str], app_name: str) -> SparkSessio
     and its static SQL settings are the server's own: they are left out, and logged)."""
     from pyspark.sql import SparkSession
 
-    from tidemark.connect import label, require_connect_line
+    from tidemark.connect import label
     from tidemark.steps import step
 
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-    from pyspark import __version__ as client
-
-    require_connect_line(client, "this client's pyspark")
     with step(f"connecting to Spark Connect ({label(remote)})"):
         spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
-        require_connect_line(spark.version, "the server")
         left: list[str] = []
         for given, value in conf.items():
             key = runtime_key(given)

@@ -55,3 +55,11 @@ def test_a_config_endpoint_with_a_credential_or_another_scheme_is_refused(
         load_config(write_config(tmp_path, spark={"remote": remote}))
     assert said in str(refused.value)
     assert "s3cret" not in str(refused.value)
+
+
+def test_connect_needs_spark_4_on_both_sides() -> None:
+    from tidemark.spark.lines import connect_problem
+
+    assert connect_problem("the server", "4.0.5") is None and connect_problem("the server", "4.3.0") is None
+    problem = connect_problem("this client's pyspark", "3.5.9")
+    assert problem is not None and "needs Spark 4.0 or newer" in problem and "runs Spark 3.5.9" in problem

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from tidemark.connect import endpoint, is_connect
+from tidemark.errors import EnvironmentProblem
 from tidemark.session import build_session, runtime_conf
 from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
 from tidemark.spark.credentials import auth_keys, hadoop_access, redaction_conf
 from tidemark.spark.jars import FetchedJars, Progress, fetch
-from tidemark.spark.lines import Feature, require, require_python
+from tidemark.spark.lines import Feature, connect_problem, require, require_python
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -115,6 +116,12 @@ def _with_helper(conf: dict[str, str]) -> dict[str, str]:
     return _append_jars(conf, [jar]) if jar is not None else conf
 
 
+def _require_connect(side: str, version: str | None = None) -> None:
+    problem = connect_problem(side, version)
+    if problem is not None:
+        raise EnvironmentProblem(problem)
+
+
 def _active(remote: str | None) -> SparkSession | None:
     """The session this process already has for these needs: a Connect one for an endpoint, else a local one."""
     from pyspark.sql import SparkSession
@@ -148,10 +155,17 @@ def spark_session(needs: SessionNeeds, spark: SparkSession | None = None) -> Ite
     user's: tidemark adds none for those accounts.
     """
 
+    if spark is None and needs.remote is not None:
+        _require_connect("this client's pyspark")
     session = spark or _active(needs.remote)
     if session is None:
         conf = start_settings(needs)
-        yield build_session(needs.master, conf, app_name=needs.app_name, remote=needs.remote)
+        if needs.remote is None:
+            yield build_session(needs.master, conf, app_name=needs.app_name)
+            return
+        session = build_session(needs.master, conf, app_name=needs.app_name, remote=needs.remote)
+        _require_connect("the server", session.version)
+        yield session
         return
     hadoop = None if is_connect(session) else session.sparkContext._jsc.hadoopConfiguration()
     present = [

@@ -295,6 +295,25 @@ def python_problem(spark_version: str | None = None, python_version: str | None 
     )
 
 
+# The first Spark line whose Connect client hears streaming listener events itself (its client-side listener bus);
+# 3.5's client pickles a listener to the server and runs it there, so a client's progress log, watchdog and
+# metrics would hear nothing.
+CONNECT_FIRST_LINE = "4.0"
+
+
+def connect_problem(side: str, spark_version: str | None = None) -> str | None:
+    """None when this Spark (default: the installed client's) can be tidemark's Spark Connect client or server; else
+    one line naming the Spark that can."""
+    version = spark_version or installed_version()
+    if _order(version) >= _order(CONNECT_FIRST_LINE):
+        return None
+    return (
+        f"tidemark over Spark Connect needs Spark {CONNECT_FIRST_LINE} or newer ({side} runs Spark {version}, whose "
+        "Connect client hears no streaming listener events: no progress log, watchdog or metrics); run without "
+        "SPARK_REMOTE, or on Spark 4.0+"
+    )
+
+
 def _python_range(line: SparkLine) -> list[str]:
     low, high = line.python
     major = low.split(".")[0]
