@@ -25,6 +25,7 @@ from tests.integration.test_recovery import _expected
 from tests.kafka_broker import KafkaBroker
 from tests.kafka_data import final_windows_oracle, make_events, produce
 from tests.oracles import assert_matches_oracle
+from tests.prometheus_stack import pushgateway_samples, start_pushgateway
 from tidemark.pipeline.generate import generate_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -52,9 +53,23 @@ def test_files_into_parquet_over_connect_equal_the_oracle_with_progress(
 ) -> None:
     files = list(generate_events(tmp_path / "all", events=400, keys=4, files=4, seed=31).files)
     _land(files, tmp_path / "landing")
-    config = write_config(tmp_path, source={"max_files_per_trigger": 2})
+    pushgateway = start_pushgateway(tmp_path / "pushgateway")  # a real one: the run's metrics go there at its end
+    config = write_config(
+        tmp_path,
+        pipeline={"name": "overconnect"},
+        source={"max_files_per_trigger": 2},
+        monitor={"pushgateway": pushgateway.url},
+    )
     # A parameter after the endpoint (a user id here; a token the same way) is never shown.
-    done = _tidemark(["run", str(config)], _env(connect_server, f"{connect_server.url}/;user_id=tester-7"))
+    try:
+        done = _tidemark(["run", str(config)], _env(connect_server, f"{connect_server.url}/;user_id=tester-7"))
+        pushed = {
+            name: value
+            for (name, labels), value in pushgateway_samples(pushgateway.url).items()
+            if ("pipeline", "overconnect") in labels
+        }
+    finally:
+        pushgateway.stop()
     assert done.returncode == 0, done.stderr[-3000:]
     first = done.stderr.splitlines()[0]
     assert f"on Spark Connect {connect_server.url}" in first, first
@@ -68,8 +83,12 @@ def test_files_into_parquet_over_connect_equal_the_oracle_with_progress(
     assert (merged["value_sum"] - merged["value_sum_oracle"]).abs().max() < 1e-6
     # The monitor heard every batch through Connect's listener: one progress line per committed batch.
     committed = sorted(int(p.name) for p in (tmp_path / "checkpoint" / "commits").glob("[0-9]*"))
-    heard = sorted(line["progress"]["batchId"] for line in progress_lines(tmp_path / "checkpoint-monitor", "progress"))
+    progress = progress_lines(tmp_path / "checkpoint-monitor", "progress")
+    heard = sorted(line["progress"]["batchId"] for line in progress)
     assert heard == committed and len(committed) >= 2, (heard, committed)
+    # Prometheus' counters, from the same events: every batch and every input row.
+    assert pushed["tidemark_batches_total"] == len(committed), pushed
+    assert pushed["tidemark_input_rows_total"] == sum(line["progress"]["numInputRows"] for line in progress) > 0
 
 
 def _wait_for(condition: object, timeout: float, what: str) -> None:
