@@ -68,6 +68,9 @@ JVM_ONLY = ("check", "state repartition", "delta", "iceberg", "kafka", "abfs", "
 SPARK_STACK = ("pyspark", "py4j", "pandas", "pyarrow", "numpy", "protobuf")
 # tidemark's dependency ranges that the lowest/highest variants move (read off the wheel's metadata).
 RANGED = ("pandas", "pyarrow", "numpy", "protobuf")
+# The Connect extra's packages that require a protobuf major of their own (grpcio-status 1.72+ wants protobuf 6): on a
+# line that pins protobuf, pip chooses their versions under it instead of uv.lock's.
+PROTOBUF_BOUND = ("grpcio-status", "googleapis-common-protos")
 # What tests/conftest.py loads: pytest itself and the Kafka broker plugin's client.
 TEST_TOOLS = ("pytest", "pytest-timeout", "confluent-kafka")
 # Part of every environment's cache key: bump it when build(), wheelhouse() or the lists above change what an
@@ -259,9 +262,10 @@ def build(target: Target, wheel: Path, uv: str) -> Path:
         # 2. `pip install tidemark`, the other dependencies held at uv.lock's versions (the stack is not constrained:
         # pip must keep what is installed, and fails here when tidemark's ranges exclude it).
         constraints = Path(work) / "constraints.txt"
-        constraints.write_text(
-            "".join(line + "\n" for line in export.splitlines() if requirement_name(line) not in before)
-        )
+        held = [line for line in export.splitlines() if requirement_name(line) not in before]
+        if "protobuf" in before:  # the line's own protobuf (5.x on 4.0): its gRPC packages follow it, as pip picks
+            held = [line for line in held if requirement_name(line) not in PROTOBUF_BOUND]
+        constraints.write_text("".join(line + "\n" for line in held))
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(constraints)]
         # With its Azure extra, as a user on Azure installs it (`tidemark[azure]`): the abfs smoke feature; and its
         # Spark Connect extra (the connect smoke feature).
