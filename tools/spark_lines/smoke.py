@@ -263,8 +263,9 @@ def build(target: Target, wheel: Path, uv: str) -> Path:
         # pip must keep what is installed, and fails here when tidemark's ranges exclude it).
         constraints = Path(work) / "constraints.txt"
         held = [line for line in export.splitlines() if requirement_name(line) not in before]
-        if "protobuf" in before:  # the line's own protobuf (5.x on 4.0): its gRPC packages follow it, as pip picks
+        if "protobuf" in before:  # the line's own protobuf (5.x on 4.0): the gRPC packages follow it, pip picks them
             held = [line for line in held if requirement_name(line) not in PROTOBUF_BOUND]
+            held.append(f"protobuf=={before['protobuf']}")
         constraints.write_text("".join(line + "\n" for line in held))
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(constraints)]
         # With its Azure extra, as a user on Azure installs it (`tidemark[azure]`): the abfs smoke feature; and its
