@@ -9,7 +9,6 @@ extension and catalog, as a Databricks cluster or a server started with `--packa
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import _wait_for_port, free_port
+from tests.servers import _stop, _wait_for_port, free_port
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -81,13 +80,7 @@ def start_connect_server(
 
 def stop_connect_server(process: subprocess.Popen[bytes]) -> None:
     """Stop the server's process group (the JVM and its Python workers) by its pid."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
+    _stop(process)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ Every failure becomes one SourceError line naming the endpoint and what to do; n
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -108,7 +109,56 @@ class OffsetsAdmin(Protocol):
     ) -> dict[TopicPartition, int | None]: ...
 
 
-class KafkaAdmin:
+class TopicQueries(ABC):
+    """The questions both clients answer alike from their own three: the topics, the ones a pattern matches, and
+    the partition counts of topics that exist."""
+
+    access: KafkaAccess
+
+    @abstractmethod
+    def topics(self) -> list[str]:
+        """Every topic but Kafka's internal ones, sorted."""
+
+    @abstractmethod
+    def matching(self, pattern: str) -> list[str]:
+        """The topics a Java regular expression (Spark's subscribePattern) matches in full."""
+
+    @abstractmethod
+    def partition_counts(self, wanted: list[str]) -> dict[str, int]:
+        """Topic -> its partition count, for topics the cluster has."""
+
+    def partitions(self, topics: Iterable[str]) -> dict[str, int]:
+        """Topic -> its partition count; a SourceError naming a missing topic and the topics there are."""
+        wanted = sorted(set(topics))
+        present = self.topics()
+        missing = [t for t in wanted if t not in present]
+        if missing:
+            raise SourceError(self.unknown_topic(missing[0], present))
+        return self.partition_counts(wanted)
+
+    def unknown_topic(self, topic: str, present: list[str]) -> str:
+        """One line for a topic the cluster does not have, listing those it has."""
+        more = len(present) - _LIST_LIMIT
+        shown = ", ".join(present[:_LIST_LIMIT]) + (f" (and {more} more)" if more > 0 else "")
+        there = f"topics there: {shown}" if present else "it has no topics"
+        return f"topic {topic!r} does not exist at {self.access.endpoint.bootstrap_servers}; {there}"
+
+    def subscribed(self) -> dict[str, int]:
+        """The source's topics (named, or matching its pattern) and their partition counts."""
+        access = self.access
+        if access.topic_pattern is not None:
+            topics = self.matching(access.topic_pattern)
+            if not topics:
+                msg = (
+                    f"no topic at {access.endpoint.bootstrap_servers} matches topic_pattern "
+                    f"{access.topic_pattern!r}; topics there: {', '.join(self.topics()[:_LIST_LIMIT]) or 'none'}"
+                )
+                raise SourceError(msg)
+            return self.partitions(topics)
+        return self.partitions(access.topics)
+
+
+class KafkaAdmin(TopicQueries):
     """One admin client for one endpoint; use as a context manager (it closes the client)."""
 
     def __init__(self, spark: SparkSession, access: KafkaAccess, timeout: timedelta) -> None:
@@ -167,43 +217,18 @@ class KafkaAdmin:
         names = self._get(self._client.listTopics().names(), "listing topics")
         return sorted(str(name) for name in names)
 
-    def partitions(self, topics: Iterable[str]) -> dict[str, int]:
-        """Topic -> its partition count; a SourceError naming a missing topic and the topics there are."""
-        wanted = sorted(set(topics))
-        present = self.topics()
-        missing = [t for t in wanted if t not in present]
-        if missing:
-            raise SourceError(self.unknown_topic(missing[0], present))
+    def partition_counts(self, wanted: list[str]) -> dict[str, int]:
+        """Topic -> its partition count, for topics the cluster has."""
         jlist = self._jvm.java.util.ArrayList()
         for topic in wanted:
             jlist.add(topic)
         described = self._get(self._client.describeTopics(jlist).allTopicNames(), "describing topics")
         return {str(topic): int(described.get(topic).partitions().size()) for topic in wanted}
 
-    def unknown_topic(self, topic: str, present: list[str]) -> str:
-        """One line for a topic the cluster does not have, listing those it has."""
-        more = len(present) - _LIST_LIMIT
-        shown = ", ".join(present[:_LIST_LIMIT]) + (f" (and {more} more)" if more > 0 else "")
-        there = f"topics there: {shown}" if present else "it has no topics"
-        return f"topic {topic!r} does not exist at {self.endpoint.bootstrap_servers}; {there}"
-
     def matching(self, pattern: str) -> list[str]:
         """The topics a Java regular expression matches in full (Spark's subscribePattern)."""
         compiled = self._jvm.java.util.regex.Pattern.compile(pattern)
         return [t for t in self.topics() if compiled.matcher(t).matches()]
-
-    def subscribed(self) -> dict[str, int]:
-        """The source's topics (named, or matching its pattern) and their partition counts."""
-        if self.access.topic_pattern is not None:
-            topics = self.matching(self.access.topic_pattern)
-            if not topics:
-                msg = (
-                    f"no topic at {self.endpoint.bootstrap_servers} matches topic_pattern "
-                    f"{self.access.topic_pattern!r}; topics there: {', '.join(self.topics()[:_LIST_LIMIT]) or 'none'}"
-                )
-                raise SourceError(msg)
-            return self.partitions(topics)
-        return self.partitions(self.access.topics)
 
     def _list_offsets(self, partitions: Iterable[TopicPartition], spec: Any, doing: str) -> dict[TopicPartition, int]:
         jvm = self._jvm

@@ -19,9 +19,9 @@ from typing import Any
 from tidemark.errors import SourceError
 from tidemark.formats.kafka_offsets import Offsets, TopicPartition
 from tidemark.secrets import redact
+from tidemark.sources.kafka.admin import TopicQueries
 from tidemark.sources.kafka.options import KafkaAccess
 
-_LIST_LIMIT = 20
 _MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
 _JAAS_FIELD = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 # Java client properties with no librdkafka counterpart that change who or how it connects: refused, not dropped.
@@ -74,7 +74,7 @@ def _specs() -> Any:
     return module.OffsetSpec
 
 
-class PythonKafkaAdmin:
+class PythonKafkaAdmin(TopicQueries):
     """The same queries as admin.KafkaAdmin, through librdkafka; a context manager."""
 
     def __init__(self, access: KafkaAccess, timeout: timedelta) -> None:
@@ -129,38 +129,16 @@ class PythonKafkaAdmin:
         """Every topic but Kafka's internal ones, sorted."""
         return sorted(name for name in self._metadata().topics if not name.startswith("__"))
 
-    def partitions(self, topics: Iterable[str]) -> dict[str, int]:
-        """Topic -> its partition count; a SourceError naming a missing topic and the topics there are."""
-        wanted = sorted(set(topics))
+    def matching(self, pattern: str) -> list[str]:
+        """The topics a Java regular expression matches in full, matched by Python's (they agree on the patterns
+        topic names need)."""
+        compiled = re.compile(pattern)
+        return [t for t in self.topics() if compiled.fullmatch(t)]
+
+    def partition_counts(self, wanted: list[str]) -> dict[str, int]:
+        """Topic -> its partition count, for topics the cluster has."""
         metadata = self._metadata().topics
-        present = sorted(name for name in metadata if not name.startswith("__"))
-        missing = [t for t in wanted if t not in present]
-        if missing:
-            raise SourceError(self.unknown_topic(missing[0], present))
         return {topic: len(metadata[topic].partitions) for topic in wanted}
-
-    def unknown_topic(self, topic: str, present: list[str]) -> str:
-        """One line for a topic the cluster does not have, listing those it has."""
-        more = len(present) - _LIST_LIMIT
-        shown = ", ".join(present[:_LIST_LIMIT]) + (f" (and {more} more)" if more > 0 else "")
-        there = f"topics there: {shown}" if present else "it has no topics"
-        return f"topic {topic!r} does not exist at {self.endpoint.bootstrap_servers}; {there}"
-
-    def subscribed(self) -> dict[str, int]:
-        """The source's topics (named, or matching its pattern: a Java regular expression, matched here by Python's,
-        which agree on the patterns topic names need) and their partition counts."""
-        if self.access.topic_pattern is not None:
-            compiled = re.compile(self.access.topic_pattern)
-            present = self.topics()
-            topics = [t for t in present if compiled.fullmatch(t)]
-            if not topics:
-                msg = (
-                    f"no topic at {self.endpoint.bootstrap_servers} matches topic_pattern "
-                    f"{self.access.topic_pattern!r}; topics there: {', '.join(present[:_LIST_LIMIT]) or 'none'}"
-                )
-                raise SourceError(msg)
-            return self.partitions(topics)
-        return self.partitions(self.access.topics)
 
     def _list_offsets(self, partitions: Iterable[TopicPartition], spec: Any, doing: str) -> dict[TopicPartition, int]:
         from confluent_kafka import TopicPartition as Partition
