@@ -31,7 +31,9 @@ from tests.integration.test_iceberg_jdbc import KEY, _assert_exact
 from tests.integration.test_recovery import _expected
 from tests.mariadb import IcebergDatabase
 from tests.servers import SparkStore
+from tidemark.config import load_config
 from tidemark.pipeline.generate import GenerateResult, generate_events
+from tidemark.recovery.audit import audit_sink
 from tidemark.storage import open_storage
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -137,6 +139,10 @@ def test_a_jdbc_catalog_with_its_warehouse_on_a_store_is_exact_through_a_lost_ch
     assert not list(tmp_path.glob("**/*.metadata.json"))
     _assert_exact(_frame(table), expected)
     snapshots = len(table.metadata.snapshots)
+    # audit, in this process without a JVM, reads the table's snapshots on the store as the catalog names them.
+    audit = audit_sink(load_config(config))
+    assert audit.ok, audit.violations
+    assert all(r.in_sink_log for r in audit.batches) and sum(r.rows or 0 for r in audit.batches) == len(expected)
 
     # The checkpoint lost: recover reads the windows the table holds on the store (through the catalog) and replays
     # none of them; the table gets no new snapshot and is exact.
