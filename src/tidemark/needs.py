@@ -27,9 +27,10 @@ EXTENSIONS_KEY = "spark.sql.extensions"
 
 
 def locations(config: TidemarkConfig) -> list[str]:
-    """Every location a pipeline's Spark reads or writes."""
+    """Every location a pipeline's Spark reads or writes (the sink's as its connector names them: a catalog's
+    warehouse, which `[sink] path` does not name)."""
     found = [config.checkpoint.location, config.quarantine.path, config.monitor_dir]
-    found += [p for p in (config.sink.path, config.source.path) if p]
+    found += [*sink_of(config).spark_locations(), *([config.source.path] if config.source.path else [])]
     return found
 
 

@@ -424,3 +424,27 @@ def test_a_new_checkpoint_beside_a_table_holding_the_pipeline_s_output_is_refuse
     write_sink_transaction(checkpoint, SinkTransaction("tidemark:t", 4, str(table.path), "another-uuid"))
     with pytest.raises(InputError, match="it was replaced"):
         sink.check()
+
+
+def test_a_warehouse_on_a_store_reaches_the_session_and_a_hadoop_catalog_there_warns_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tidemark.sinks.iceberg.fileio import StoreFileIO
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key-id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    # The checkpoint is local: only the sink names the store, and the session gets its connector and credentials.
+    needs = needs_of(load_config(_config(tmp_path, warehouse="s3a://lake/wh")))
+    assert "s3a://lake/wh" in needs.locations and JarFeature.AWS in needs.jar_groups
+    assert JarFeature.AZURE not in needs.jar_groups
+    hadoop = sink_of(load_config(_config(tmp_path, warehouse="s3a://lake/wh")))
+    [warning] = hadoop.setup_warnings()
+    assert warning.code == "ICEBERG_HADOOP_CATALOG_ON_OBJECT_STORE" and "s3a://lake/wh" in warning.message
+    assert not sink_of(load_config(_config(tmp_path))).setup_warnings()  # a local warehouse renames atomically
+    monkeypatch.setenv("ICEBERG_JDBC_USER", "ice")
+    monkeypatch.setenv("ICEBERG_JDBC_PASSWORD", "pw")
+    jdbc = _config(tmp_path, warehouse="s3a://lake/wh", type="jdbc", uri="jdbc:mariadb://127.0.0.1:3306/iceberg")
+    assert not sink_of(load_config(jdbc)).setup_warnings()  # its database commits, not a rename
+    # pyiceberg reads local files with its own pyarrow FileIO (object stores: tests/storage/test_iceberg_on_stores.py).
+    assert StoreFileIO()._object_store(str(tmp_path / "v1.metadata.json")) is None

@@ -199,13 +199,16 @@ def _warn(
     warnings: list[str],
     on_warning: Callable[[str], None] | None,
 ) -> None:
-    """One warning in the run's output, its result and its progress log."""
+    """One warning in the run's output (the caller's on_warning shows it, else the log), its result and its progress
+    log. Not both: the CLI's log handler and its warning line would print it twice."""
     text = f"{code}: {message}; fix: {fix}"
-    log.warning(text)
     warnings.append(text)
     monitor.record("warning", code=code, message=message, fix=fix)
     if on_warning is not None:
+        log.debug(text)
         on_warning(text)
+    else:
+        log.warning(text)
 
 
 def run_pipeline(
@@ -321,7 +324,7 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
             monitor.start(listen=False)
             if source_start is not None and source_start.lost:
                 _record_data_loss(source_start, monitor, warnings, on_warning)
-            for finding in start.findings:
+            for finding in (*start.findings, *pipeline.sink.setup_warnings()):
                 _warn(finding.code, finding.message, finding.fix, monitor, warnings, on_warning)
             with _stop_on_signals(stop, reasons):
                 deadline = started + deadline_after.total_seconds() if deadline_after else None

@@ -313,6 +313,16 @@ class Sink(ABC):
         """Where the output lives (a folder or a table's folder); None for a sink that keeps nothing."""
         return self.config.sink.path
 
+    def spark_locations(self) -> tuple[str, ...]:
+        """Where the pipeline's Spark writes this sink's output, as the config names it (the session gets the
+        credentials and cloud connectors for each): `[sink] path` by default."""
+        return (self.config.sink.path,) if self.config.sink.path else ()
+
+    def setup_warnings(self) -> tuple[Finding, ...]:
+        """What a run warns about this sink's setup once, before its first batch: a setup that works but is unsafe
+        in some use (none by default)."""
+        return ()
+
     def archive_location(self, checkpoint: Location) -> Location:
         """Where `recover` and `recover --to-batch` keep what they move aside and their journals: beside the sink's
         folder (a folder of files, a path table), whose moves then stay on its storage."""

@@ -29,10 +29,15 @@ from tidemark.errors import CheckpointError, UsageError
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
+    from tidemark.findings import Finding
+
 # The name of the Spark catalog tidemark registers for [sink.catalog] (its tables: tidemark_iceberg.<ns>.<table>);
 # a JDBC catalog keeps it in each of its rows, so pyiceberg reads them under the same name.
 CATALOG = "tidemark_iceberg"
 CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+# pyiceberg's FileIO for every table tidemark reads (`py-io-impl`, loaded by name): object stores through tidemark's
+# storage layer and its credentials (iceberg/fileio.py).
+FILE_IO = {"py-io-impl": "tidemark.sinks.iceberg.fileio.StoreFileIO"}
 
 
 @dataclass(frozen=True, repr=False)
@@ -79,6 +84,26 @@ def spark_settings(catalog: IcebergCatalogConfig) -> dict[str, str]:
     return settings
 
 
+def single_writer_warning(catalog: IcebergCatalogConfig) -> Finding | None:
+    """A Hadoop catalog whose warehouse is on an object store, in one warning: it commits a table's new metadata by
+    renaming a file, atomic on a local or HDFS file system but a copy and a delete on Azure Blob or S3, so two writers
+    can both commit and one's snapshot is lost. One writer (tidemark's run lock keeps one per pipeline) is safe."""
+    from tidemark.findings import Finding, Severity
+    from tidemark.storage import StoreKind, parse_location
+
+    if catalog.type is not IcebergCatalogKind.HADOOP:
+        return None
+    store = parse_location(catalog.warehouse)
+    if store.is_local or store.kind is StoreKind.HDFS:
+        return None
+    message = (
+        f"the Hadoop catalog's warehouse {catalog.warehouse} is on an object store, where its commit (a rename) is "
+        "not atomic: safe for this pipeline as the table's only writer, not for another application writing it"
+    )
+    fix = 'for a table other applications write too, use [sink.catalog] type = "jdbc" (docs/iceberg.md)'
+    return Finding("ICEBERG_HADOOP_CATALOG_ON_OBJECT_STORE", Severity.WARNING, message, fix)
+
+
 def jdbc_access(catalog: IcebergCatalogConfig) -> JdbcAccess | None:
     """How pyiceberg reaches a JDBC catalog's database, None for a Hadoop catalog."""
     if catalog.type is not IcebergCatalogKind.JDBC or catalog.uri is None:
@@ -113,7 +138,7 @@ def open_catalog_table(access: JdbcAccess, table: str) -> Table | None:
     from pyiceberg.exceptions import NoSuchTableError
 
     try:
-        catalog = SqlCatalog(CATALOG, uri=access.url, init_catalog_tables="false")
+        catalog = SqlCatalog(CATALOG, uri=access.url, init_catalog_tables="false", **FILE_IO)
         try:
             return catalog.load_table(table)
         finally:

@@ -42,6 +42,7 @@ from tidemark.sinks.iceberg.catalog import (
     CatalogTable,
     credentials,
     jdbc_access,
+    single_writer_warning,
     spark_settings,
 )
 from tidemark.sinks.iceberg.held import held_windows
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+    from tidemark.findings import Finding
     from tidemark.formats import Checkpoint, SinkTransaction
     from tidemark.sinks.audit import SinkAudit
     from tidemark.storage import Backend, Location, Storage
@@ -70,7 +72,8 @@ EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
 class IcebergSink(Sink):
-    """Appends to an Iceberg table of a Hadoop catalog, one snapshot per batch carrying tidemark's transaction."""
+    """Appends to an Iceberg table of a Hadoop or JDBC catalog, one snapshot per batch carrying tidemark's
+    transaction."""
 
     format: ClassVar[SinkFormat] = SinkFormat.ICEBERG
     jar_groups: ClassVar[frozenset[JarFeature]] = frozenset({JarFeature.ICEBERG})
@@ -107,6 +110,18 @@ class IcebergSink(Sink):
         """The table's folder in the Hadoop catalog's warehouse: <warehouse>/<namespace>/<table>."""
         catalog, table = self.config.sink.catalog, self.config.sink.table
         return catalog.table_location(table) if catalog is not None and table is not None else None
+
+    def spark_locations(self) -> tuple[str, ...]:
+        """The catalog's warehouse, where Spark writes the table's files (Iceberg's HadoopFileIO reaches it through
+        the session's Hadoop settings, which tidemark makes for it as for any location)."""
+        catalog = self.config.sink.catalog
+        return (catalog.warehouse,) if catalog is not None else ()
+
+    def setup_warnings(self) -> tuple[Finding, ...]:
+        """A Hadoop catalog whose warehouse is on an object store: safe for one writer only (catalog.py)."""
+        catalog = self.config.sink.catalog
+        found = single_writer_warning(catalog) if catalog is not None else None
+        return (found,) if found is not None else ()
 
     def archive_location(self, checkpoint: Location) -> Location:
         """Beside the checkpoint, in a folder of its own: beside the table would be inside the catalog's namespace

@@ -98,6 +98,8 @@ def open_table(path: str, catalog: CatalogTable | None = None) -> Table | None:
     metadata file path names."""
     from pyiceberg.table import StaticTable
 
+    from tidemark.sinks.iceberg.catalog import FILE_IO
+
     if catalog is not None:
         return catalog.open()
 
@@ -109,7 +111,7 @@ def open_table(path: str, catalog: CatalogTable | None = None) -> Table | None:
     if found is None:
         return None
     try:
-        return StaticTable.from_metadata(found)
+        return StaticTable.from_metadata(found, properties=FILE_IO)
     except Exception as exc:
         msg = f"cannot read the Iceberg table at {path} ({found}): {str(exc).splitlines()[0][:300]}"
         raise CheckpointError(msg) from exc
