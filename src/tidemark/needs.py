@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from tidemark.config import AggregationKind, StateStoreKind, TidemarkConfig
 from tidemark.connect import endpoint, mode
-from tidemark.sinks import sink_of
+from tidemark.sinks import Sink, sink_of
 from tidemark.sources import source_of
 from tidemark.spark.artifacts import JarFeature
 from tidemark.spark.environment import SessionNeeds, spark_session, start_settings, storage_conf
@@ -26,11 +26,12 @@ if TYPE_CHECKING:
 EXTENSIONS_KEY = "spark.sql.extensions"
 
 
-def locations(config: TidemarkConfig) -> list[str]:
+def locations(config: TidemarkConfig, sink: Sink | None = None) -> list[str]:
     """Every location a pipeline's Spark reads or writes (the sink's as its connector names them: a catalog's
-    warehouse, which `[sink] path` does not name)."""
+    warehouse, which `[sink] path` does not name); sink: the config's, when the caller has it already."""
     found = [config.checkpoint.location, config.quarantine.path, config.monitor_dir]
-    found += [*sink_of(config).spark_locations(), *([config.source.path] if config.source.path else [])]
+    sink_places = (sink or sink_of(config)).spark_locations()
+    found += [*sink_places, *([config.source.path] if config.source.path else [])]
     return found
 
 
@@ -86,7 +87,7 @@ def needs_of(
         remote=endpoint(config.spark.remote),
         app_name=f"tidemark-{config.pipeline.name}{'-' + purpose if purpose else ''}",
         settings=_under(sink.spark_settings(), {**config.spark_conf(), **(extra or {})}),
-        locations=tuple(locations(config)),
+        locations=tuple(locations(config, sink)),
         jars=source.jar_groups | sink.jar_groups,
         helper=helper and source.helper,
         features=frozenset(spark_features(config)),
