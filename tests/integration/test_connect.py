@@ -16,7 +16,9 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from deltalake import DeltaTable
 
 from tests.connect_server import ClientOnly, ConnectServer, client_only, connect_server
 from tests.helpers import progress_lines, read_sink, write_config
@@ -218,21 +220,35 @@ def test_recover_over_connect_after_a_lost_checkpoint_is_exact_into_delta(
     _assert_exact(tmp_path / "output", _expected(files))
 
 
-def test_kafka_into_parquet_over_connect_equals_the_oracle_without_a_jvm_here(
-    connect_server: ConnectServer, kafka_broker: KafkaBroker, tmp_path: Path
+def _delta_rows(path: Path) -> pd.DataFrame:
+    """The Delta table as delta-rs reads it, in read_sink's layout."""
+    frame = DeltaTable(str(path)).to_pandas()
+    for column in ("windowStart", "windowEnd", "firstEventTime", "lastEventTime"):
+        frame[column] = pd.to_datetime(frame[column], utc=True)
+    return frame.sort_values(["user", "windowStart"]).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("sink", ["parquet", "delta"])
+def test_kafka_over_connect_equals_the_oracle_without_a_jvm_here(
+    connect_server: ConnectServer, kafka_broker: KafkaBroker, tmp_path: Path, sink: str
 ) -> None:
-    """A Kafka source over Connect: the topic's offsets come from librdkafka in the client (no JVM here for Kafka's
-    Java admin client), the stream runs on the server; output against the oracle, then a second run after more
-    records lands exactly the rest."""
-    topic = "connect-clicks"
+    """A Kafka source over Connect into Parquet and into Delta: the topic's offsets come from librdkafka in the
+    client (no JVM here for Kafka's Java admin client), the stream runs on the server; a second run after more
+    records lands exactly the rest (against the oracle; Delta read with delta-rs)."""
+    topic = f"connect-clicks-{sink}"
     kafka_broker.create_topic(topic, partitions=2)
     events = make_events(240, keys=3, seed=36)
     produced = produce(kafka_broker, topic, events[:160])
     source = {"format": "kafka", "path": None, "max_files_per_trigger": None}
-    config = write_config(tmp_path, source={**source, "bootstrap_servers": kafka_broker.bootstrap, "topic": topic})
+    config = write_config(
+        tmp_path,
+        source={**source, "bootstrap_servers": kafka_broker.bootstrap, "topic": topic},
+        sink={"format": sink, "path": "output"},
+    )
     first = _tidemark(["run", str(config)], _env(connect_server))
     assert first.returncode == 0, first.stderr[-3000:]
     produced += produce(kafka_broker, topic, events[160:])
     second = _tidemark(["run", str(config)], _env(connect_server))
     assert second.returncode == 0, second.stderr[-3000:]
-    assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(produced))
+    actual = read_sink(tmp_path / "output") if sink == "parquet" else _delta_rows(tmp_path / "output")
+    assert_matches_oracle(actual, final_windows_oracle(produced))
