@@ -152,9 +152,9 @@ def spark_session(needs: SessionNeeds, spark: SparkSession | None = None) -> Ite
     test process's): its classpath is what it is (jars reach a JVM only when it starts), the runtime settings and
     Spark's access to the locations are applied for the duration and its own values come back afterwards.
     Credentials the running session already has (a cluster's Spark config, a notebook's spark.conf.set) are the
-    user's: tidemark adds none for those accounts.
+    user's: tidemark adds none for those accounts. A Spark Connect endpoint (needs.remote) gets a Connect client
+    session, built in the same place from the same settings (tidemark.session.build_session).
     """
-
     if spark is None and needs.remote is not None:
         _require_connect("this client's pyspark")
     session = spark or _active(needs.remote)
