@@ -31,6 +31,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import unquote
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -180,14 +181,15 @@ def _rows(output: Path) -> list[tuple[object, ...]]:
 
     log = output / "_spark_metadata"
     files: list[str] = []
-    for entry in sorted(log.iterdir(), key=lambda p: int(p.name.split(".")[0])):
+    entries = [p for p in log.iterdir() if p.name.split(".")[0].isdigit()]  # batch files, not their .crc
+    for entry in sorted(entries, key=lambda p: int(p.name.split(".")[0])):
         for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
             record = json.loads(line)
             if record["action"] == "add":
                 files.append(record["path"])
     rows = []
     for path in files:
-        local = path.removeprefix("file://")
+        local = unquote(path.removeprefix("file:"))  # the log holds URIs: file:/path%20with%253Aescapes
         window = Path(local).parent.name.split("=", 1)[1]
         for row in pq.read_table(local).to_pylist():
             rows.append(_row(row, window))
