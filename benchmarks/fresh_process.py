@@ -12,10 +12,12 @@ session, query and stop are all in the figure.
 the same shuffle partitions, RocksDB with changelog, trigger, watermark, window and output columns) and
 DIR/batch_job.py (the same windows in one batch job). `compare` runs `tidemark run` and `python job.py` (or, with
 --baseline batch, the batch job) interleaved A B A B for N rounds, each in a fresh output folder, times each with
-time.monotonic (wall) and resource.getrusage(RUSAGE_CHILDREN) (user + system CPU of the process and its JVM), checks
-that both wrote the same rows, and prints min/median/max of each and of the A/B ratios pair by pair. `phases` runs
-each once under cProfile (the main thread; the JVM's time shows in the Python calls that wait for it) and splits
-its wall time into phases, with the query's own time (first batch's start to last batch's end) from Spark's progress.
+time.monotonic (wall) and resource.getrusage(RUSAGE_CHILDREN) (user + system CPU of the Python process: PySpark's JVM
+is a child it never waits for, so its CPU is in neither figure), checks that both wrote the same rows (against the
+batch job: counts the stream's rows the batch has), and prints min/median/max of each and of the ratios pair by pair.
+`phases` runs both N times, interleaved: `tidemark run` in a fresh process whose boot script wraps each phase's
+function with a clock (PHASES), the job with marks of its own; the query's own time (first batch's start to last
+batch's end) comes from Spark's progress.
 """
 
 from __future__ import annotations
