@@ -26,6 +26,7 @@ from tidemark.storage import open_storage, parse_location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
 
     from tidemark.formats import Checkpoint
     from tidemark.sources.catchup import CatchUpContext
@@ -88,9 +89,9 @@ class FileSource(Replayable, CatchesUp, Source):
             msg = f"source.path {path} does not exist: create the landing folder or fix [source] path"
             raise SourceError(msg)
 
-    def _reader(self, spark: SparkSession, stream: bool, keep_raw: bool) -> Any:
+    def _reader(self, spark: SparkSession, stream: bool, keep_raw: bool, schema: StructType | None = None) -> Any:
         source = self.config.source
-        schema = parse_schema(source.schema_ddl or "")
+        schema = schema if schema is not None else parse_schema(source.schema_ddl or "")
         reader: Any = (spark.readStream if stream else spark.read).format(source.format.value)
         if keep_raw:
             from pyspark.sql.types import StringType, StructField, StructType
@@ -109,9 +110,10 @@ class FileSource(Replayable, CatchesUp, Source):
         """The landing folder as a stream, or (files given) those files as one batch, parsed the same way."""
         from pyspark.sql import functions as F
 
-        columns = tuple(parse_schema(self.config.source.schema_ddl or "").fieldNames())
+        schema = parse_schema(self.config.source.schema_ddl or "")  # once: each parse is a round trip to the JVM
+        columns = tuple(schema.fieldNames())
         keeps_raw = self.format in _KEEPS_RAW
-        reader = self._reader(spark, files is None, keeps_raw)
+        reader = self._reader(spark, files is None, keeps_raw, schema)
         frame = reader.load(files) if files is not None else reader.load(self.path)
         frame = frame.withColumn(SOURCE_FILE_COLUMN, F.col("_metadata.file_path"))
         return RawStream(frame, columns, F.col(CORRUPT_COLUMN) if keeps_raw else None, F.col(SOURCE_FILE_COLUMN))
