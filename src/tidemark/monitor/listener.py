@@ -269,6 +269,10 @@ class RunMonitor:
         }
 
     def _running_stages(self) -> tuple[RunningStage, ...]:
+        from tidemark.connect import is_connect
+
+        if is_connect(self.spark):  # Spark's status tracker lives in the driver's JVM: a Connect client has none
+            return ()
         tracker = self.spark.sparkContext.statusTracker()
         stage_ids: set[int] = set()
         query = self._query
