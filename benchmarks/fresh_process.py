@@ -5,6 +5,7 @@ session, query and stop are all in the figure.
 
     .venv/bin/python benchmarks/fresh_process.py prepare DIR [--events 500000 --files 20 --keys 2000]
         [--files-per-trigger 4 | --files-per-trigger 0]   # 0: no per-trigger limit (the catch-up figure)
+        [--source files|kafka] [--sink parquet|delta]      # the three pairs of issue 59
     .venv/bin/python benchmarks/fresh_process.py compare DIR [--rounds 5]
     .venv/bin/python benchmarks/fresh_process.py phases DIR
 
@@ -15,6 +16,10 @@ DIR/batch_job.py (the same windows in one batch job). `compare` runs `tidemark r
 time.monotonic (wall) and resource.getrusage(RUSAGE_CHILDREN) (user + system CPU of the Python process: PySpark's JVM
 is a child it never waits for, so its CPU is in neither figure), checks that both wrote the same rows (against the
 batch job: counts the stream's rows the batch has), and prints min/median/max of each and of the ratios pair by pair.
+With --source kafka, `compare` and `phases` start a real broker (tests/kafka_broker.py, `make kafka`) and produce
+the events to a 4-partition topic once; a trigger reads as many records as --files-per-trigger files hold. With
+--sink delta both write a Delta table (Delta's jars from tidemark's lock on the job's spark.jars, its extension and
+catalog), read back with delta-rs.
 `phases` runs both N times, interleaved: `tidemark run` in a fresh process whose boot script wraps each phase's
 function with a clock (PHASES), the job with marks of its own; the query's own time (first batch's start to last
 batch's end) comes from Spark's progress.
@@ -31,6 +36,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
@@ -39,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SCHEMA = "event_id BIGINT, user STRING, ts STRING, value DOUBLE"
+TOPIC = "fresh"
 
 JOB = '''"""The hand-written streaming job: what a careful user writes, with tidemark's settings."""
 import json, os, sys, time
@@ -47,7 +55,7 @@ from pyspark.sql import SparkSession, functions as F
 marks["imported"] = time.time()
 out = sys.argv[1]
 spark = (
-    SparkSession.builder.master("local[2]").appName("job")
+    SparkSession.builder.master("local[2]").appName("job"){session}
     .config("spark.sql.shuffle.partitions", "{partitions}")
     .config("spark.sql.session.timeZone", "UTC")
     .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -58,10 +66,9 @@ spark = (
     .getOrCreate()
 )
 marks["session"] = time.time()
-reader = spark.readStream.schema("{schema}")
-{limit}
+{reader}
 events = (
-    reader.json("{landing}")
+    events
     .withColumn("ts", F.to_timestamp("ts"))
     .where(F.col("ts").isNotNull() & F.col("user").isNotNull())
     .withWatermark("ts", "10 minutes")
@@ -73,7 +80,7 @@ windows = events.groupBy("user", F.window("ts", "15 minutes")).agg(
 query = (
     windows.select("user", F.col("window.start").alias("windowStart"), F.col("window.end").alias("windowEnd"),
                    "firstEventTime", "lastEventTime", "count", "value_sum")
-    .writeStream.format("parquet").option("path", out + "/output")
+    .writeStream.format("{sink}").option("path", out + "/output")
     .option("checkpointLocation", out + "/checkpoint").partitionBy("windowStart")
     .outputMode("append").trigger(availableNow=True).start()
 )
@@ -107,25 +114,63 @@ spark.stop()
 '''
 
 
+def _session_lines(jars: list[str], delta: bool) -> str:
+    """The hand-written job's extra session settings: the jars tidemark's lock resolves, Delta's extension."""
+    lines = [f'\n    .config("spark.jars", "{",".join(jars)}")'] if jars else []
+    if delta:
+        lines.append('\n    .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")')
+        lines.append(
+            '\n    .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")'
+        )
+    return "".join(lines)
+
+
+def _reader_lines(source: str, landing: Path, limit: int | None, per_trigger: int) -> str:
+    """The hand-written job's source: the JSON files, or the topic's JSON values (tidemark's parse of them)."""
+    if source == "files":
+        option = f'.option("maxFilesPerTrigger", {limit})' if limit else ""
+        return f'events = spark.readStream.schema("{SCHEMA}"){option}.json("{landing}")'
+    option = f'.option("maxOffsetsPerTrigger", {per_trigger})' if limit else ""
+    return (
+        'events = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", "@BOOTSTRAP@")\n'
+        f'          .option("subscribe", "{TOPIC}").option("startingOffsets", "earliest"){option}.load()\n'
+        f'          .select(F.from_json(F.col("value").cast("string"), "{SCHEMA}").alias("r")).select("r.*"))'
+    )
+
+
 def prepare(args: argparse.Namespace) -> None:
-    """Generate the events and write the config and the two hand-written jobs."""
-    from tests.helpers import write_config
+    """Generate the events and write the config and the two hand-written jobs (the source, the sink: --source,
+    --sink; a Kafka variant's records are produced by `compare`, to a broker it starts)."""
+    from tests.helpers import kafka_source, write_config
 
     from tidemark.pipeline.generate import generate_events
+    from tidemark.spark.artifacts import JarFeature
+    from tidemark.spark.jars import fetch
 
     work = Path(args.dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     landing = work / "landing"
     shutil.rmtree(landing, ignore_errors=True)
-    generate_events(landing, args.events, args.keys, args.files, seed=1, late_fraction=0.001, span=timedelta(hours=6))
     limit = args.files_per_trigger or None
+    per_trigger = args.events // args.files * (limit or args.files)  # a Kafka trigger reads as many events
+    if args.source == "files":
+        generate_events(
+            landing, args.events, args.keys, args.files, seed=1, late_fraction=0.001, span=timedelta(hours=6)
+        )
+        source = {"path": str(landing), "max_files_per_trigger": limit}
+    else:
+        source = kafka_source("@BOOTSTRAP@", TOPIC, max_offsets_per_trigger=per_trigger if limit else None)
+    features = ([JarFeature.KAFKA] if args.source == "kafka" else []) + (
+        [JarFeature.DELTA] if args.sink == "delta" else []
+    )
+    jars = [str(p) for p in fetch(features).paths] if features else []
     # Paths are filled in per run (compare and phases copy the config into the run's folder).
     write_config(
         work,
         pipeline={"name": "fresh"},
         spark={"shuffle_partitions": args.partitions},
-        source={"path": str(landing), "max_files_per_trigger": limit},
-        sink={"path": "@OUT@/output"},
+        source=source,
+        sink={"format": args.sink, "path": "@OUT@/output"},
         checkpoint={"location": "@OUT@/checkpoint"},
         quarantine={"path": "@OUT@/quarantine"},
         aggregation={
@@ -134,26 +179,63 @@ def prepare(args: argparse.Namespace) -> None:
             ]
         },
     )
-    reader_limit = f'reader = reader.option("maxFilesPerTrigger", {limit})' if limit else ""
-    fields = {"partitions": args.partitions, "schema": SCHEMA, "landing": str(landing), "limit": reader_limit}
+    fields = {
+        "partitions": args.partitions,
+        "schema": SCHEMA,
+        "landing": str(landing),
+        "session": _session_lines(jars, args.sink == "delta"),
+        "reader": _reader_lines(args.source, landing, limit, per_trigger),
+        "sink": args.sink,
+    }
     (work / "job.py").write_text(JOB.format(**fields), encoding="utf-8")
-    (work / "batch_job.py").write_text(BATCH_JOB.format(**fields), encoding="utf-8")
-    print(f"prepared {work}: {args.events:,} events, {args.files} files, {args.keys} keys, per trigger: {limit}")
+    if args.source == "files":
+        (work / "batch_job.py").write_text(BATCH_JOB.format(**fields), encoding="utf-8")
+    variant = {"source": args.source, "sink": args.sink, "events": args.events, "keys": args.keys}
+    (work / "variant.json").write_text(json.dumps(variant), encoding="utf-8")
+    print(f"prepared {work}: {variant}, {args.files} files, per trigger: {limit}")
+
+
+@contextmanager
+def _broker(work: Path) -> Iterator[str | None]:
+    """A Kafka variant's broker (tests/kafka_broker.py), its topic loaded once with the events; None for files."""
+    variant = json.loads((work / "variant.json").read_text(encoding="utf-8"))
+    if variant["source"] != "kafka":
+        yield None
+        return
+    from tests.kafka_broker import start_broker
+    from tests.kafka_data import make_events, produce
+
+    folder = work / "broker"
+    shutil.rmtree(folder, ignore_errors=True)
+    broker = start_broker(folder)
+    try:
+        broker.create_topic(TOPIC, partitions=4)
+        chunk = 100_000
+        for first in range(0, variant["events"], chunk):
+            count = min(chunk, variant["events"] - first)
+            events = make_events(count, keys=variant["keys"], seed=first, span=timedelta(hours=6), first_id=first)
+            produce(broker, TOPIC, events[:count])
+        yield broker.bootstrap
+    finally:
+        broker.stop()
 
 
 def _tidemark() -> str:
     return str(Path(sys.executable).with_name("tidemark"))
 
 
-def _command(work: Path, which: str, out: Path) -> list[str]:
-    """The command of one run writing into out (a fresh folder)."""
+def _command(work: Path, which: str, out: Path, bootstrap: str | None = None) -> list[str]:
+    """The command of one run writing into out (a fresh folder); a Kafka variant's broker at bootstrap."""
     out.mkdir(parents=True)
+
+    def filled(name: str) -> Path:
+        text = (work / name).read_text(encoding="utf-8").replace("@OUT@", str(out))
+        (out / name).write_text(text.replace("@BOOTSTRAP@", bootstrap or ""), encoding="utf-8")
+        return out / name
+
     if which == "tidemark":
-        config = (work / "tidemark.toml").read_text(encoding="utf-8").replace("@OUT@", str(out))
-        (out / "tidemark.toml").write_text(config, encoding="utf-8")
-        return [_tidemark(), "run", str(out / "tidemark.toml")]
-    script = "job.py" if which == "job" else "batch_job.py"
-    return [sys.executable, str(work / script), str(out)]
+        return [_tidemark(), "run", str(filled("tidemark.toml"))]
+    return [sys.executable, str(filled("job.py" if which == "job" else "batch_job.py")), str(out)]
 
 
 def _timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
@@ -198,6 +280,16 @@ def _rows(output: Path) -> list[tuple[object, ...]]:
     return sorted(rows)
 
 
+def _delta_rows(output: Path) -> list[tuple[object, ...]]:
+    """A Delta table's rows, sorted, as delta-rs reads them (its log decides which files count)."""
+    from deltalake import DeltaTable
+
+    rows = []
+    for row in DeltaTable(str(output)).to_pyarrow_table().to_pylist():
+        rows.append(_row(row, str(row["windowStart"])))
+    return sorted(rows)
+
+
 def _batch_rows(output: Path) -> list[tuple[object, ...]]:
     import pyarrow.parquet as pq
 
@@ -220,32 +312,23 @@ def compare(args: argparse.Namespace) -> None:
     baseline = "job" if args.baseline == "stream" else "batch"
     runs = work / "runs"
     shutil.rmtree(runs, ignore_errors=True)
+    delta = json.loads((work / "variant.json").read_text(encoding="utf-8"))["sink"] == "delta"
     figures: dict[str, list[tuple[float, float]]] = {"tidemark": [], baseline: []}
-    for round_number in range(args.rounds + 1):  # round 0 warms the disk cache and the JVM's class data
-        for which in ("tidemark", baseline):
-            out = runs / f"r{round_number}-{which}"
-            wall, cpu = _timed(_command(work, which, out))
-            if round_number == 0:
-                print(f"warm-up {which}: {wall:.1f}s wall, {cpu:.1f}s cpu", flush=True)
-                continue
-            figures[which].append((wall, cpu))
-            print(f"round {round_number} {which}: {wall:.1f}s wall, {cpu:.1f}s cpu", flush=True)
-        if round_number == 1 or args.proof:
-            mine = _rows(runs / f"r{round_number}-tidemark" / "output")
-            theirs = (_rows if baseline == "job" else _batch_rows)(runs / f"r{round_number}-{baseline}" / "output")
-            if baseline == "batch":
-                # The stream drops events behind its watermark and leaves the windows still open at the end unwritten:
-                # its rows are the batch's closed windows, and most match the batch's row exactly.
-                same = len(set(mine) & set(theirs))
-                print(f"round {round_number}: stream {len(mine):,} rows, batch {len(theirs):,}, {same:,} identical")
-            elif mine != theirs:
-                msg = f"round {round_number}: outputs differ ({len(mine)} vs {len(theirs)} rows)"
-                raise RuntimeError(msg)
-            else:
-                print(f"round {round_number}: outputs equal ({len(mine):,} rows)", flush=True)
-        if round_number:
+    with _broker(work) as bootstrap:
+        for round_number in range(args.rounds + 1):  # round 0 warms the disk cache and the JVM's class data
             for which in ("tidemark", baseline):
-                shutil.rmtree(runs / f"r{round_number}-{which}", ignore_errors=True)
+                out = runs / f"r{round_number}-{which}"
+                wall, cpu = _timed(_command(work, which, out, bootstrap))
+                if round_number == 0:
+                    print(f"warm-up {which}: {wall:.1f}s wall, {cpu:.1f}s cpu", flush=True)
+                    continue
+                figures[which].append((wall, cpu))
+                print(f"round {round_number} {which}: {wall:.1f}s wall, {cpu:.1f}s cpu", flush=True)
+            if round_number == 1 or args.proof:
+                _prove(runs, round_number, baseline, delta)
+            if round_number:
+                for which in ("tidemark", baseline):
+                    shutil.rmtree(runs / f"r{round_number}-{which}", ignore_errors=True)
     print(f"\n{'':<10} {'wall s min / median / max':>28} {'cpu s min / median / max':>28}")
     for which, values in figures.items():
         print(f"{which:<10} {spread([w for w, _ in values]):>28} {spread([c for _, c in values]):>28}")
@@ -253,6 +336,23 @@ def compare(args: argparse.Namespace) -> None:
     walls = [b[0] / t[0] for t, b in zip(figures["tidemark"], figures[baseline], strict=True)]
     cpus = [b[1] / t[1] for t, b in zip(figures["tidemark"], figures[baseline], strict=True)]
     print(f"\n{baseline} / tidemark (speed ratio), {args.rounds} pairs: wall {spread(walls)}, cpu {spread(cpus)}")
+
+
+def _prove(runs: Path, round_number: int, baseline: str, delta: bool) -> None:
+    """Both runs of a round wrote the same rows (against the batch job: how many of the stream's rows it has)."""
+    read = _delta_rows if delta else _rows
+    mine = read(runs / f"r{round_number}-tidemark" / "output")
+    theirs = (read if baseline == "job" else _batch_rows)(runs / f"r{round_number}-{baseline}" / "output")
+    if baseline == "batch":
+        # The stream drops events behind its watermark and leaves the windows still open at the end unwritten:
+        # its rows are the batch's closed windows, and most match the batch's row exactly.
+        same = len(set(mine) & set(theirs))
+        print(f"round {round_number}: stream {len(mine):,} rows, batch {len(theirs):,}, {same:,} identical")
+    elif mine != theirs or not mine:
+        msg = f"round {round_number}: outputs differ ({len(mine)} vs {len(theirs)} rows)"
+        raise RuntimeError(msg)
+    else:
+        print(f"round {round_number}: outputs equal ({len(mine):,} rows)", flush=True)
 
 
 # The phases of `tidemark run`: (phase, module, attribute) wrapped with a clock in a fresh process before the CLI
@@ -315,10 +415,12 @@ finally:
 """
 
 
-def _tidemark_phases(work: Path, runs: Path, index: int) -> tuple[float, list[tuple[str, float]]]:
+def _tidemark_phases(
+    work: Path, runs: Path, index: int, bootstrap: str | None
+) -> tuple[float, list[tuple[str, float]]]:
     """One fresh `tidemark run` with its phases clocked: wall seconds and (phase, seconds) rows."""
     out = runs / f"tidemark-{index}"
-    command = _command(work, "tidemark", out)
+    command = _command(work, "tidemark", out, bootstrap)
     marks = runs / f"marks-{index}.json"
     script = runs / "boot.py"
     script.write_text(f"PHASES = {PHASES!r}\nMARKS = {str(marks)!r}\n" + BOOT, encoding="utf-8")
@@ -343,14 +445,14 @@ def _tidemark_phases(work: Path, runs: Path, index: int) -> tuple[float, list[tu
     return wall, rows
 
 
-def _job_phases(work: Path, runs: Path, index: int) -> tuple[float, list[tuple[str, float]]]:
+def _job_phases(work: Path, runs: Path, index: int, bootstrap: str | None) -> tuple[float, list[tuple[str, float]]]:
     """One fresh hand-written job with its own marks."""
     from datetime import datetime
 
     marks = runs / f"job-marks-{index}.json"
     env = {**os.environ, "BENCH_MARKS": str(marks)}
     spawned = time.time()
-    wall, _ = _timed(_command(work, "job", runs / f"job-{index}"), env)
+    wall, _ = _timed(_command(work, "job", runs / f"job-{index}", bootstrap), env)
     job = json.loads(marks.read_text(encoding="utf-8"))
     m, batches = job["marks"], job["batches"]
     first = datetime.fromisoformat(batches[0][0].replace("Z", "+00:00")).timestamp()
@@ -376,12 +478,13 @@ def phases(args: argparse.Namespace) -> None:
     shutil.rmtree(runs, ignore_errors=True)
     runs.mkdir()
     table: dict[str, tuple[list[float], list[list[tuple[str, float]]]]] = {"tidemark": ([], []), "job": ([], [])}
-    for index in range(args.rounds):
-        for which, measure in (("tidemark", _tidemark_phases), ("job", _job_phases)):
-            wall, rows = measure(work, runs, index)
-            table[which][0].append(wall)
-            table[which][1].append(rows)
-            print(f"round {index} {which}: {wall:.1f}s", flush=True)
+    with _broker(work) as bootstrap:
+        for index in range(args.rounds):
+            for which, measure in (("tidemark", _tidemark_phases), ("job", _job_phases)):
+                wall, rows = measure(work, runs, index, bootstrap)
+                table[which][0].append(wall)
+                table[which][1].append(rows)
+                print(f"round {index} {which}: {wall:.1f}s", flush=True)
     for which, (walls, all_rows) in table.items():
         print(f"\n{which}: wall {spread(walls)} s (min / median / max); phases, median [min-max] s")
         for position, (name, _) in enumerate(all_rows[0]):
@@ -417,6 +520,8 @@ def main() -> None:
     p.add_argument("--keys", type=int, default=2000)
     p.add_argument("--partitions", type=int, default=3)
     p.add_argument("--files-per-trigger", type=int, default=4, help="0: no limit (the catch-up figure)")
+    p.add_argument("--source", choices=["files", "kafka"], default="files", help="kafka: a broker `compare` starts")
+    p.add_argument("--sink", choices=["parquet", "delta"], default="parquet")
     c = commands.add_parser("compare")
     c.add_argument("dir")
     c.add_argument("--rounds", type=int, default=5)
