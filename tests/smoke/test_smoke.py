@@ -461,3 +461,58 @@ def test_every_command_on_abfs_over_azurite(
     assert code == 0, err
     everything = window_oracle([[f] for f in files], window=WINDOW, watermark=WATERMARK)
     assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw-after"), everything)
+
+
+@pytest.mark.smoke("delta abfs")
+def test_delta_sink_on_abfs_is_exact_through_a_kill_and_a_lost_checkpoint(
+    tmp_path: Path, abfs_store: Any, refused: Callable[[str], None]
+) -> None:
+    """#58: the Delta sink with checkpoint and table on abfs:// over Azurite's Blob endpoint (the only Azure scheme of
+    Spark 4.2/4.3), each command in its own JVM with this line's Delta jars. A run is killed right after batch 1's
+    Delta commit and before Spark's `commits/1`, a rerun finishes (the replayed batch skipped by the table's
+    transaction); then the checkpoint is deleted on the server, a third file lands and `recover --apply` resumes. The
+    table, copied off the server file by file and read with delta-rs, equals the pandas oracle, nothing twice. A line
+    without ABFS over the Blob endpoint, or without a Delta release: one line naming what it lacks, nothing written."""
+    from tests.integration.test_delta_sink import _assert_exact, _run
+    from tests.integration.test_delta_sink import _cli as own_process
+    from tests.storage.spark_stores import cloud_config, delete_tree, events, oracle
+    from tests.storage.test_delta_on_stores import _copy_table
+    from tidemark.spark.artifacts import delta_problem
+    from tidemark.spark.lines import installed_version
+    from tidemark.storage import open_storage
+
+    data = events(tmp_path, files=3)  # one file a batch
+    files = list(data.files)
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    files[2].rename(staged / files[2].name)  # lands after the checkpoint is lost
+    root = abfs_store.new_root()
+    config = cloud_config(tmp_path, root, sink={"format": "delta", "path": f"{root}/output"})
+    server = open_storage(root)
+
+    killed = _run(config, kill_after_batch=1)
+    errors = [line for line in killed.stderr.splitlines() if line.startswith("error:")]
+    delta_missing = delta_problem(installed_version())
+    if lacking(Feature.ABFS_OVER_BLOB) is not None or delta_missing is not None:
+        assert killed.returncode == 1 and len(errors) == 1, killed.stderr[-3000:]
+        if lacking(Feature.ABFS_OVER_BLOB) is not None:
+            refused(_one_line_naming(errors[0], Feature.ABFS_OVER_BLOB))
+        else:
+            assert delta_missing is not None and delta_missing in errors[0], errors
+            refused(errors[0])
+        assert list(server.list_files()) == []
+        return
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    checkpoint = open_storage(f"{root}/checkpoint")
+    assert {e.rel for e in checkpoint.list_files() if e.rel.startswith("commits/")} == {"commits/0"}
+    done = _run(config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first_two = window_oracle([[f] for f in files[:2]], window=WINDOW, watermark=WATERMARK)
+    _assert_exact(_copy_table(f"{root}/output", tmp_path / "copy"), first_two)
+
+    delete_tree(f"{root}/checkpoint")
+    assert list(checkpoint.list_files()) == []
+    (staged / files[2].name).rename(tmp_path / "landing" / files[2].name)
+    recovered = own_process(["recover", str(config), "--apply"])
+    assert recovered.returncode == 0, recovered.stderr[-3000:]
+    _assert_exact(_copy_table(f"{root}/output", tmp_path / "copy-after"), oracle(data))
