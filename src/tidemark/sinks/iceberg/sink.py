@@ -83,6 +83,11 @@ class IcebergSink(Sink):
     # Iceberg sink keeps its query id), so tidemark's are told apart from them by their summaries.
     adopts_in_place: ClassVar[bool] = True
     readers: ClassVar[str] = "the table's readers"
+    # Iceberg's commit that lost its race and kept losing it through its retries (commit.retry.num-retries, 4 by
+    # default): a Hadoop catalog's "Version N already exists", a JDBC catalog's "metadata location ... has changed".
+    # A race lost once is retried by Iceberg itself on the new metadata and succeeds, so this is no guard against two
+    # runs appending one batch (docs/iceberg.md, "Two runs of one pipeline").
+    concurrent_write_errors: ClassVar[tuple[str, ...]] = ("org.apache.iceberg.exceptions.CommitFailedException",)
 
     @classmethod
     def claims(cls, folder: Storage) -> bool:
