@@ -177,10 +177,13 @@ def kill_in_each_phase(
             runs[phase] += 1
             before = Seen.now(root, table)
             entry = ["-c", KILL_AFTER_COMMIT.format(nth=rng.randint(1, 2))] if phase == TABLE_COMMITTED else None
+            started = time.monotonic()
             code = run_until_killed(
                 ["run", str(config), "--available-now"], partial(wait_for, phase, root, table, rng), entry=entry
             )
-            if landed(phase, before, Seen.now(root, table), code):
+            hit = landed(phase, before, Seen.now(root, table), code)
+            print(f"kill {phase}: {'landed' if hit else 'missed'} after {time.monotonic() - started:.1f} s")
+            if hit:
                 reached[phase] += 1
                 if after_kill is not None:
                     after_kill(phase)

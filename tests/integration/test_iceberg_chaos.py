@@ -46,7 +46,7 @@ KILLS = 8
 TRIES = 6  # per kill: a moment missed (the batch went past it) is tried again with two more files
 # Files landed in all: the first 3, 2 more after each kill that missed its moment, the rest before the finish (the
 # reserve only when misses ask for more). Small: each kill is a JVM of its own, and the finish runs every batch left.
-LANDED = 8
+LANDED = 6
 RESERVE = 14
 METADATA_FILE = re.compile(r"v(\d+)\.metadata\.json")
 
