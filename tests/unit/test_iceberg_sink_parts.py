@@ -29,7 +29,7 @@ from tidemark.sinks.iceberg.audit import audit_table, table_output
 from tidemark.sinks.iceberg.held import held_windows
 from tidemark.sinks.iceberg.inspect import inspect_table
 from tidemark.sinks.iceberg.rollback import plan_table_rollback
-from tidemark.sinks.iceberg.table import lineage, require_readable
+from tidemark.sinks.iceberg.table import lineage, newest_version, open_table, require_readable
 from tidemark.spark import jars
 from tidemark.spark.artifacts import ICEBERG_JARS, JarFeature, coordinates
 from tidemark.storage import open_storage
@@ -118,6 +118,28 @@ def test_held_windows_come_from_partition_values_and_from_rows_with_deletes_appl
     assert held.starts == (T0, T0 + WINDOW) and held.rows == 4
     assert "windowStart of the table's rows" in held.read_from
     assert held_windows(str(tmp_path / "none")).starts == ()  # no table yet
+
+
+def test_the_newest_metadata_file_is_read_past_a_hint_a_kill_left_behind(tmp_path: Path) -> None:
+    # A Hadoop catalog's commit renames v<N+1>.metadata.json into place, then writes version-hint.text: a driver
+    # killed between the two leaves batch 1's snapshot committed (Iceberg reads past the hint) and the hint at v<N>.
+    table = _Table(tmp_path)
+    table.ours(0, [0])
+    table.ours(1, [1])
+    hint = table.path / "metadata" / "version-hint.text"
+    hint.write_text(str(table.version - 1))
+    # A commit killed before its rename leaves a temporary metadata file, which is no version.
+    shutil.copyfile(table.path / "metadata" / "v1.metadata.json", table.path / "metadata" / "0a1b-c2.metadata.json")
+    found = open_table(str(table.path))
+    assert found is not None and found.metadata_location.endswith(f"/v{table.version}.metadata.json")
+    # What the sink checks before a replayed batch's append: batch 1 is in the table (read at the hint: batch 0).
+    assert newest_version(found, "tidemark:t") == 1
+    hint.write_text("0")  # a hint naming no file: the highest v<N>
+    found = open_table(str(table.path))
+    assert found is not None and newest_version(found, "tidemark:t") == 1
+    hint.unlink()  # killed while Iceberg swapped the hint (it deletes the old one, then renames the new one in)
+    found = open_table(str(table.path))
+    assert found is not None and newest_version(found, "tidemark:t") == 1
 
 
 def test_lineage_keeps_tidemark_s_keys_and_audit_tells_other_writers_and_a_batch_written_twice(

@@ -11,9 +11,12 @@ kill (its snapshot landed, its `commits/<n>` did not) finds its version among th
 is not appended again; a new checkpoint starts above every version the table has seen, and one that finds this
 pipeline's output already in the table refuses to start rather than write it twice.
 
-Why the check and the append cannot race: tidemark's run lock keeps one query per pipeline (one writer of this app
+Why the check and the append do not race: tidemark's run lock keeps one query per pipeline (one writer of this app
 id), and the check runs before that query's own append; another application's appends and compactions commit through
-Iceberg's optimistic concurrency, which retries or fails a conflicting commit and never loses one.
+Iceberg's optimistic concurrency, which retries or fails a conflicting commit and never loses one. Iceberg retries an
+append that lost its race rather than refusing it (Delta refuses a second commit of one transaction), so the lock is
+all that keeps two runs from appending one batch: over Spark Connect, where the client holds the lock and a killed
+client's batch in flight may still land on the server, it can be appended twice (docs/iceberg.md).
 """
 
 from __future__ import annotations
@@ -83,6 +86,11 @@ class IcebergSink(Sink):
     # Iceberg sink keeps its query id), so tidemark's are told apart from them by their summaries.
     adopts_in_place: ClassVar[bool] = True
     readers: ClassVar[str] = "the table's readers"
+    # Iceberg's commit that lost its race and kept losing it through its retries (commit.retry.num-retries, 4 by
+    # default): a Hadoop catalog's "Version N already exists", a JDBC catalog's "metadata location ... has changed".
+    # A race lost once is retried by Iceberg itself on the new metadata and succeeds, so this is no guard against two
+    # runs appending one batch (docs/iceberg.md, "Two runs of one pipeline").
+    concurrent_write_errors: ClassVar[tuple[str, ...]] = ("org.apache.iceberg.exceptions.CommitFailedException",)
 
     @classmethod
     def claims(cls, folder: Storage) -> bool:

@@ -65,14 +65,25 @@ def has_metadata(folder: Storage) -> bool:
     return listing is not None and any(name.endswith(METADATA_SUFFIX) for name, _ in listing.files)
 
 
+def _versioned(version: int) -> str:
+    return f"{METADATA}/v{version}{METADATA_SUFFIX}"
+
+
 def metadata_file(folder: Storage) -> str | None:
-    """The newest metadata file of a Hadoop catalog table (version-hint.text, else the highest v<N>), None for no
-    table; one line for a table whose metadata files only its catalog orders (no hint, no v<N>)."""
+    """The newest metadata file of a Hadoop catalog table (version-hint.text and any v<N+1> after it, else the
+    highest v<N>), None for no table; one line for a table whose metadata files only its catalog orders (no hint, no
+    v<N>).
+
+    Past the hint, as Iceberg's own HadoopTableOperations reads: its commit renames v<N+1>.metadata.json into place,
+    then writes the hint, so a driver killed between the two leaves a committed v<N+1> the hint does not name. Read
+    at the hint alone, that batch's snapshot would be missing, and the batch appended twice."""
     hint = folder.read_bytes(VERSION_HINT)
     if hint is not None and hint.strip().isdigit():
-        name = f"{METADATA}/v{int(hint.strip())}{METADATA_SUFFIX}"
-        if folder.exists(name):
-            return folder.uri(name)
+        version = int(hint.strip())
+        if folder.exists(_versioned(version)):
+            while folder.exists(_versioned(version + 1)):
+                version += 1
+            return folder.uri(_versioned(version))
     listing = folder.list_dir(METADATA)
     if listing is None:
         return None
@@ -80,7 +91,7 @@ def metadata_file(folder: Storage) -> str | None:
     numbers = [name[1 : -len(METADATA_SUFFIX)] for name in names if name.startswith("v")]
     versions = [int(n) for n in numbers if n.isdigit()]
     if versions:
-        return folder.uri(f"{METADATA}/v{max(versions)}{METADATA_SUFFIX}")
+        return folder.uri(_versioned(max(versions)))
     if names:
         msg = (
             f"the Iceberg table at {folder.uri()} has no version-hint.text: its current metadata file is the one its "
