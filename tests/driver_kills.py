@@ -16,6 +16,7 @@ milliseconds, and a watcher outside hit it in about one try of five.
 from __future__ import annotations
 
 import random
+import shutil
 import subprocess
 import time
 from collections import Counter
@@ -147,6 +148,23 @@ DataStreamWriter.foreachBatch = foreach_batch
 from tidemark.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
+
+
+class Landing:
+    """A landing folder fed from a reserve of files, in order: `files` are those landed so far (the oracle's input)."""
+
+    def __init__(self, reserve: Sequence[Path], folder: Path) -> None:
+        self.pending = list(reserve)
+        self.files: list[Path] = []
+        self.folder = folder
+        folder.mkdir(exist_ok=True)
+
+    def land(self, count: int) -> None:
+        """The next `count` files of the reserve copied in (fewer once it runs out), a little apart in time."""
+        for file in [self.pending.pop(0) for _ in range(min(count, len(self.pending)))]:
+            shutil.copy2(file, self.folder / file.name)
+            self.files.append(file)
+            time.sleep(0.02)
 
 
 def kill_plan(rng: random.Random, kills: int) -> list[str]:

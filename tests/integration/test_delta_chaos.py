@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.driver_kills import kill_in_each_phase, kill_plan
+from tests.driver_kills import Landing, kill_in_each_phase, kill_plan
 from tests.helpers import write_config
 from tests.integration.test_chaos import _seed
 from tests.integration.test_delta_sink import _assert_exact, _run
@@ -95,15 +93,8 @@ def test_eight_driver_kills_on_a_delta_sink_then_finish(tmp_path: Path) -> None:
     data = generate_events(
         tmp_path / "all", events=100 * RESERVE, keys=4, files=RESERVE, seed=rng.randrange(1000), malformed_fraction=0.03
     )
-    (tmp_path / "landing").mkdir()
-    pending = list(data.files)
-    files: list[Path] = []  # the files landed so far: the oracle's input
-
-    def land(count: int) -> None:
-        for file in [pending.pop(0) for _ in range(min(count, len(pending)))]:
-            shutil.copy2(file, tmp_path / "landing" / file.name)
-            files.append(file)
-            time.sleep(0.02)
+    landing = Landing(list(data.files), tmp_path / "landing")
+    land, files = landing.land, landing.files  # files: those landed so far, the oracle's input
 
     land(3)
     config_path = write_config(

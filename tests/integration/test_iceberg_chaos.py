@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import shutil
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.driver_kills import TABLE_COMMITTED, kill_in_each_phase, kill_plan
+from tests.driver_kills import TABLE_COMMITTED, Landing, kill_in_each_phase, kill_plan
 from tests.helpers import write_config
 from tests.integration.test_chaos import _seed
 from tests.integration.test_iceberg_sink import SINK, _assert_exact, _ours, _run
@@ -112,15 +110,8 @@ def test_eight_driver_kills_on_an_iceberg_sink_then_finish(tmp_path: Path) -> No
     data = generate_events(
         tmp_path / "all", events=40 * RESERVE, keys=3, files=RESERVE, seed=rng.randrange(1000), malformed_fraction=0.03
     )
-    (tmp_path / "landing").mkdir()
-    pending = list(data.files)
-    files: list[Path] = []  # the files landed so far: the oracle's input
-
-    def land(count: int) -> None:
-        for file in [pending.pop(0) for _ in range(min(count, len(pending)))]:
-            shutil.copy2(file, tmp_path / "landing" / file.name)
-            files.append(file)
-            time.sleep(0.02)
+    landing = Landing(list(data.files), tmp_path / "landing")
+    land, files = landing.land, landing.files  # files: those landed so far, the oracle's input
 
     table = tmp_path / "warehouse" / "lake" / "clicks"
     hint = table / "metadata" / "version-hint.text"
