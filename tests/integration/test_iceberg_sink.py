@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
@@ -28,6 +29,9 @@ from tidemark.formats import read_sink_transaction
 from tidemark.pipeline.generate import generate_events
 from tidemark.recovery.audit import audit_sink
 from tidemark.storage import open_storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 KEY = ["user", "windowStart"]
@@ -280,3 +284,33 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
     assert len(table) == len(ours) + 2
     expected = _expected(files)
     assert len(ours) == len(expected) and not ours.duplicated(KEY).any()
+
+
+def test_two_pipelines_with_their_own_warehouses_write_each_to_its_own_in_one_session(
+    iceberg_session: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two configs, each with a Hadoop catalog of its own warehouse, run one after the other in one session (a
+    # notebook's, the tests' shared one): Spark keeps a catalog it loaded under its name, so the second pipeline
+    # must not create, write or roll back its table in the first one's warehouse.
+    data = generate_events(tmp_path / "all", events=150, keys=3, files=2, seed=5)
+    files = list(data.files)
+    roots = {name: tmp_path / name for name in ("first", "second")}
+    configs = {}
+    for name, root in roots.items():
+        (root / "landing").mkdir(parents=True)
+        for file in files:
+            shutil.copy2(file, root / "landing" / file.name)
+        configs[name] = write_config(root, pipeline={"name": name}, sink=SINK)
+        assert main(["run", str(configs[name]), "--available-now"]) == 0, capsys.readouterr().err[-2000:]
+    for name, root in roots.items():
+        output = root / "warehouse" / "lake" / "clicks"
+        _assert_exact(output, _expected(files))
+        # Each warehouse holds its own pipeline's snapshots only.
+        apps = {dict(s.summary.additional_properties).get("tidemark.app") for s in _static(output).metadata.snapshots}
+        assert apps == {f"tidemark:{name}"}, (name, apps)
+    # A rollback of the first pipeline, after the second ran in the same session, undoes the first one's table.
+    second = _static(roots["second"] / "warehouse" / "lake" / "clicks").current_snapshot()
+    assert main(["recover", str(configs["first"]), "--to-batch", "0", "--apply"]) == 0, capsys.readouterr().err
+    assert _ours(roots["first"] / "warehouse" / "lake" / "clicks", "tidemark:first") == [0]
+    after = _static(roots["second"] / "warehouse" / "lake" / "clicks").current_snapshot()
+    assert second is not None and after is not None and after.snapshot_id == second.snapshot_id
