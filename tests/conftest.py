@@ -68,6 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def spark() -> Iterator[SparkSession]:
     """The one Spark session of the test run (local[2], no UI, 2 shuffle partitions)."""
     from tidemark.session import build_session
+    from tidemark.sinks.iceberg.sink import EXTENSIONS as ICEBERG_EXTENSIONS
     from tidemark.spark.artifacts import JarFeature
     from tidemark.spark.jars import closure, fetch
     from tidemark.spark.jvm import session_jar
@@ -76,9 +77,13 @@ def spark() -> Iterator[SparkSession]:
     # The Kafka connector and Hadoop's Azure and S3 connectors, through tidemark's own jar cache (fetched and
     # verified as a user's first run does). The smoke runs on other Spark lines need no Kafka, and this machine's
     # Maven mirror does not serve every line's connector: there, without a locked closure, the session goes without.
-    wanted = [JarFeature.KAFKA, JarFeature.AZURE, JarFeature.AWS]
+    # Apache Iceberg's runtime too where the lock has a build for this line, with its SQL extensions (a static
+    # setting): the Iceberg tests then run tidemark's commands in this process, on this session, instead of a fresh
+    # Python and JVM per command. A line without one keeps the default suite as it was (iceberg_session says why).
+    wanted = [JarFeature.KAFKA, JarFeature.AZURE, JarFeature.AWS, JarFeature.ICEBERG]
     locked = [f for f in wanted if closure(f, installed_version()) is not None]
     jars = [str(p) for p in fetch(locked).paths] if locked else []
+    extensions = {"spark.sql.extensions": ICEBERG_EXTENSIONS} if JarFeature.ICEBERG in locked else {}
     # tidemark's JVM helper, as a Kafka pipeline's own session has it (its stream carries malformed records).
     helper = session_jar()
     jars += [str(helper)] if helper is not None else []
@@ -93,6 +98,7 @@ def spark() -> Iterator[SparkSession]:
                 "spark.driver.memory": "2g",
                 "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
                 "spark.jars": ",".join(jars),
+                **extensions,
             },
             app_name="tidemark-tests",
         )
@@ -100,6 +106,19 @@ def spark() -> Iterator[SparkSession]:
         os.environ["SPARK_SUBMIT_OPTS"] = quick
     yield session
     session.stop()
+
+
+@pytest.fixture
+def iceberg_session(spark: SparkSession) -> SparkSession:
+    """The shared session, for a test that runs the Iceberg sink in this process: skipped on a Spark line the jar
+    lock has no Iceberg build for (the session then has no Iceberg runtime; the smoke runs cover that refusal)."""
+    from tidemark.spark.artifacts import JarFeature
+    from tidemark.spark.jars import closure
+    from tidemark.spark.lines import installed_version
+
+    if closure(JarFeature.ICEBERG, installed_version()) is None:
+        pytest.skip(f"the jar lock has no Apache Iceberg build for Spark {installed_version()}")
+    return spark
 
 
 @pytest.fixture(autouse=True)

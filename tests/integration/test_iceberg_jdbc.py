@@ -1,18 +1,17 @@
 """The Iceberg sink through a JDBC catalog on a real MariaDB (tests/mariadb.py), its warehouse on local disk.
 
-`tidemark run` and `recover` run in their own processes (a JVM with Iceberg's runtime and MariaDB's driver from
-tidemark's lock, the user and password from ICEBERG_JDBC_USER / ICEBERG_JDBC_PASSWORD). The table is read back by
-the test's own pyiceberg SQL catalog on the same database (never with tidemark) and compared with the pandas oracle.
+`tidemark run` and `recover` run in this process, on the tests' shared session (Iceberg's runtime and MariaDB's
+driver from tidemark's lock, tests/conftest.py), the user and password from ICEBERG_JDBC_USER /
+ICEBERG_JDBC_PASSWORD. The table is read back by the test's own pyiceberg SQL catalog on the same database (never
+with tidemark) and compared with the pandas oracle.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
@@ -27,30 +26,33 @@ from tidemark.config import load_config
 from tidemark.pipeline.generate import generate_events
 from tidemark.recovery.audit import audit_sink
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 KEY = ["user", "windowStart"]
 
-# Another application appending to the table through the same JDBC catalog (the catalog's name is part of each of
-# its rows, so the same name), in a Spark of its own with Iceberg's runtime and MariaDB's driver from tidemark's lock.
-_OTHER_WRITER = """
-import os, sys
-from pyspark.sql import SparkSession
-from tidemark.spark.artifacts import JarFeature
-from tidemark.spark.jars import fetch
-c = "spark.sql.catalog.tidemark_iceberg"
-spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-         .config("spark.jars", ",".join(str(p) for p in fetch([JarFeature.ICEBERG]).paths))
-         .config(c, "org.apache.iceberg.spark.SparkCatalog").config(c + ".type", "jdbc")
-         .config(c + ".uri", sys.argv[1]).config(c + ".warehouse", sys.argv[2])
-         .config(c + ".jdbc.user", os.environ["ICEBERG_JDBC_USER"])
-         .config(c + ".jdbc.password", os.environ["ICEBERG_JDBC_PASSWORD"])
-         .config(c + ".jdbc.schema-version", "V1")
-         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-theirs = spark.table("tidemark_iceberg.lake.clicks").limit(2)
-theirs = theirs.selectExpr("concat('other-', user) AS user", "* EXCEPT (user)")
-theirs.writeTo("tidemark_iceberg.lake.clicks").option("snapshot-property.tidemark.app", "someone-else").append()
-spark.stop()
-"""
+
+def other_writer(spark: SparkSession, db: IcebergDatabase, warehouse: Path) -> None:
+    """Another application appending to the table through the same JDBC catalog (the catalog's name is part of each
+    of its rows, so the same name), in a session of its own (a new session of the shared Spark: its own settings
+    and catalogs)."""
+    theirs_session = spark.newSession()
+    c = "spark.sql.catalog.tidemark_iceberg"
+    settings = {
+        c: "org.apache.iceberg.spark.SparkCatalog",
+        f"{c}.type": "jdbc",
+        f"{c}.uri": db.jdbc_uri,
+        f"{c}.warehouse": str(warehouse),
+        f"{c}.jdbc.user": db.user,
+        f"{c}.jdbc.password": db.password,
+        f"{c}.jdbc.schema-version": "V1",
+    }
+    for key, value in settings.items():
+        theirs_session.conf.set(key, value)
+    theirs = theirs_session.table("tidemark_iceberg.lake.clicks").limit(2)
+    theirs = theirs.selectExpr("concat('other-', user) AS user", "* EXCEPT (user)")
+    theirs.writeTo("tidemark_iceberg.lake.clicks").option("snapshot-property.tidemark.app", "someone-else").append()
 
 
 def _read(db: IcebergDatabase) -> Table:
@@ -78,21 +80,25 @@ def _assert_exact(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
 
 
 def test_a_jdbc_catalog_table_is_exact_through_a_lost_checkpoint_and_another_writer_is_told_apart(
+    iceberg_session: SparkSession,
     tmp_path: Path,
     iceberg_mariadb: IcebergDatabase,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     db = iceberg_mariadb
     for name, value in db.env.items():
-        monkeypatch.setenv(name, value)  # for audit in this process; the commands get them from their env
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+        monkeypatch.setenv(name, value)  # the commands and audit read them from the environment
 
-    def command(*argv: str, script: str | None = None) -> subprocess.CompletedProcess[str]:
-        line = [sys.executable, "-c", script, *argv] if script else [sys.executable, "-m", "tidemark.cli.main", *argv]
-        done = subprocess.run(line, env=env, capture_output=True, text=True, timeout=600, check=False)
-        assert db.password not in done.stdout + done.stderr  # the secret is never printed
-        return done
+    def command(*argv: str) -> tuple[int, str, str]:
+        """A tidemark command in this process: its exit code, stdout and stderr (this process's descriptors)."""
+        capfd.readouterr()
+        caplog.clear()
+        code = main(list(argv))
+        out, err = capfd.readouterr()
+        assert db.password not in out + err + caplog.text  # the secret is never printed, nor logged
+        return code, out, err
 
     data = generate_events(tmp_path / "all", events=200, keys=3, files=2, seed=11)
     files = list(data.files)
@@ -104,8 +110,8 @@ def test_a_jdbc_catalog_table_is_exact_through_a_lost_checkpoint_and_another_wri
     config = write_config(tmp_path, sink=sink)
     expected = _expected(files)
 
-    done = command("run", str(config), "--available-now")
-    assert done.returncode == 0, done.stderr[-2000:]
+    code, _, err = command("run", str(config), "--available-now")
+    assert code == 0, err[-2000:]
     _assert_exact(_rows(db), expected)
     # The catalog names the table's metadata file (a Hadoop catalog's version-hint.text is not there); its folder is
     # the JDBC catalog's default, <warehouse>/<namespace>/<table>.
@@ -120,12 +126,12 @@ def test_a_jdbc_catalog_table_is_exact_through_a_lost_checkpoint_and_another_wri
     # checkpoint inspect --sink: the table's folder cannot say which metadata file is current (the catalog does):
     # refused in one line; the metadata file the catalog names is read as given.
     argv = ["checkpoint", "inspect", str(tmp_path / "checkpoint"), "--sink"]
-    capsys.readouterr()
-    assert main([*argv, str(tmp_path / "warehouse" / "lake" / "clicks")]) != 0
-    refusal = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(refusal) == 1 and "has no version-hint.text" in refusal[0], refusal
-    assert main([*argv, table.metadata_location, "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)["sink"]
+    code, _, err = command(*argv, str(tmp_path / "warehouse" / "lake" / "clicks"))
+    refusal = [line for line in err.splitlines() if line.strip()]
+    assert code != 0 and len(refusal) == 1 and "has no version-hint.text" in refusal[0], refusal
+    code, out, _ = command(*argv, table.metadata_location, "--json")
+    assert code == 0
+    report = json.loads(out)["sink"]
     assert (report["files"], report["rows"]) == (table.inspect.files().num_rows, len(expected))
     assert (report["snapshots"], report["last_batch"]) == (len(table.metadata.snapshots), max(commits))
     assert report["metadata_file"] == table.metadata_location
@@ -134,16 +140,15 @@ def test_a_jdbc_catalog_table_is_exact_through_a_lost_checkpoint_and_another_wri
     current = table.current_snapshot()
     assert current is not None
     shutil.rmtree(tmp_path / "checkpoint")
-    recovered = command("recover", str(config), "--apply")
-    assert recovered.returncode == 0, recovered.stderr[-2000:]
-    assert "verified" in recovered.stdout and "0 duplicate" in recovered.stdout, recovered.stdout
+    code, out, err = command("recover", str(config), "--apply")
+    assert code == 0, err[-2000:]
+    assert "verified" in out and "0 duplicate" in out, out
     _assert_exact(_rows(db), expected)
     assert (tmp_path / ".tidemark-archive" / "checkpoint-recovery").is_dir()
     assert not (tmp_path / "warehouse" / "lake" / ".tidemark-archive").exists()
 
     # Another application appends through the same catalog: audit counts its snapshot apart, not as a violation.
-    other = command(db.jdbc_uri, str(tmp_path / "warehouse"), script=_OTHER_WRITER)
-    assert other.returncode == 0, other.stderr[-2000:]
+    other_writer(iceberg_session, db, tmp_path / "warehouse")
     rows = _rows(db)
     assert len(rows) == len(expected) + 2 and rows["user"].str.startswith("other-").sum() == 2
     audit = audit_sink(load_config(config))

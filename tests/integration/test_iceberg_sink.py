@@ -1,9 +1,10 @@
 """The Apache Iceberg sink on a real local Spark with Iceberg's own runtime jar (tidemark's lock), read back with
 pyiceberg.
 
-Each run is `tidemark run` in its own process (a JVM with Iceberg's catalog and extensions, as a user gets it). The
-output is compared with the pandas oracle; the table is read with pyiceberg from its newest metadata file (pyiceberg
-has no Hadoop catalog), never with tidemark.
+tidemark's commands run in this process, on the tests' shared session (tests/conftest.py gives it Iceberg's runtime
+and SQL extensions), as `tidemark` would run them in a notebook's session; only the run killed after an append is
+a process of its own (the kill is what it tests). The output is compared with the pandas oracle; the table is read
+with pyiceberg from its newest metadata file (pyiceberg has no Hadoop catalog), never with tidemark.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
@@ -28,6 +31,9 @@ from tidemark.formats import read_sink_transaction
 from tidemark.pipeline.generate import generate_events
 from tidemark.recovery.audit import audit_sink
 from tidemark.storage import open_storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 KEY = ["user", "windowStart"]
@@ -57,51 +63,54 @@ from tidemark.cli.main import main
 sys.exit(main({argv!r}))
 """
 
-# Other writers on the table, in a session of their own with Iceberg's jar from tidemark's lock: another
-# application's append (its own snapshot property), then Iceberg's compaction (a `replace` snapshot).
-_OTHER_WRITERS = """
-import sys
-from pyspark.sql import SparkSession
-from tidemark.spark.artifacts import JarFeature
-from tidemark.spark.jars import fetch
-jars = ",".join(str(p) for p in fetch([JarFeature.ICEBERG]).paths)
-spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-         .config("spark.jars", jars)
-         .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-         .config("spark.sql.catalog.c", "org.apache.iceberg.spark.SparkCatalog")
-         .config("spark.sql.catalog.c.type", "hadoop")
-         .config("spark.sql.catalog.c.warehouse", sys.argv[1])
-         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-theirs = spark.table("c.lake.clicks").limit(2).selectExpr("concat('other-', user) AS user", "* EXCEPT (user)")
-theirs.writeTo("c.lake.clicks").option("snapshot-property.tidemark.app", "someone-else").append()
-spark.sql("CALL c.system.rewrite_data_files(table => 'lake.clicks', options => map('rewrite-all', 'true'))").collect()
-spark.stop()
-"""
+
+def other_writers(spark: SparkSession, warehouse: Path) -> None:
+    """Other writers on the table, as another application in a session of its own (a new session of the shared
+    Spark: its own settings and catalogs) with a catalog of its own name: an append carrying its own snapshot
+    property, then Iceberg's compaction (a `replace` snapshot)."""
+    theirs_session = spark.newSession()
+    name = f"other_{uuid.uuid4().hex[:8]}"
+    theirs_session.conf.set(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
+    theirs_session.conf.set(f"spark.sql.catalog.{name}.type", "hadoop")
+    theirs_session.conf.set(f"spark.sql.catalog.{name}.warehouse", str(warehouse))
+    theirs = theirs_session.table(f"{name}.lake.clicks").limit(2)
+    theirs = theirs.selectExpr("concat('other-', user) AS user", "* EXCEPT (user)")
+    theirs.writeTo(f"{name}.lake.clicks").option("snapshot-property.tidemark.app", "someone-else").append()
+    compact = f"CALL {name}.system.rewrite_data_files(table => 'lake.clicks', options => map('rewrite-all', 'true'))"
+    theirs_session.sql(compact).collect()
 
 
 def _env() -> dict[str, str]:
     return {**os.environ, "PYSPARK_PYTHON": sys.executable}
 
 
-def _run(config: Path, *, kill_after_batch: int | None = None) -> subprocess.CompletedProcess[str]:
-    """`tidemark run --available-now` in a new process group (killed after a batch's Iceberg append when asked)."""
+def _killed_run(config: Path, kill_after_batch: int) -> subprocess.CompletedProcess[str]:
+    """`tidemark run --available-now` in a new process group, killed after a batch's Iceberg append."""
     argv = ["run", str(config), "--available-now"]
     reached = str(config.parent / "kill-reached")
     script = _KILLED_AFTER.format(batch=kill_after_batch, argv=argv, reached=reached)
-    command = (
-        [sys.executable, "-c", script]
-        if kill_after_batch is not None
-        else [sys.executable, "-m", "tidemark.cli.main", *argv]
-    )
     return subprocess.run(
-        command, env=_env(), capture_output=True, text=True, timeout=300, check=False, start_new_session=True
+        [sys.executable, "-c", script],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        start_new_session=True,
     )
 
 
-def _cli(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    """A tidemark command in its own process (its own JVM: the test process's session has no Iceberg jar)."""
-    command = [sys.executable, "-m", "tidemark.cli.main", *argv]
-    return subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=300, check=False)
+def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """A tidemark command in this process, on the shared session: its exit code, stdout and stderr."""
+    capsys.readouterr()
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run(config: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """`tidemark run CONFIG --available-now` in this process (cli)."""
+    return cli(["run", str(config), "--available-now"], capsys)
 
 
 def _commits(root: Path) -> set[int]:
@@ -141,7 +150,10 @@ def _ours(path: Path, app_id: str) -> list[int]:
 
 
 def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_other_writers(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    iceberg_session: SparkSession,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Three files: two before the kill (it comes after batch 1), one after it (a batch past the re-run one); a fourth
     # lands while the checkpoint is lost the second time.
@@ -152,7 +164,7 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
     output = tmp_path / "warehouse" / "lake" / "clicks"
     for file in files[:2]:
         shutil.copy2(file, tmp_path / "landing" / file.name)
-    killed = _run(config, kill_after_batch=1)
+    killed = _killed_run(config, kill_after_batch=1)
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert (tmp_path / "kill-reached").exists()
     assert _commits(tmp_path) == {0}  # batch 1 is in the table, not in Spark's commit log
@@ -165,8 +177,8 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
 
     # The rest lands; the rerun re-runs the killed batch (its snapshot is in the table: not appended again).
     shutil.copy2(files[2], tmp_path / "landing" / files[2].name)
-    done = _run(config)
-    assert done.returncode == 0, done.stderr[-2000:]
+    code, _, err = run(config, capsys)
+    assert code == 0, err[-2000:]
     _assert_exact(output, _expected(files))
     committed = max(_commits(tmp_path))
     versions = _ours(output, "tidemark:t")
@@ -185,14 +197,14 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
     # the lineage); the table holds batches 0 and 1 only, and the rerun appends the later ones again: exact.
     rows_through_1 = sum(r.rows or 0 for r in audit.batches if r.batch <= 1)
     snapshots = len(_static(output).metadata.snapshots)
-    rolled = _cli(["recover", str(config), "--to-batch", "1", "--apply"])
-    assert rolled.returncode == 0, rolled.stderr[-2000:]
-    assert "rollback_to_snapshot" in rolled.stdout, rolled.stdout
+    code, out, err = cli(["recover", str(config), "--to-batch", "1", "--apply"], capsys)
+    assert code == 0, err[-2000:]
+    assert "rollback_to_snapshot" in out, out
     assert sorted(_commits(tmp_path)) == [0, 1] and _ours(output, "tidemark:t") == [0, 1]
     assert len(_table(output)) == rows_through_1 < len(_expected(files))
     assert len(_static(output).metadata.snapshots) == snapshots  # no snapshot made, none removed
-    redone = _run(config)
-    assert redone.returncode == 0, redone.stderr[-2000:]
+    code, _, err = run(config, capsys)
+    assert code == 0, err[-2000:]
     _assert_exact(output, _expected(files))
     committed = max(_commits(tmp_path))  # the rerun may end with one more no-data batch than the first run
     assert committed >= 3 and _ours(output, "tidemark:t") == list(range(committed + 1))
@@ -218,17 +230,17 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
     snapshot = _static(output).current_snapshot()
     assert snapshot is not None
     shutil.rmtree(tmp_path / "checkpoint")
-    refused = _run(config)
-    lines = [line for line in refused.stderr.splitlines() if line.strip()]
-    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    code, _, err = run(config, capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code != 0 and "Traceback" not in err
     assert "already holds this pipeline's output" in lines[-1], lines
     after = _static(output).current_snapshot()
     assert after is not None and after.snapshot_id == snapshot.snapshot_id
     # recover --apply replays only the windows the table lacks, into a new checkpoint whose versions start above
     # the lost one's; a run afterwards adds nothing twice.
-    recovered = _cli(["recover", str(config), "--apply"])
-    assert recovered.returncode == 0, recovered.stderr[-2000:]
-    assert "verified" in recovered.stdout and "0 duplicate" in recovered.stdout, recovered.stdout
+    code, out, err = cli(["recover", str(config), "--apply"], capsys)
+    assert code == 0, err[-2000:]
+    assert "verified" in out and "0 duplicate" in out, out
     _assert_exact(output, _expected(files))
     # The recovery's archive is beside the checkpoint, none in the catalog's namespace folder.
     assert (tmp_path / ".tidemark-archive" / "checkpoint-recovery").is_dir()
@@ -241,9 +253,12 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
     files.append(last)
     shutil.copy2(last, tmp_path / "landing" / last.name)
     config = write_config(tmp_path, sink=SINK, checkpoint={"location": "checkpoint", "on_missing": "recover"})
-    auto = _run(config)
-    assert auto.returncode == 0, auto.stderr[-2000:]
-    assert "recovering from" in auto.stderr, auto.stderr[-2000:]
+    caplog.clear()
+    code, _, err = run(config, capsys)
+    assert code == 0, err[-2000:]
+    # In this process the run's warnings reach pytest's log capture (a process of its own prints them on stderr).
+    recovering = [r for r in caplog.records if "recovering from" in r.getMessage()]
+    assert len(recovering) == 1 and recovering[0].levelname == "WARNING", caplog.text[-2000:]
     _assert_exact(output, _expected(files))
     audit = audit_sink(load_config(config))
     assert audit.ok and any("earlier checkpoints" in n for n in audit.notes), (audit.violations, audit.notes)
@@ -251,15 +266,7 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
     # Other writers: another application's append and Iceberg's compaction (a `replace` snapshot that rewrites every
     # file). audit tells them apart; the windows are still read from the compacted files, and a recovery after
     # another lost checkpoint replays nothing twice.
-    other = subprocess.run(
-        [sys.executable, "-c", _OTHER_WRITERS, str(tmp_path / "warehouse")],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert other.returncode == 0, other.stderr[-2000:]
+    other_writers(iceberg_session, tmp_path / "warehouse")
     operations = [s.summary.operation.value for s in _static(output).metadata.snapshots if s.summary is not None]
     assert operations[-1] == "replace", operations
     audit = audit_sink(load_config(config))
@@ -273,10 +280,40 @@ def test_iceberg_sink_is_exact_through_a_kill_a_rollback_a_lost_checkpoint_and_o
     assert len(refusal) == 1 and "rollback_to_snapshot to before the undone batches would drop it" in refusal[0]
     assert _commits(tmp_path) and max(_commits(tmp_path)) > 0  # the checkpoint is untouched
     shutil.rmtree(tmp_path / "checkpoint")
-    again = _cli(["recover", str(config), "--apply"])
-    assert again.returncode == 0, again.stderr[-2000:]
+    code, _, err = cli(["recover", str(config), "--apply"], capsys)
+    assert code == 0, err[-2000:]
     table = _table(output)
     ours = table[~table["user"].str.startswith("other-")].reset_index(drop=True)
     assert len(table) == len(ours) + 2
     expected = _expected(files)
     assert len(ours) == len(expected) and not ours.duplicated(KEY).any()
+
+
+def test_two_pipelines_with_their_own_warehouses_write_each_to_its_own_in_one_session(
+    iceberg_session: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two configs, each with a Hadoop catalog of its own warehouse, run one after the other in one session (a
+    # notebook's, the tests' shared one): Spark keeps a catalog it loaded under its name, so the second pipeline
+    # must not create, write or roll back its table in the first one's warehouse.
+    data = generate_events(tmp_path / "all", events=150, keys=3, files=2, seed=5)
+    files = list(data.files)
+    roots = {name: tmp_path / name for name in ("first", "second")}
+    configs = {}
+    for name, root in roots.items():
+        (root / "landing").mkdir(parents=True)
+        for file in files:
+            shutil.copy2(file, root / "landing" / file.name)
+        configs[name] = write_config(root, pipeline={"name": name}, sink=SINK)
+        assert main(["run", str(configs[name]), "--available-now"]) == 0, capsys.readouterr().err[-2000:]
+    for name, root in roots.items():
+        output = root / "warehouse" / "lake" / "clicks"
+        _assert_exact(output, _expected(files))
+        # Each warehouse holds its own pipeline's snapshots only.
+        apps = {dict(s.summary.additional_properties).get("tidemark.app") for s in _static(output).metadata.snapshots}
+        assert apps == {f"tidemark:{name}"}, (name, apps)
+    # A rollback of the first pipeline, after the second ran in the same session, undoes the first one's table.
+    second = _static(roots["second"] / "warehouse" / "lake" / "clicks").current_snapshot()
+    assert main(["recover", str(configs["first"]), "--to-batch", "0", "--apply"]) == 0, capsys.readouterr().err
+    assert _ours(roots["first"] / "warehouse" / "lake" / "clicks", "tidemark:first") == [0]
+    after = _static(roots["second"] / "warehouse" / "lake" / "clicks").current_snapshot()
+    assert second is not None and after is not None and after.snapshot_id == second.snapshot_id

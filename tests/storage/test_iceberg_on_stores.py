@@ -6,7 +6,9 @@ for the table, is on the store, while the checkpoint stays local: the session re
 sink names it (`spark_locations`), through Iceberg's HadoopFileIO and the Hadoop settings tidemark derives from the
 environment. `tidemark run` and `recover --apply` run in their own processes; the table is read back by the test's
 own pyiceberg SQL catalog on the same database with pyiceberg's own FileIO (never tidemark's) and compared with the
-pandas oracle. A Hadoop catalog on Azurite works too, for one writer, and its run says so in one warning line.
+pandas oracle. A Hadoop catalog on Azurite and on S3 works too, for one writer, and each run says so in one
+warning line; on S3 it is read back with pyiceberg's own FileIO from the table's version hint, exact through a lost
+checkpoint, `recover --apply` and a run after it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.io import load_file_io
 from pyiceberg.io.fsspec import FsspecFileIO
 from pyiceberg.table import StaticTable, Table
 
@@ -184,3 +187,64 @@ def test_a_hadoop_catalog_on_azurite_works_for_one_writer_and_the_run_warns_so(
     assert urlsplit(metadata).scheme == "wasbs"
     table = StaticTable.from_metadata(metadata, properties=_file_io(wasb_store))
     _assert_exact(_frame(table), _expected(list(data.files)))
+
+
+def test_a_hadoop_catalog_on_s3_is_exact_through_a_lost_checkpoint_and_each_run_warns_once(
+    s3a_store: SparkStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in s3a_store.env.items():  # after the Azurite test, which set its own store's variables
+        monkeypatch.setenv(name, value)
+    data = _events(tmp_path)
+    expected = _expected(list(data.files))
+    warehouse = f"{s3a_store.new_root()}/warehouse"
+    sink = {
+        "format": "iceberg",
+        "path": None,
+        "table": "lake.clicks",
+        "catalog": {"type": "hadoop", "warehouse": warehouse},
+    }
+    config = write_config(tmp_path, pipeline={"name": "ice-hadoop-s3a"}, sink=sink)
+    io = load_file_io(_file_io(s3a_store), warehouse)
+
+    def read() -> Table:
+        """The table as pyiceberg reads a Hadoop catalog's table, with its own S3 FileIO: its version hint names
+        its newest metadata file."""
+        metadata = f"{warehouse}/lake/clicks/metadata"
+        with io.new_input(f"{metadata}/version-hint.text").open() as hint:
+            version = int(hint.read().strip())
+        return StaticTable.from_metadata(f"{metadata}/v{version}.metadata.json", properties=_file_io(s3a_store))
+
+    def warned_once(stderr: str) -> None:
+        warned = [line for line in stderr.splitlines() if WARNING_CODE in line]
+        assert len(warned) == 1, stderr[-3000:]
+        assert "only writer" in warned[0] and warehouse in warned[0], warned
+
+    done = _command("run", str(config), "--available-now")
+    assert done.returncode == 0, done.stderr[-3000:]
+    warned_once(done.stderr)
+    table = read()
+    # Every file of the table is on S3, below the warehouse (nothing local).
+    assert urlsplit(table.metadata_location).scheme == "s3a", table.metadata_location
+    assert all(p.startswith(f"{warehouse}/lake/clicks/") for p in table.inspect.files().column("file_path").to_pylist())
+    assert not list(tmp_path.glob("**/*.metadata.json"))
+    _assert_exact(_frame(table), expected)
+    snapshots = len(table.metadata.snapshots)
+    audit = audit_sink(load_config(config))
+    assert audit.ok, audit.violations
+    assert all(r.in_sink_log for r in audit.batches) and sum(r.rows or 0 for r in audit.batches) == len(expected)
+
+    # The checkpoint lost: recover reads the windows the table holds on S3 and replays none of them twice.
+    shutil.rmtree(tmp_path / "checkpoint")
+    recovered = _command("recover", str(config), "--apply")
+    assert recovered.returncode == 0, recovered.stderr[-3000:]
+    assert "verified" in recovered.stdout and "0 duplicate" in recovered.stdout, recovered.stdout
+    again = read()
+    _assert_exact(_frame(again), expected)
+    assert len(again.metadata.snapshots) >= snapshots
+
+    # A run afterwards, on the recovery's checkpoint: nothing new, nothing twice, and the warning once more.
+    ran = _command("run", str(config), "--available-now")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    warned_once(ran.stderr)
+    _assert_exact(_frame(read()), expected)
+    assert audit_sink(load_config(config)).ok

@@ -12,9 +12,10 @@ SQLAlchemy URL only, and no message carries it.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tidemark.config.catalog import (
@@ -28,8 +29,11 @@ from tidemark.errors import CheckpointError, UsageError
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
+    from pyspark.sql import SparkSession
 
     from tidemark.findings import Finding
+
+log = logging.getLogger(__name__)
 
 # The name of the Spark catalog tidemark registers for [sink.catalog] (its tables: tidemark_iceberg.<ns>.<table>);
 # a JDBC catalog keeps it in each of its rows, so pyiceberg reads them under the same name.
@@ -82,6 +86,34 @@ def spark_settings(catalog: IcebergCatalogConfig) -> dict[str, str]:
         # V1 keeps views beside tables (pyiceberg reads both versions); a new catalog is made at V1.
         settings[f"{prefix}.jdbc.schema-version"] = "V1"
     return settings
+
+
+def reload_catalog(spark: SparkSession) -> None:
+    """Make the session load `tidemark_iceberg` afresh from the settings in force now, at its next use.
+
+    Spark loads a catalog once per session and keeps it under its name: without this, a second pipeline (or a tool)
+    with another [sink.catalog] in the same session (a notebook's, the tests' shared one) would create, write and
+    roll back its table in the first one's catalog. The name stays one for every catalog: a JDBC catalog writes it
+    in each of its rows, where pyiceberg and other applications find the tables. The loaded catalog is closed (a
+    JDBC catalog's connection pool). A streaming query is unaffected: it runs on a clone of the session, which loads
+    its own catalogs from the settings it was started with. Over Spark Connect the server's session is out of reach
+    (each client process gets a new one)."""
+    from tidemark.connect import is_connect
+
+    if is_connect(spark):
+        return
+    manager: Any = spark._jsparkSession.sessionState().catalogManager()  # py4j's view of Spark's CatalogManager
+    # Spark offers no call that forgets one catalog (CatalogManager.reset forgets every one, and the current
+    # namespace with them): its map of loaded catalogs is taken out by reflection.
+    field = manager.getClass().getDeclaredField("catalogs")
+    field.setAccessible(True)
+    loaded = field.get(manager).remove(CATALOG)
+    if not loaded.isDefined():
+        return
+    try:
+        loaded.get().icebergCatalog().close()
+    except Exception as exc:  # not a Closeable (a catalog with nothing to release)
+        log.debug("the session's previous %s catalog was not closed: %s", CATALOG, type(exc).__name__)
 
 
 def single_writer_warning(catalog: IcebergCatalogConfig) -> Finding | None:

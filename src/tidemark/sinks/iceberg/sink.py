@@ -45,6 +45,7 @@ from tidemark.sinks.iceberg.catalog import (
     CatalogTable,
     credentials,
     jdbc_access,
+    reload_catalog,
     single_writer_warning,
     spark_settings,
 )
@@ -321,6 +322,7 @@ class IcebergSink(Sink):
             jars=self.jar_groups,
         )
         with spark_session(needs, running) as spark:
+            reload_catalog(spark)  # a running session may hold another [sink.catalog] under the same name
             try:
                 apply_table_rollback(spark, self.table_name, self._table_path(), undo, self._catalog_table())
             finally:
@@ -352,8 +354,10 @@ class IcebergSink(Sink):
 
     def create_table(self, output: DataFrame) -> None:
         """The table, created empty when the catalog lacks it: the output's columns, partitioned by the config's
-        partitions, format version 2. An existing table keeps its own spec (another one, or none, is accepted)."""
+        partitions, format version 2. An existing table keeps its own spec (another one, or none, is accepted). The
+        session's catalog is loaded afresh first: it may hold another pipeline's [sink.catalog] (catalog.py)."""
         spark = output.sparkSession
+        reload_catalog(spark)
         namespace = self.table_name.rsplit(".", 1)[0]
         columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in output.schema.fields)
         partitions = ", ".join(f"`{p}`" for p in self.config.partition_by)
