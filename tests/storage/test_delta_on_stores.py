@@ -1,7 +1,8 @@
 """The Delta sink on cloud storage (#38): Spark writes the table and the checkpoint on wasbs:// (Azurite, hadoop-azure's
 emulator mode, through the proxy on port 10000) and s3a:// (moto, through a proxy), on this environment's Spark
-line (the default, 4.1: the line with both WASB and a Delta release; abfs:// on 4.2/4.3 is the smoke feature
-`delta_abfs`). A run is killed right after a batch's Delta commit and before Spark's `commits/<n>`, a rerun finishes;
+line (the default, 4.1: the line with both WASB and a Delta release; Delta on abfs://, the only Azure scheme of
+4.2/4.3, is the smoke feature `delta abfs`, tests/smoke/test_smoke.py, run on 4.1 and 4.2). A run is killed right
+after a batch's Delta commit and before Spark's `commits/<n>`, a rerun finishes;
 the table, copied off the server file by file and read with delta-rs (not tidemark), equals the pandas oracle with
 nothing twice; `audit` and `checkpoint inspect --sink` read the table's log there. Then `recover --to-batch 1` and a
 rerun, and the checkpoint deleted on the server and the run recovering by itself: exact each time.
