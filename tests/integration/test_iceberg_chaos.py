@@ -27,7 +27,8 @@ import pytest
 from tests.driver_kills import TABLE_COMMITTED, Landing, kill_in_each_phase, kill_plan
 from tests.helpers import write_config
 from tests.integration.test_chaos import _seed
-from tests.integration.test_iceberg_sink import SINK, _assert_exact, _ours, _run
+from tests.integration.test_delta_sink import _run  # a fresh `tidemark run` process (any sink)
+from tests.integration.test_iceberg_sink import SINK, _assert_exact, _ours
 from tests.integration.test_recovery import _expected
 from tests.oracles import count_malformed
 from tidemark.cli.main import main
