@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +120,25 @@ def iceberg_session(spark: SparkSession) -> SparkSession:
     if closure(JarFeature.ICEBERG, installed_version()) is None:
         pytest.skip(f"the jar lock has no Apache Iceberg build for Spark {installed_version()}")
     return spark
+
+
+@pytest.fixture(autouse=True)
+def _shared_session_stays_active() -> Iterator[None]:
+    """After each test, the shared session is the active one again. A test that works in `spark.newSession()` (the
+    Iceberg tests' other writers and old jobs) makes that session active: PySpark's createDataFrame sets the active
+    session, Python's and the JVM's. Left so, the next test's pipeline (`getOrCreate`) would run on it, where the
+    shared session's queries and settings are not. No Spark is started here: a test without one is left alone."""
+    yield
+    module = sys.modules.get("pyspark.sql.session")
+    if module is None:
+        return
+    session_class: Any = module.SparkSession
+    shared = session_class._instantiatedSession
+    if shared is None or getattr(shared, "_jvm", None) is None or session_class._activeSession is shared:
+        return
+    session_class._activeSession = shared
+    shared._jvm.SparkSession.setActiveSession(shared._jsparkSession)
+    shared._jvm.SparkSession.setDefaultSession(shared._jsparkSession)
 
 
 @pytest.fixture(autouse=True)
