@@ -139,13 +139,7 @@ def test_a_jdbc_catalog_with_its_warehouse_on_a_store_is_exact_through_a_lost_ch
         table.metadata_location
     )
     assert all(p.startswith(warehouse) for p in table.inspect.files().column("file_path").to_pylist())
-    assert not list(tmp_path.glob("**/*.metadata.json"))
-    _assert_exact(_frame(table), expected)
-    snapshots = len(table.metadata.snapshots)
-    # audit, in this process without a JVM, reads the table's snapshots on the store as the catalog names them.
-    audit = audit_sink(load_config(config))
-    assert audit.ok, audit.violations
-    assert all(r.in_sink_log for r in audit.batches) and sum(r.rows or 0 for r in audit.batches) == len(expected)
+    snapshots = _exact_nothing_local_and_audited(table, config, expected, tmp_path)
 
     # The checkpoint lost: recover reads the windows the table holds on the store (through the catalog) and replays
     # none of them; the table gets no new snapshot and is exact.
@@ -156,6 +150,19 @@ def test_a_jdbc_catalog_with_its_warehouse_on_a_store_is_exact_through_a_lost_ch
     again = read()
     _assert_exact(_frame(again), expected)
     assert len(again.metadata.snapshots) >= snapshots
+
+
+def _exact_nothing_local_and_audited(
+    table: Table | StaticTable, config: Path, expected: pd.DataFrame, tmp_path: Path
+) -> int:
+    """The table (read with pyiceberg) equals the oracle, no metadata file landed locally, and `audit`, in this
+    process without a JVM, reads the table's snapshots on the store: each batch once, every row. Its snapshots."""
+    assert not list(tmp_path.glob("**/*.metadata.json"))
+    _assert_exact(_frame(table), expected)
+    audit = audit_sink(load_config(config))
+    assert audit.ok, audit.violations
+    assert all(r.in_sink_log for r in audit.batches) and sum(r.rows or 0 for r in audit.batches) == len(expected)
+    return len(table.metadata.snapshots)
 
 
 def test_a_hadoop_catalog_on_azurite_works_for_one_writer_and_the_run_warns_so(
@@ -226,12 +233,7 @@ def test_a_hadoop_catalog_on_s3_is_exact_through_a_lost_checkpoint_and_each_run_
     # Every file of the table is on S3, below the warehouse (nothing local).
     assert urlsplit(table.metadata_location).scheme == "s3a", table.metadata_location
     assert all(p.startswith(f"{warehouse}/lake/clicks/") for p in table.inspect.files().column("file_path").to_pylist())
-    assert not list(tmp_path.glob("**/*.metadata.json"))
-    _assert_exact(_frame(table), expected)
-    snapshots = len(table.metadata.snapshots)
-    audit = audit_sink(load_config(config))
-    assert audit.ok, audit.violations
-    assert all(r.in_sink_log for r in audit.batches) and sum(r.rows or 0 for r in audit.batches) == len(expected)
+    snapshots = _exact_nothing_local_and_audited(table, config, expected, tmp_path)
 
     # The checkpoint lost: recover reads the windows the table holds on S3 and replays none of them twice.
     shutil.rmtree(tmp_path / "checkpoint")
