@@ -492,10 +492,10 @@ def test_delta_sink_on_abfs_is_exact_through_a_kill_and_a_lost_checkpoint(
 
     killed = _run(config, kill_after_batch=1)
     errors = [line for line in killed.stderr.splitlines() if line.startswith("error:")]
-    delta_missing = delta_problem(installed_version())
-    if lacking(Feature.ABFS_OVER_BLOB) is not None or delta_missing is not None:
+    abfs_missing, delta_missing = lacking(Feature.ABFS_OVER_BLOB), delta_problem(installed_version())
+    if abfs_missing is not None or delta_missing is not None:
         assert killed.returncode == 1 and len(errors) == 1, killed.stderr[-3000:]
-        if lacking(Feature.ABFS_OVER_BLOB) is not None:
+        if abfs_missing is not None:
             refused(_one_line_naming(errors[0], Feature.ABFS_OVER_BLOB))
         else:
             assert delta_missing is not None and delta_missing in errors[0], errors
