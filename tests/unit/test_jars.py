@@ -208,3 +208,34 @@ def test_features_follow_the_schemes() -> None:
         JarFeature.AWS,
     }
     assert features_for_uris(["s3://b/k", "gs://b/k", "file:///x"]) == set()
+
+
+def test_processes_fetching_the_same_jar_at_once_each_end_with_it(
+    cache: Path, lock: dict[str, list[jars.LockedJar]], repo: Path
+) -> None:
+    """Two pipelines (or test workers) sharing the cache download the same jar together: each stages its own file
+    (one shared `.part` name made the second rename fail), every fetch ends verified, no staged file is left."""
+    locked = [_publish(repo, "org.example:big:1.0", bytes(range(256)) * 4000)]
+    _pin(lock, locked)
+    results: list[jars.FetchedJars] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def fetch() -> None:
+        barrier.wait()
+        try:
+            results.append(jars.fetch([JarFeature.KAFKA], FAKE_SPARK))
+        except BaseException as exc:  # collected for the assertion
+            errors.append(exc)
+
+    workers = [threading.Thread(target=fetch) for _ in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    assert len(results) == 6
+    path = results[0].paths[0]
+    assert path.read_bytes() == (repo / locked[0].path).read_bytes()
+    assert all(r.paths == (path,) for r in results)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]

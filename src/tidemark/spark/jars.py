@@ -199,17 +199,24 @@ def cached(jar: LockedJar) -> bool:
 
 
 def _download(url: str, target: Path, size: int, progress: Progress | None) -> None:
-    staged = target.with_name(target.name + ".part")
+    """Download to a file of this call's own, then rename it into place: processes sharing the cache (pipelines
+    started together, test workers) may download the same jar at once, and each rename puts whole bytes there."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    staged = Path(name)
     request = urllib.request.Request(url, headers={"User-Agent": "tidemark"})  # noqa: S310 - http(s) repository URL
-    with urllib.request.urlopen(request, timeout=60) as response, staged.open("wb") as out:  # noqa: S310
-        done = 0
-        while chunk := response.read(_CHUNK):
-            out.write(chunk)
-            done += len(chunk)
-            if progress is not None:
-                progress(target.name, done, size)
-    os.replace(staged, target)
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
+            done = 0
+            while chunk := response.read(_CHUNK):
+                out.write(chunk)
+                done += len(chunk)
+                if progress is not None:
+                    progress(target.name, done, size)
+        staged.chmod(0o644)  # mkstemp's file is the owner's alone; a cached jar is readable as any download is
+        os.replace(staged, target)
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
