@@ -365,6 +365,15 @@ PHASES: list[tuple[str, str, str]] = [
     ("restart check (before)", "tidemark.evolve.guard", "RestartCheck.before"),
     ("failover (before)", "tidemark.recovery.failover", "Failover.before"),
     ("session start and settings", "tidemark.pipeline.start", "Launch.session"),
+    (
+        "(within the Kafka rows) admin client open in the driver's JVM",
+        "tidemark.sources.kafka.admin",
+        "KafkaAdmin.__enter__",
+    ),
+    ("(within the Kafka rows) admin client close", "tidemark.sources.kafka.admin", "KafkaAdmin.__exit__"),
+    ("Kafka: start check (broker, topics, lost offsets)", "tidemark.sources.kafka.start", "check_kafka_start"),
+    ("Kafka: backlog (catch-up plan)", "tidemark.sources.kafka.start", "kafka_backlog"),
+    ("Kafka: live offsets (monitor)", "tidemark.sources.kafka.source", "KafkaSource.live_offsets"),
     ("quarantine reconcile", "tidemark.pipeline.reconcile", "reconcile_quarantine"),
     ("monitor (listener, progress log) start", "tidemark.monitor.listener", "RunMonitor.start"),
     ("owed-batch plan", "tidemark.pipeline.run", "_plan_owed_batch"),
@@ -440,7 +449,7 @@ def _tidemark_phases(
     rows.append(("last batch end to run_pipeline's return (stop included)", m["returned"] - last_end))
     rows.append(("CLI output and interpreter exit (JVM's end)", spawned + wall - m["returned"]))
     # What no row holds: the listener's registration (PySpark's callback server), the run lock, the monitor's set-up.
-    counted = sum(seconds for name, seconds in rows if not name.startswith("run_pipeline"))
+    counted = sum(seconds for name, seconds in rows if not name.startswith(("run_pipeline", "(within")))
     rows.append(("between the clocked phases (listener registration, run lock)", wall - counted))
     return wall, rows
 

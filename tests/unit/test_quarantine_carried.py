@@ -60,3 +60,26 @@ def test_a_batch_written_from_carried_records_replaces_an_earlier_executor_write
     write_batch(str(tmp_path), 3, [_record(1), _record(2)])
     assert not folder.exists() or not any(folder.iterdir())
     assert [r["source"] for r in iter_quarantine(str(tmp_path))] == ["t/0/1", "t/0/2"]
+
+
+def test_the_newest_event_time_spark_saw_is_kept_per_executed_batch() -> None:
+    """Spark's own `eventTime.max` (recorded progress of a real run) is kept by batch; a batch whose plan did not run
+    (no `max`: a re-run the sink skipped, or no rows) is absent, so its input is read again when it matters."""
+    import pandas as pd
+
+    recorded = Path(__file__).parents[1] / "fixtures" / "progress" / "windowed_hdfs.jsonl"
+    events = [json.loads(line) for line in recorded.read_text().splitlines()]
+    progress = [e["progress"] for e in events if e.get("type") == "progress"]
+    handle, counters, _lock = make_handler("windowed_hdfs", [])
+    for p in progress:
+        handle(EventKind.PROGRESS, {"progress": p})
+    expected = {
+        int(p["batchId"]): int(pd.Timestamp(p["eventTime"]["max"]).value // 1_000_000)
+        for p in progress
+        if "max" in (p.get("eventTime") or {})
+    }
+    assert expected and len(expected) < len(progress)  # the recording has both kinds of batch
+    assert counters.newest_event_ms == expected
+    skipped = {"name": "windowed_hdfs", "batchId": 99, "numInputRows": 5, "eventTime": {"watermark": "x"}}
+    handle(EventKind.PROGRESS, {"progress": skipped})
+    assert 99 not in counters.newest_event_ms

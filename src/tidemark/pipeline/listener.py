@@ -4,6 +4,8 @@ It never runs Spark jobs (it is on Spark's listener thread): the run's main loop
 batch's malformed records (pipeline/reconcile.py) from the counts kept here, and from the records themselves
 when the observation carried them (a Kafka source on a session with tidemark's JVM helper). The records are taken
 out of the progress event before any hook sees it: the progress log, Prometheus and the report get the count.
+It also keeps the newest event time Spark saw in each batch it executed (`eventTime.max`), so the run need not read
+a batch's input again to learn it (pipeline/owed_batch.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tidemark.monitor.events import EventKind
@@ -38,6 +41,21 @@ class RunCounters:
     last_progress: dict[str, Any] | None = None
     hook_errors: list[str] = field(default_factory=list)
     hooked_batch: int | None = None  # the newest batch whose hooks (the sink's ledger, the caller's) have all run
+    # batch -> the newest event time (epoch ms) Spark's watermark operator saw in it, for batches whose plan ran
+    newest_event_ms: dict[int, int] = field(default_factory=dict)
+
+
+def batch_max_event_ms(progress: dict[str, Any]) -> int | None:
+    """A progress event's `eventTime.max` in epoch ms: present only when the batch's plan ran and rows reached the
+    watermark operator (a batch the sink skipped, or one with no rows, has none)."""
+    value = (progress.get("eventTime") or {}).get("max")
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return round(moment.timestamp() * 1000) if moment.tzinfo is not None else None
 
 
 def make_handler(
@@ -72,6 +90,9 @@ def make_handler(
             counters.input_rows += int(progress.get("numInputRows", 0))
             counters.quarantined += count
             counters.last_progress = progress
+            newest = batch_max_event_ms(progress)
+            if newest is not None:
+                counters.newest_event_ms[batch_id] = newest
         for hook in hooks:
             try:
                 hook(progress)

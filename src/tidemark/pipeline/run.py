@@ -8,7 +8,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -361,7 +361,11 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
                                 break
                             if failure is None:
                                 # An available-now query that re-ran a batch its sink had skipped ends owing one.
-                                planned = _plan_owed_batch(session, pipeline, monitor) if phase.available_now else None
+                                with lock:
+                                    seen = dict(counters.newest_event_ms)
+                                planned = (
+                                    _plan_owed_batch(session, pipeline, monitor, seen) if phase.available_now else None
+                                )
                                 if planned is None:
                                     break
                             elif _superseded_run(session, pipeline, str(failure), monitor, warnings, on_warning):
@@ -399,8 +403,14 @@ def _run(launch: Launch, point: StartPoint, options: _Options) -> RunResult:
         )
 
 
-def _plan_owed_batch(session: SparkSession, pipeline: PipelineContext, monitor: RunMonitor) -> OwedBatch | None:
-    """Plan the no-data batch a stopped query owed (pipeline/owed_batch.py) before a query starts, and say so."""
+def _plan_owed_batch(
+    session: SparkSession, pipeline: PipelineContext, monitor: RunMonitor, seen: Mapping[int, int] | None = None
+) -> OwedBatch | None:
+    """Plan the no-data batch a stopped query owed (pipeline/owed_batch.py) before a query starts, and say so.
+
+    seen: the newest event time Spark itself reported (progress `eventTime.max`) for batches this run executed; a
+    batch in it is not read again (its input is read only when Spark did not run its plan, as for a re-run the sink
+    skipped)."""
     from tidemark.formats import Checkpoint
     from tidemark.pipeline.owed_batch import plan_owed_batch_at
     from tidemark.pipeline.reconcile import batch_newest_event_ms
@@ -409,6 +419,8 @@ def _plan_owed_batch(session: SparkSession, pipeline: PipelineContext, monitor: 
     config = pipeline.config
 
     def newest(batch: int) -> int | None:
+        if seen is not None and batch in seen:
+            return seen[batch]
         try:
             return batch_newest_event_ms(session, pipeline, Checkpoint.open(config.checkpoint.location), batch)
         except Exception as exc:  # the query reports a source problem itself, in one line
