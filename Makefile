@@ -91,10 +91,11 @@ lint: install
 # subset on every other Spark line and Python, then the README's compatibility table against build/smoke/.
 # Two pytest-xdist workers: the suite waits on JVM starts, kills, brokers and stores as much as it computes, so two
 # on two cores take less than one (a module's tests, and all of tests/storage/, stay on one worker: tests/conftest.py).
-# --durations: the 40 slowest tests in CI's log, where the time budget (README) goes.
+# --durations: the 40 slowest tests in CI's log; build/junit-default.xml: every test's seconds (tools/test_time.py sums
+# them by module: the issues' shares of the time budget).
 test: install chromium azurite mariadb prometheus kafka lint
 	rm -rf build/smoke
-	TIDEMARK_SMOKE_RESULTS=build/smoke/default-py3.11.json $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600 --durations=40 -n 2
+	TIDEMARK_SMOKE_RESULTS=build/smoke/default-py3.11.json $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600 --durations=40 -n 2 --junitxml=build/junit-default.xml
 	$(MAKE) --no-print-directory test-lines
 
 # Each other Spark line on Python 3.11 and each other Python on the default Spark: environments built the way users

@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +97,7 @@ if os.environ.get("BENCH_MARKS"):
 '''
 
 BATCH_JOB = '''"""The same windows in one batch job over the same files."""
-import sys
+import json, os, sys, time
 from pyspark.sql import SparkSession, functions as F
 out = sys.argv[1]
 spark = (SparkSession.builder.master("local[2]").appName("batch")
@@ -107,10 +108,15 @@ events = (spark.read.schema("{schema}").json("{landing}").withColumn("ts", F.to_
 windows = events.groupBy("user", F.window("ts", "15 minutes")).agg(
     F.min("ts").alias("firstEventTime"), F.max("ts").alias("lastEventTime"),
     F.count(F.lit(1)).alias("count"), F.sum("value").alias("value_sum"))
+started = time.time()
 (windows.select("user", F.col("window.start").alias("windowStart"), F.col("window.end").alias("windowEnd"),
                 "firstEventTime", "lastEventTime", "count", "value_sum")
  .write.partitionBy("windowStart").parquet(out + "/output"))
+written = time.time()
 spark.stop()
+if os.environ.get("BENCH_MARKS"):
+    with open(os.environ["BENCH_MARKS"], "w") as handle:
+        json.dump({{"write_s": written - started}}, handle)
 '''
 
 
@@ -314,11 +320,17 @@ def compare(args: argparse.Namespace) -> None:
     shutil.rmtree(runs, ignore_errors=True)
     delta = json.loads((work / "variant.json").read_text(encoding="utf-8"))["sink"] == "delta"
     figures: dict[str, list[tuple[float, float]]] = {"tidemark": [], baseline: []}
+    spark_numbers: dict[str, list[Any]] = {"tidemark": [], "batch": []}
     with _broker(work) as bootstrap:
         for round_number in range(args.rounds + 1):  # round 0 warms the disk cache and the JVM's class data
             for which in ("tidemark", baseline):
                 out = runs / f"r{round_number}-{which}"
-                wall, cpu = _timed(_command(work, which, out, bootstrap))
+                env = {**os.environ, "BENCH_MARKS": str(runs / f"r{round_number}-{which}.marks.json")}
+                wall, cpu = _timed(_command(work, which, out, bootstrap), env)
+                if round_number and which == "tidemark":
+                    spark_numbers["tidemark"].append(_stream_batches(out / "checkpoint-monitor"))
+                elif round_number and which == "batch":
+                    spark_numbers["batch"].append(_batch_write(runs / f"r{round_number}-batch.marks.json"))
                 if round_number == 0:
                     print(f"warm-up {which}: {wall:.1f}s wall, {cpu:.1f}s cpu", flush=True)
                     continue
@@ -336,6 +348,51 @@ def compare(args: argparse.Namespace) -> None:
     walls = [b[0] / t[0] for t, b in zip(figures["tidemark"], figures[baseline], strict=True)]
     cpus = [b[1] / t[1] for t, b in zip(figures["tidemark"], figures[baseline], strict=True)]
     print(f"\n{baseline} / tidemark (speed ratio), {args.rounds} pairs: wall {spread(walls)}, cpu {spread(cpus)}")
+    if baseline == "batch":
+        _print_spark_numbers(spark_numbers["tidemark"], spark_numbers["batch"])
+
+
+# Spark's own per-batch figures of a streaming run (its progress events), seconds: where a stream's time goes.
+DURATIONS = ("triggerExecution", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "latestOffset", "getBatch")
+STATE = ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs")
+
+
+def _stream_batches(monitor_dir: Path) -> list[dict[str, float]]:
+    """Each batch of a run, from Spark's progress: input rows, durationMs parts and the state operators' times (s)."""
+    found: dict[int, dict[str, float]] = {}
+    for file in monitor_dir.rglob("*.jsonl"):
+        for line in file.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            progress = record.get("progress") if record.get("type") == "progress" else None
+            if not progress:
+                continue
+            row: dict[str, float] = {"rows": float(progress.get("numInputRows", 0))}
+            durations = progress.get("durationMs") or {}
+            row.update({name: durations.get(name, 0) / 1000 for name in DURATIONS})
+            for name in STATE:
+                row[name] = sum(op.get(name, 0) for op in progress.get("stateOperators") or []) / 1000
+            found[int(progress["batchId"])] = row
+    return [found[b] for b in sorted(found)]
+
+
+def _batch_write(marks: Path) -> float:
+    """The batch job's one action (read, aggregate, write), seconds, as the job clocked it."""
+    return float(json.loads(marks.read_text(encoding="utf-8"))["write_s"])
+
+
+def _print_spark_numbers(streams: list[list[dict[str, float]]], writes: list[float]) -> None:
+    """Medians over the rounds: each stream batch's Spark-reported parts beside the batch job's action."""
+    print(f"\nthe batch job's action (read, aggregate, write), s: {spread(writes)}")
+    batches = min(len(rounds) for rounds in streams) if streams else 0
+    print(f"tidemark's query, Spark's own progress figures per batch, s, median [min-max] of {len(streams)} rounds:")
+    for index in range(batches):
+        print(f"  batch {index}: {statistics.median(r[index]['rows'] for r in streams):,.0f} input rows")
+        for name in (*DURATIONS, *STATE):
+            values = [r[index][name] for r in streams]
+            if max(values) > 0:
+                print(f"    {name:<20} {statistics.median(values):7.2f} [{min(values):.2f}-{max(values):.2f}]")
+    totals = [sum(b["triggerExecution"] for b in r) for r in streams]
+    print(f"  all batches' triggerExecution: {spread(totals)}")
 
 
 def _prove(runs: Path, round_number: int, baseline: str, delta: bool) -> None:
