@@ -121,8 +121,19 @@ def test_schema_paths_relocate_below_a_new_checkpoint_root_and_keep_the_rest() -
 )
 def test_partition_key_of_each_operator(operator: str, store: str, expected: dict[str, object]) -> None:
     assert partition_key(operator, store) == expected
-    # Join state format 3: the four stores are column families of `default`, each placed as its store (the helper).
-    assert partition_key("symmetricHashJoin", "default", column_families=True) == {"kind": "join"}
+    # Join state formats 3 and 4: the stores are column families of `default`, each placed as its store (the helper).
+    families = partition_key("symmetricHashJoin", "default", column_families=True)
+    assert families["kind"] == "join"
+    assert families["families"] == {
+        "left-keyToNumValues": {"kind": "all"},
+        "right-keyToNumValues": {"kind": "all"},
+        "left-keyWithIndexToValue": {"kind": "drop_last", "n": 1},  # join keys, then the value index
+        "right-keyWithIndexToValue": {"kind": "drop_last", "n": 1},
+        "left-keyWithTsToValues": {"kind": "drop_last", "n": 1},  # join keys, then __event_time (format 4)
+        "right-keyWithTsToValues": {"kind": "drop_last", "n": 1},
+        "left-tsWithKey": {"kind": "drop_last", "n": 1},
+        "right-tsWithKey": {"kind": "drop_last", "n": 1},
+    }
 
 
 def test_helper_result_parses_and_counts_misplaced_rows() -> None:

@@ -121,10 +121,8 @@ class RepartitionReport:
         return self.batch + 1
 
 
-def _refuse_unsupported(checkpoint: Checkpoint, conf: dict[str, str], moves: list[StoreMove]) -> None:
-    if conf.get(ENCODING_KEY, "unsaferow") != "unsaferow":
-        msg = f"{checkpoint.uri} encodes state as {conf[ENCODING_KEY]}; repartition rewrites unsaferow state only"
-        raise UsageError(msg)
+def _join_format_4(checkpoint: Checkpoint, moves: list[StoreMove]) -> bool:
+    """Whether a join keeps join state format 4's column families (read off its store's schema file)."""
     for move in moves:
         if not (move.column_families and move.operator_name.lower().startswith("symmetrichashjoin")):
             continue
@@ -134,11 +132,18 @@ def _refuse_unsupported(checkpoint: Checkpoint, conf: dict[str, str], moves: lis
             msg = f"cannot read the state schema of {move.label}: {exc}"
             raise CheckpointError(msg) from exc
         if families & set(JOIN_V4_STORES):
-            msg = (
-                f"{move.label} keeps join state format 4 (event-time keyed column families, Spark 4.2+): "
-                "repartition supports join state formats 1 to 3"
-            )
-            raise UsageError(msg)
+            return True
+    return False
+
+
+def _refuse_unsupported(checkpoint: Checkpoint, conf: dict[str, str], *, join_format_4: bool) -> None:
+    if conf.get(ENCODING_KEY, "unsaferow") != "unsaferow":
+        # Spark's Avro state encoding frames keys and values its own way; the writer copies UnsafeRow bytes.
+        msg = f"{checkpoint.uri} encodes state as {conf[ENCODING_KEY]}; repartition rewrites unsaferow state only"
+        raise UsageError(msg)
+    if join_format_4:
+        # Its timestamp key encoders exist from Spark 4.2 on: an older Spark cannot read the store's schema file.
+        require(Feature.JOIN_STATE_V4)
 
 
 def _old_unique_ids(checkpoint: Checkpoint, commit: CommitEntry, move: StoreMove) -> list[str]:
@@ -244,7 +249,8 @@ def repartition_checkpoint(
     conf = checkpoint.offset(batch).conf
     entries = operator_entries(checkpoint)
     moves = store_moves(checkpoint, entries)
-    _refuse_unsupported(checkpoint, conf, moves)
+    join_format_4 = _join_format_4(checkpoint, moves)
+    _refuse_unsupported(checkpoint, conf, join_format_4=join_format_4)
     commit = checkpoint.commit(batch)
     # Spark does not record the checkpoint format in the offset log: a v2 commit names the state files by id.
     checkpoint_format = max(commit.checkpoint_format, 2 if conf.get(FORMAT_VERSION_KEY, "1") == "2" else 1)
@@ -277,7 +283,7 @@ def repartition_checkpoint(
     if new_provider == HDFS_PROVIDER and in_families is not None:
         msg = (
             f"{in_families.label} keeps its state in RocksDB column families (transformWithState, join state "
-            "format 3): it cannot move to the HDFS store"
+            "formats 3 and 4): it cannot move to the HDFS store"
         )
         raise UsageError(msg)
     version = batch + 1

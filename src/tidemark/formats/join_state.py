@@ -27,6 +27,9 @@ from tidemark.formats.state_schema import store_schemas
 JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
 JOIN_V4_STORES = ("left-keyWithTsToValues", "left-tsWithKey", "right-keyWithTsToValues", "right-tsWithKey")
 MULTI_VALUED = frozenset(JOIN_V4_STORES)
+# Spark 4.2 creates the time index as an internal column family (the RocksDB checkpoint's columnFamilyTypeMap says
+# true for it), which RocksDB's row count leaves out; a writer must create it the same way.
+INTERNAL_FAMILIES = frozenset(("left-tsWithKey", "right-tsWithKey"))
 EVENT_TIME = "__event_time"
 TIME_POSTFIX = "TimestampAsPostfixKeyStateEncoderSpec"
 TIME_PREFIX = "TimestampAsPrefixKeyStateEncoderSpec"
