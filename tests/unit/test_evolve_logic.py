@@ -415,6 +415,17 @@ def test_spark_engine_refused_in_one_line_naming_why() -> None:
         choose_engine(
             Engine.SPARK, apply=True, to=None, provider=HDFS, new_provider=HDFS, conf={}, spark_version="4.2.0"
         )
+    with pytest.raises(UsageError, match="join state format 4 that its own reader cannot read"):
+        choose_engine(
+            Engine.SPARK,
+            apply=True,
+            to=None,
+            provider=ROCKSDB,
+            new_provider=ROCKSDB,
+            conf={},
+            spark_version="4.2.1",
+            join_format_4=True,
+        )
     assert (
         choose_engine(
             Engine.TIDEMARK, apply=True, to=None, provider=ROCKSDB, new_provider=ROCKSDB, conf={}, spark_version="4.2.0"
