@@ -18,6 +18,9 @@ is taken with `--engine spark`: tidemark runs it on a copy, then verifies and sw
 benchmarks/repartition_vs_spark.py found both correct on every case Spark's supports, Spark's wrapped this way
 1.0-2.0x slower; and Spark's writes an extra batch (latest + 1) that a file sink's log never gets, a gap that
 `recover` refuses (the 4.2 smoke run). On Spark 3.5 neither exists: one line naming 4.0.
+
+Join state format 4 (Spark 4.2+) is written by tidemark's writer only, on Spark 4.2 or newer (its key encoders are
+4.2's: an older Spark cannot open the store); elsewhere one line naming 4.2, before Spark starts.
 """
 
 from __future__ import annotations
