@@ -22,7 +22,7 @@ from tidemark.config import load_config
 from tidemark.config.model import PROVIDER_CLASSES, StateStoreKind
 from tidemark.errors import CheckpointError, CheckpointLocked, StorageError, UsageError
 from tidemark.evolve.check import _check_settings, _Findings
-from tidemark.evolve.partitioning import partition_key
+from tidemark.evolve.partitioning import partition_key, store_moves
 from tidemark.evolve.rehearse import _forget_last_commit
 from tidemark.evolve.repartition import FORMAT_VERSION_KEY, Engine, choose_engine, repartition_checkpoint
 from tidemark.formats import (
@@ -33,7 +33,9 @@ from tidemark.formats import (
     MoveResult,
     OperatorFile,
     clone_without_state,
+    helper_spec,
     is_store_data,
+    operator_entries,
     parse_schema_file,
     record_unique_ids,
     relocate_schema_paths,
@@ -121,8 +123,57 @@ def test_schema_paths_relocate_below_a_new_checkpoint_root_and_keep_the_rest() -
 )
 def test_partition_key_of_each_operator(operator: str, store: str, expected: dict[str, object]) -> None:
     assert partition_key(operator, store) == expected
-    # Join state format 3: the four stores are column families of `default`, each placed as its store (the helper).
-    assert partition_key("symmetricHashJoin", "default", column_families=True) == {"kind": "join"}
+    # Join state formats 3 and 4: the stores are column families of `default`, each placed as its store (the helper).
+    families = partition_key("symmetricHashJoin", "default", column_families=True)
+    assert families["kind"] == "join"
+    assert families["families"] == {
+        "left-keyToNumValues": {"kind": "all"},
+        "right-keyToNumValues": {"kind": "all"},
+        "left-keyWithIndexToValue": {"kind": "drop_last", "n": 1},  # join keys, then the value index
+        "right-keyWithIndexToValue": {"kind": "drop_last", "n": 1},
+        "left-keyWithTsToValues": {"kind": "drop_last", "n": 1},  # join keys, then __event_time (format 4)
+        "right-keyWithTsToValues": {"kind": "drop_last", "n": 1},
+        "left-tsWithKey": {"kind": "drop_last", "n": 1},
+        "right-tsWithKey": {"kind": "drop_last", "n": 1},
+    }
+
+
+@pytest.mark.parametrize("version", ["4.2.1", "4.3.0"])
+def test_join_state_format_4_tells_the_helper_its_families(version: str) -> None:
+    # What the writer must know to recreate the families as Spark did: all four hold several values per key, and the
+    # time index is internal (the recorded RocksDB checkpoint's columnFamilyTypeMap says so).
+    checkpoint = Checkpoint.open(str(CORPUS / f"spark-{version}" / "rocksdb_join_v4" / "checkpoint"))
+    [move] = store_moves(checkpoint, operator_entries(checkpoint))
+    assert (move.store, move.column_families) == ("default", True)
+    assert {"left-keyWithTsToValues", "left-tsWithKey", "right-keyWithTsToValues", "right-tsWithKey"} <= set(
+        move.list_families
+    )
+    assert set(move.internal_families) == {"left-tsWithKey", "right-tsWithKey"}
+    metadata = (CORPUS / f"spark-{version}" / "rocksdb_join_v4" / "checkpoint" / "state/0/0").glob("*.zip")
+    recorded = {name for zipped in metadata for name in _internal_families(zipped)}
+    assert recorded == set(move.internal_families)
+    spec = helper_spec(
+        move,
+        old_state_root="/o",
+        new_state_root=None,
+        version=4,
+        old_partitions=2,
+        new_partitions=3,
+        read_conf={},
+        write_conf={},
+    )
+    assert spec["internalColumnFamilies"] == sorted(move.internal_families)
+    assert spec["partitionKey"]["families"]["left-tsWithKey"] == {"kind": "drop_last", "n": 1}
+
+
+def _internal_families(zipped: Path) -> set[str]:
+    """The families a RocksDB snapshot's metadata records as internal (Spark's columnFamilyTypeMap)."""
+    import zipfile
+
+    with zipfile.ZipFile(zipped) as archive:
+        text = archive.read("metadata").decode("utf-8")
+    metadata = json.loads(text.splitlines()[1])
+    return {name for name, internal in metadata.get("columnFamilyTypeMap", {}).items() if internal}
 
 
 def test_helper_result_parses_and_counts_misplaced_rows() -> None:
@@ -363,6 +414,17 @@ def test_spark_engine_refused_in_one_line_naming_why() -> None:
     with pytest.raises(UsageError, match="RocksDB state only"):
         choose_engine(
             Engine.SPARK, apply=True, to=None, provider=HDFS, new_provider=HDFS, conf={}, spark_version="4.2.0"
+        )
+    with pytest.raises(UsageError, match="join state format 4 that its own reader cannot read"):
+        choose_engine(
+            Engine.SPARK,
+            apply=True,
+            to=None,
+            provider=ROCKSDB,
+            new_provider=ROCKSDB,
+            conf={},
+            spark_version="4.2.1",
+            join_format_4=True,
         )
     assert (
         choose_engine(

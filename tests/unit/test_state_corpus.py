@@ -24,6 +24,7 @@ from tidemark.doctor.inspect import inspect_checkpoint
 from tidemark.errors import CheckpointError
 from tidemark.formats import Checkpoint
 from tidemark.sinks.parquet import read_sink_log
+from tidemark.spark.lines import Feature, lacking
 from tidemark.statestore.show import show_state
 from tidemark.statestore.stats import Reader, state_stats
 from tidemark.storage import open_storage
@@ -309,15 +310,19 @@ def test_join_state_formats_2_3_and_4_hold_the_same_buffered_rows(version: str, 
 
 
 @pytest.mark.parametrize("case", ["spark-4.2.1/rocksdb_join_v4", "spark-4.3.0/rocksdb_join_v4"])
-def test_repartition_refuses_join_state_format_4_in_one_line(
+def test_repartition_of_join_state_format_4_names_spark_4_2_here(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Format 3 is moved (tests/integration/test_state_repartition.py); format 4 is named and left as it was.
+    # Format 4's timestamp key encoders are Spark 4.2's: on the suite's Spark 4.1 the store's schema file cannot even
+    # be read, so repartition says which Spark moves it, before any JVM starts, and leaves the checkpoint as it was.
+    # Spark 4.2+ moves it (tests/smoke/test_smoke_join_v4.py, in the 4.2 and 4.3 smoke runs).
+    needed = lacking(Feature.JOIN_STATE_V4)
+    assert needed is not None, "the suite's default Spark has join state format 4: move this proof to the smoke test"
     checkpoint = copy(case, tmp_path)
     before = listing(checkpoint)
-    assert main(["state", "repartition", str(checkpoint), "--partitions", "3"]) == 2
+    assert main(["state", "repartition", str(checkpoint), "--partitions", "3", "--apply"]) == 1
     err = capsys.readouterr().err
-    assert "keeps join state format 4" in err and "supports join state formats 1 to 3" in err, err
+    assert needed in err and "needs Spark 4.2 or newer" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert listing(checkpoint) == before
 

@@ -63,7 +63,17 @@ JOBS = 2
 # wheels; the Kafka source: the locked connector jars; abfs: Hadoop's ABFS driver, and tidemark's own I/O through
 # the same pure-Python Azure SDK wheels on every Python): the other Pythons on the default Spark leave them out (the
 # full suite runs them on the default Python); README's table says "-".
-JVM_ONLY = ("check", "state repartition", "delta", "iceberg", "kafka", "abfs", "delta abfs", "connect")
+JVM_ONLY = (
+    "check",
+    "state repartition",
+    "repartition join v4",
+    "delta",
+    "iceberg",
+    "kafka",
+    "abfs",
+    "delta abfs",
+    "connect",
+)
 # The packages that make up "the user's Spark": installed first, and tidemark's install must leave them alone.
 SPARK_STACK = ("pyspark", "py4j", "pandas", "pyarrow", "numpy", "protobuf")
 # tidemark's dependency ranges that the lowest/highest variants move (read off the wheel's metadata).

@@ -3,8 +3,10 @@
 Spark places a state row on pmod(murmur3(partition key, seed 42), shuffle partitions), where the partition key
 is the grouping key of the operator: the whole state key for aggregations, deduplication and
 flatMapGroupsWithState; all but the session start for session windows; all but the value index for the
-keyWithIndexToValue stores of a stream-stream join; and the grouping key inside each column family's key for
-transformWithState. The helper checks this on every row it reads (the placement it computes for the current
+keyWithIndexToValue stores of a stream-stream join; all but the event time for join state format 4's
+keyWithTsToValues and tsWithKey (Spark 4.2's timestamp key encoders hand the key back as the join key fields with
+`__event_time` last, as the recorded key schema names it); and the grouping key inside each column family's key
+for transformWithState. The helper checks this on every row it reads (the placement it computes for the current
 count must be the partition the row was read from) and refuses the store otherwise.
 """
 
@@ -12,12 +14,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidemark.formats import Checkpoint, OperatorEntry, OperatorFile, StoreMove, operator_schema_files
+from tidemark.formats import (
+    INTERNAL_FAMILIES,
+    JOIN_STORES,
+    JOIN_V4_STORES,
+    MULTI_VALUED,
+    Checkpoint,
+    OperatorEntry,
+    OperatorFile,
+    StoreMove,
+    operator_schema_files,
+)
 
 TRANSFORM_WITH_STATE = "transformwithstate"
 SESSION_WINDOW = "sessionwindowstatestoresaveexec"
 JOIN = "symmetrichashjoin"
 LIST_STATE = "ListState"
+
+
+def _join_store_key(store: str) -> dict[str, Any]:
+    """A join store (formats 1-2) or column family (3-4): the join keys, then the value index or the event time."""
+    if store.endswith(("keyWithIndexToValue", "keyWithTsToValues", "tsWithKey")):
+        return {"kind": "drop_last", "n": 1}
+    return {"kind": "all"}
 
 
 def partition_key(operator_name: str, store: str, column_families: bool = False) -> dict[str, Any]:
@@ -26,11 +45,12 @@ def partition_key(operator_name: str, store: str, column_families: bool = False)
     if TRANSFORM_WITH_STATE in name:
         return {"kind": "transform_with_state"}
     if JOIN in name and column_families:
-        return {"kind": "join"}  # join state format 3: per column family, as the four stores below
+        # Join state formats 3 and 4: the stores are column families of `default`, each keyed as its store.
+        return {"kind": "join", "families": {f: _join_store_key(f) for f in (*JOIN_STORES, *JOIN_V4_STORES)}}
     if SESSION_WINDOW in name:
         return {"kind": "drop_last", "n": 1}  # keys, then the session start
-    if JOIN in name and store.endswith("keyWithIndexToValue"):
-        return {"kind": "drop_last", "n": 1}  # join keys, then the index of the value
+    if JOIN in name:
+        return _join_store_key(store)
     return {"kind": "all"}
 
 
@@ -49,6 +69,10 @@ def store_moves(checkpoint: Checkpoint, entries: list[OperatorEntry]) -> list[St
         tws = TRANSFORM_WITH_STATE in meta.name.lower()
         # transformWithState's variables, or a join's stores from join state format 3 on: RocksDB column families.
         families = tws or meta.properties.get("useVirtualColumnFamilies") is True
+        join_families = families and not tws
+        # Several values per key: transformWithState's list variables; join format 4's families
+        # (the helper looks up the families the store's schema file names).
+        multi_valued = _list_variables(meta) if tws else tuple(sorted(MULTI_VALUED)) if join_families else ()
         for store in meta.stores:
             schema_files = operator_schema_files(checkpoint, entry.operator_id, store.name, store.schema_paths)
             moves.append(
@@ -59,7 +83,8 @@ def store_moves(checkpoint: Checkpoint, entries: list[OperatorEntry]) -> list[St
                     prefix_columns=store.prefix_columns,
                     partitions=store.partitions,
                     schema_files=schema_files,
-                    list_families=_list_variables(meta) if tws else (),
+                    list_families=multi_valued,
+                    internal_families=tuple(sorted(INTERNAL_FAMILIES)) if join_families else (),
                     column_families=families,
                     partition_key=partition_key(meta.name, store.name, families),
                 )

@@ -53,6 +53,7 @@ from tidemark.formats.integrity import (
 )
 from tidemark.formats.join_state import (
     EVENT_TIME,
+    INTERNAL_FAMILIES,
     JOIN_STORES,
     JOIN_V4_STORES,
     MERGE_OPERATOR_KEY,
@@ -148,6 +149,7 @@ from tidemark.formats.unsafe_row import RowDecodeError, decode_row, fields_from_
 __all__ = [
     "ARCHIVE_DIR",
     "EVENT_TIME",
+    "INTERNAL_FAMILIES",
     "JOIN_STORES",
     "JOIN_V4_STORES",
     "LEDGER_DIR",

@@ -27,6 +27,11 @@ from tidemark.formats.state_schema import store_schemas
 JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
 JOIN_V4_STORES = ("left-keyWithTsToValues", "left-tsWithKey", "right-keyWithTsToValues", "right-tsWithKey")
 MULTI_VALUED = frozenset(JOIN_V4_STORES)
+# Spark 4.2 creates the time index as an internal column family, which RocksDB's row count leaves out; a writer must
+# create it the same way. (4.2.1's spark-sql bytecode: TsWithKeyTypeStore calls createColFamilyIfAbsent with
+# useMultipleValuesPerKey and isInternal true, KeyWithTsToValuesStore with multiple values only; the recorded RocksDB
+# checkpoints' columnFamilyTypeMap says true for the two tsWithKey families.)
+INTERNAL_FAMILIES = frozenset(("left-tsWithKey", "right-tsWithKey"))
 EVENT_TIME = "__event_time"
 TIME_POSTFIX = "TimestampAsPostfixKeyStateEncoderSpec"
 TIME_PREFIX = "TimestampAsPrefixKeyStateEncoderSpec"

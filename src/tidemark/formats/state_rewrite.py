@@ -35,9 +35,10 @@ class StoreMove:
     prefix_columns: int
     partitions: int | None  # as the operator metadata records it
     schema_files: tuple[str, ...]  # transformWithState: the schema files, in this checkpoint
-    list_families: tuple[str, ...]  # transformWithState list-state variables (several values per key)
+    list_families: tuple[str, ...]  # families of several values per key (list state; join format 4's four)
     column_families: bool
     partition_key: dict[str, Any] = field(default_factory=dict)
+    internal_families: tuple[str, ...] = ()  # created internal, as Spark creates them (join format 4's time index)
 
     @property
     def label(self) -> str:
@@ -153,6 +154,7 @@ def helper_spec(
         "numColsPrefixKey": move.prefix_columns,
         "schemaFiles": list(move.schema_files),
         "listColumnFamilies": list(move.list_families),
+        "internalColumnFamilies": list(move.internal_families),
         "partitionKey": move.partition_key,
         "oldUniqueIds": old_unique_ids,
     }

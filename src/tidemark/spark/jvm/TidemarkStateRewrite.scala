@@ -141,10 +141,12 @@ object TidemarkStateRewrite {
     }
   }
 
-  /** Join state format 3: the four stores as column families; keyWithIndexToValue keys end with the value index. */
-  private def joinKey(family: String): TidemarkPartitionKey =
-    if (family.endsWith("keyWithIndexToValue")) TidemarkPartitionKey("drop_last", 1, Seq.empty)
-    else TidemarkPartitionKey("all", 0, Seq.empty)
+  /** Join state formats 3 and 4: each column family's key as evolve/partitioning.py names it (spec "families"). */
+  private def joinKey(spec: JsonNode, family: String): TidemarkPartitionKey =
+    Option(spec.get("partitionKey").get("families")).flatMap(f => Option(f.get(family))) match {
+      case Some(key) => partitionKey(key)
+      case None => throw new IllegalArgumentException(s"no partition key for the join column family $family")
+    }
 
   private def columnFamilies(spark: SparkSession, spec: JsonNode, stateRoot: String): Seq[TidemarkColumnFamily] = {
     val operatorId = spec.get("operatorId").asLong()
@@ -158,6 +160,8 @@ object TidemarkStateRewrite {
       None)
     val schemas = checker.readSchemaFile()
     val listFamilies = spec.get("listColumnFamilies").elements().asScala.map(_.asText()).toSet
+    val internalFamilies = Option(spec.get("internalColumnFamilies")).map(_.elements().asScala.map(_.asText()).toSet)
+      .getOrElse(Set.empty[String])
     val keyKind = text(spec.get("partitionKey"), "kind")
     val transformWithState = keyKind == "transform_with_state"
     val prefixColumns = spec.get("numColsPrefixKey").asInt()
@@ -168,7 +172,7 @@ object TidemarkStateRewrite {
       }
       val key =
         if (transformWithState) transformWithStateKey(schema.keySchema)
-        else if (keyKind == "join") joinKey(schema.colFamilyName)
+        else if (keyKind == "join") joinKey(spec, schema.colFamilyName)
         else partitionKey(spec.get("partitionKey"))
       TidemarkColumnFamily(
         schema.colFamilyName,
@@ -176,7 +180,7 @@ object TidemarkStateRewrite {
         schema.valueSchema,
         encoder,
         listFamilies.contains(schema.colFamilyName),
-        schema.colFamilyName.startsWith("$"),
+        schema.colFamilyName.startsWith("$") || internalFamilies.contains(schema.colFamilyName),
         key)
     }
   }
