@@ -83,6 +83,7 @@ from tidemark.formats.lock import (
     ensure_unlocked,
     lock_is_live,
     locked_message,
+    pid_alive,
     read_lock,
 )
 from tidemark.formats.lock import clear_lock as clear_run_lock
@@ -137,9 +138,12 @@ from tidemark.formats.state_schema import (
 from tidemark.formats.state_schema import names as field_names
 from tidemark.formats.state_size import StateSize, StoreSize, state_size
 from tidemark.formats.swap import (
+    claim_staging,
     checkpoint_archive,
     finish_checkpoint_swaps,
     pending_checkpoint_swaps,
+    release_staging,
+    remove_abandoned_stagings,
     swap_in,
     swap_names,
 )
@@ -218,6 +222,7 @@ __all__ = [
     "fields_from_ddl",
     "files_after",
     "files_through",
+    "claim_staging",
     "finish_checkpoint_swaps",
     "finish_removals",
     "helper_spec",
@@ -242,6 +247,9 @@ __all__ = [
     "parse_schema_file",
     "parse_spark_time",
     "pending_checkpoint_swaps",
+    "pid_alive",
+    "release_staging",
+    "remove_abandoned_stagings",
     "place_archived_marker",
     "private_copy",
     "progress_log_files",
