@@ -148,7 +148,7 @@ def _kill(chain: _Chain, phase: str, tmp: Path) -> dict[str, Any]:
 
 def _reap(group: int) -> None:
     """The killed Python's JVM exits when its stdin closes (PySpark's gateway): wait for it, then kill what is
-    left of the process group this test started."""
+    left of the process group this test started (and say so: docs/evolve.md counts on the JVM leaving by itself)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -156,6 +156,7 @@ def _reap(group: int) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.2)
+    print(f"the process group {group} outlived its Python by 30 s: killed")
     os.killpg(group, signal.SIGKILL)
 
 

@@ -318,6 +318,8 @@ def repartition_checkpoint(
     with state_session(location.uri) as (spark, source), _local_work(target, apply) as work:
         new_root = state_root(work) if apply else None
         try:
+            if apply and to is None and target.is_local:
+                claim_staging(target)  # before the writer's first file (remove_abandoned_stagings)
             for move in moves:
                 spec = helper_spec(
                     move,
@@ -360,7 +362,7 @@ def repartition_checkpoint(
         except BaseException:
             if apply:
                 _discard(target, location)  # only what this run wrote: the old checkpoint is untouched so far
-                if to is None and not target.is_local:
+                if to is None:
                     release_staging(target)
             raise
     if apply and to is None:

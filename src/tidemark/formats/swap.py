@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -155,10 +156,12 @@ def remove_abandoned_stagings(checkpoint: Location) -> tuple[list[str], list[str
             continue
         staged = open_storage(staging)
         rels = [entry.rel for entry in staged.list_files("")]
-        if rels:
+        if staging.is_local:
+            shutil.rmtree(staging.key, ignore_errors=True)
+        elif rels:
             staged.delete_files(rels)
         store.delete(name)  # last: a kill before it leaves the record, and the next rerun removes what is left
-        log.warning("removed %s: the staged copy of a repartition killed before its swap (%d files)", staging.uri, len(rels))
+        log.warning("removed %s, staged by a repartition killed before its swap (%d files)", staging.uri, len(rels))
         removed.append(staging.uri)
     for uri in kept:
         log.warning("kept %s: staged by a repartition that may still run (another host, or a live process)", uri)
