@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 PHASES = ("fetch", "rewrite", "verify", "upload", "swap")
+STARTED = time.monotonic()
 # The longest delay drawn into the one-call phases: about their length on the small checkpoints of the tests.
 CALL_SECONDS = {"rewrite": 2.0, "verify": 4.0}
 
@@ -34,10 +35,16 @@ class _Killer:
         self.rng = rng
         self.record = record
         self.lock = threading.Lock()
+        self.entered = STARTED  # when the phase started, once it has
+
+    def enter(self) -> None:
+        self.entered = time.monotonic()
 
     def die(self, point: str) -> NoReturn:
         with self.record.open("w") as out:
-            out.write(json.dumps({"phase": self.phase, "point": point, "pid": os.getpid()}) + "\n")
+            now = time.monotonic()
+            at = {"seconds": round(now - STARTED, 2), "phase_seconds": round(now - self.entered, 2)}
+            out.write(json.dumps({"phase": self.phase, "point": point, "pid": os.getpid(), "time": time.time(), **at}))
             out.flush()
             os.fsync(out.fileno())
         os.kill(os.getpid(), signal.SIGKILL)
@@ -46,6 +53,7 @@ class _Killer:
     def at_call(self, total: int, what: str) -> Callable[[], None]:
         """A tick for each of `total` steps: the process dies as step k (drawn in 1..total) starts."""
         chosen = self.rng.randint(1, max(total, 1))
+        self.enter()
         count = [0]
 
         def tick() -> None:
@@ -59,6 +67,7 @@ class _Killer:
     def during(self, call: Callable[[], Any], what: str) -> NoReturn:
         """Run call; die after a drawn delay into it, or at its end if it ends first."""
         delay = self.rng.uniform(0.0, CALL_SECONDS[self.phase])
+        self.enter()
         started = time.monotonic()
         timer = threading.Timer(delay, self.die, (f"{delay:.2f} s into {what}",))
         timer.daemon = True

@@ -69,6 +69,12 @@ def _files(uri: str) -> dict[str, bytes]:
     return {e.rel: store.read_bytes(e.rel) or b"" for e in store.list_files("") if e.rel != LOCK_FILE}
 
 
+def _identities(uri: str) -> dict[str, tuple[object, ...]]:
+    """Each file's size, modification time and version tag as one listing shows them: a file written again (the
+    same bytes included) gets a new time or tag."""
+    return {e.rel: (e.size, e.mtime, e.etag) for e in open_storage(uri).list_files("") if e.rel != LOCK_FILE}
+
+
 def _names(uri: str) -> set[str]:
     return {e.rel for e in open_storage(uri).list_files("")}
 
@@ -89,6 +95,7 @@ class _Chain:
     data: GenerateResult
     landing: Path
     prepared: dict[str, bytes]  # every file of the checkpoint before the first kill
+    identities: dict[str, tuple[object, ...]]  # and how the listing showed each
     killed: list[str] = field(default_factory=list)  # the phases killed, in order
     pids: list[int] = field(default_factory=list)  # the killed processes
 
@@ -117,7 +124,7 @@ def _prepare(store: SparkStore, spark: Any, tmp: Path) -> _Chain:
     run_pipeline(config, spark=spark, available_now=True, prestarts=[Failover()])
     prepared = _files(f"{root}/checkpoint")
     assert prepared, "the first run wrote no checkpoint"
-    return _Chain(store, root, config, data, landing, prepared)
+    return _Chain(store, root, config, data, landing, prepared, _identities(f"{root}/checkpoint"))
 
 
 def _kill(chain: _Chain, phase: str, tmp: Path) -> dict[str, Any]:
@@ -125,6 +132,7 @@ def _kill(chain: _Chain, phase: str, tmp: Path) -> dict[str, Any]:
     record = tmp / f"{phase}.json"
     seed = f"{SEED}:{chain.store.kind}:{phase}"
     command = ["state", "repartition", chain.checkpoint, "--partitions", str(NEW_PARTITIONS), "--apply"]
+    started = time.monotonic()
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.storage.kill_repartition", phase, seed, str(record), "--", *command],
         cwd=REPO,
@@ -140,7 +148,11 @@ def _kill(chain: _Chain, phase: str, tmp: Path) -> dict[str, Any]:
     assert process.returncode == -signal.SIGKILL, f"exit {process.returncode}: {err.decode()[-3000:]}{out.decode()}"
     died = json.loads(record.read_text())
     assert died["phase"] == phase and died["pid"] == process.pid, died
-    print(f"{chain.store.kind}: killed in {phase} {died['point']} (seed {SEED})")
+    print(
+        f"{chain.store.kind}: killed in {phase} {died['point']} (seed {SEED}); {died['seconds']} s into the process, "
+        f"{died['phase_seconds']} s into the phase; its JVM gone {time.time() - died['time']:.1f} s later; "
+        f"{time.monotonic() - started:.1f} s in all"
+    )
     chain.killed.append(phase)
     chain.pids.append(process.pid)
     return died
@@ -178,7 +190,7 @@ def _check_left(chain: _Chain, phase: str, died: dict[str, Any]) -> None:
         assert set(chain.prepared) <= old, "an object of the old checkpoint is in neither place"
         return
     assert not _journals(chain)
-    assert _files(chain.checkpoint) == chain.prepared, f"killed in {phase}, the checkpoint changed"
+    assert _identities(chain.checkpoint) == chain.identities, f"killed in {phase}, the checkpoint changed"
     scratch = _scratch_of(died["pid"])
     if phase == "fetch":  # before anything is written: no scratch folder, nothing staged
         assert not scratch and not staged and not owners, (scratch, staged, owners)
@@ -233,9 +245,16 @@ def test_repartition_killed_in_each_phase_then_continued_exactly(
     tmp = tmp_path_factory.mktemp(f"kills-{kind}")
     chain = chains.get(kind)
     if chain is None:
+        t = time.monotonic()
         chain = chains[kind] = _prepare(store, spark, tmp)
+        print(f"prepared in {time.monotonic() - t:.1f} s")
+    t = time.monotonic()
     assert chain.killed == [p for p in PHASES if p in chain.killed], "the chain's kills run in phase order"
     died = _kill(chain, phase, tmp)
+    t1 = time.monotonic()
     _check_left(chain, phase, died)
+    print(f"kill+check {time.monotonic() - t:.1f} s (check {time.monotonic() - t1:.1f})")
     if _last_of_its_store(request, kind):
+        t = time.monotonic()
         _finish(chain, spark, tmp)
+        print(f"finished in {time.monotonic() - t:.1f} s")
