@@ -26,7 +26,10 @@ Join state format 4 (Spark 4.2+) is written by tidemark's writer only, on Spark 
 from __future__ import annotations
 
 import logging
+import os
+import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,6 +50,7 @@ from tidemark.formats import (
     CommitEntry,
     MoveResult,
     StoreMove,
+    claim_staging,
     clone_whole,
     clone_without_state,
     ensure_unlocked,
@@ -54,7 +58,10 @@ from tidemark.formats import (
     helper_spec,
     operator_entries,
     pending_checkpoint_swaps,
+    pid_alive,
     record_unique_ids,
+    release_staging,
+    remove_abandoned_stagings,
     repoint_schema_paths,
     run_move,
     state_root,
@@ -247,6 +254,11 @@ def repartition_checkpoint(
     checkpoint.require()
     ensure_unlocked(checkpoint.uri, checkpoint.store)
     archive, staging = swap_names(location, now or datetime.now(tz=UTC))
+    notes: list[str] = []
+    if apply and to is None:  # what a repartition killed before its swap staged beside the checkpoint
+        removed, kept = remove_abandoned_stagings(location)
+        notes += [f"removed {uri}, staged by a repartition killed before its swap" for uri in removed]
+        notes += [f"left {uri}: staged by a repartition that may still run (another host, or alive)" for uri in kept]
 
     batch = checkpoint.latest_committed_batch()
     conf = checkpoint.offset(batch).conf
@@ -305,7 +317,6 @@ def repartition_checkpoint(
     )
     read_conf = {**conf, FORMAT_VERSION_KEY: str(checkpoint_format)}
     write_conf = {**read_conf, PROVIDER_KEY: new_provider, CHANGELOG_KEY: "false"}
-    notes: list[str] = []
     if not moves:
         notes.append("the query keeps no state: only the recorded partition count changes")
 
@@ -318,6 +329,8 @@ def repartition_checkpoint(
     with state_session(location.uri) as (spark, source), _local_work(target, apply) as work:
         new_root = state_root(work) if apply else None
         try:
+            if apply and to is None and target.is_local:
+                claim_staging(target)  # before the writer's first file (remove_abandoned_stagings)
             for move in moves:
                 spec = helper_spec(
                     move,
@@ -351,6 +364,8 @@ def repartition_checkpoint(
             if apply:
                 new_disk = sum(scan.bytes for scan in Checkpoint.open(str(work)).stores().values())
                 if not target.is_local:
+                    if to is None:
+                        claim_staging(target)  # before its first file: a rerun after a kill knows it is abandoned
                     with step("uploading the new checkpoint"):
                         clone_whole(Checkpoint.open(str(work)), open_storage(target))
                 # Spark 4 records transformWithState's schema files by absolute path: at the checkpoint's own place.
@@ -358,6 +373,8 @@ def repartition_checkpoint(
         except BaseException:
             if apply:
                 _discard(target, location)  # only what this run wrote: the old checkpoint is untouched so far
+                if to is None:
+                    release_staging(target)
             raise
     if apply and to is None:
         swap_in(location, archive, staging)
@@ -490,11 +507,33 @@ def _local_work(target: Location, apply: bool) -> Iterator[Path]:
 
     scratch = cache_root() / "tmp"
     scratch.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="repartition-", dir=scratch))
+    _remove_dead_scratch(scratch)
+    folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{socket.gethostname()}-{os.getpid()}-", dir=scratch))
     try:
         yield folder / "checkpoint"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+SCRATCH_PREFIX = "repartition-"
+_SCRATCH_NAME = re.compile(rf"^{SCRATCH_PREFIX}(?P<host>.+)-(?P<pid>\d+)-[^-]+$")
+
+
+def scratch_owner(name: str) -> tuple[str, int] | None:
+    """(host, process id) of the repartition that made a scratch folder of this name; None for another folder."""
+    match = _SCRATCH_NAME.match(name)
+    return (match["host"], int(match["pid"])) if match else None
+
+
+def _remove_dead_scratch(scratch: Path) -> None:
+    """Remove the scratch folders of repartitions killed on this host (SIGKILL, power loss: no `finally` ran):
+    each is a whole new checkpoint. A folder whose process still runs, or of another host sharing the cache, stays."""
+    here = socket.gethostname()
+    for folder in scratch.glob(f"{SCRATCH_PREFIX}*"):
+        owner = scratch_owner(folder.name)
+        if owner is not None and owner[0] == here and not pid_alive(owner[1]):
+            log.warning("removing %s, the scratch folder of a repartition killed before it finished", folder)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _discard(target: Location, checkpoint: Location) -> None:

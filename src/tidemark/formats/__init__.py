@@ -84,6 +84,7 @@ from tidemark.formats.lock import (
     ensure_unlocked,
     lock_is_live,
     locked_message,
+    pid_alive,
     read_lock,
 )
 from tidemark.formats.lock import clear_lock as clear_run_lock
@@ -139,8 +140,11 @@ from tidemark.formats.state_schema import names as field_names
 from tidemark.formats.state_size import StateSize, StoreSize, state_size
 from tidemark.formats.swap import (
     checkpoint_archive,
+    claim_staging,
     finish_checkpoint_swaps,
     pending_checkpoint_swaps,
+    release_staging,
+    remove_abandoned_stagings,
     swap_in,
     swap_names,
 )
@@ -206,6 +210,7 @@ __all__ = [
     "archive_marker",
     "check_newest_state",
     "checkpoint_archive",
+    "claim_staging",
     "clear_run_lock",
     "clear_sink_rollback",
     "clone_whole",
@@ -244,6 +249,7 @@ __all__ = [
     "parse_schema_file",
     "parse_spark_time",
     "pending_checkpoint_swaps",
+    "pid_alive",
     "place_archived_marker",
     "private_copy",
     "progress_log_files",
@@ -262,7 +268,9 @@ __all__ = [
     "read_store",
     "record_unique_ids",
     "refuse_foreign",
+    "release_staging",
     "relocate_schema_paths",
+    "remove_abandoned_stagings",
     "remove_files",
     "repoint_schema_paths",
     "rewrite_offset_conf",

@@ -86,7 +86,8 @@ def clear_lock(fs: Storage) -> None:
     fs.delete(LOCK_FILE)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True when a process of this id exists on this host."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -102,7 +103,7 @@ def lock_is_live(info: LockInfo, now: datetime | None = None) -> bool:
     if now - info.heartbeat > timedelta(seconds=STALE_AFTER_INTERVALS * info.heartbeat_seconds):
         return False
     if info.host == socket.gethostname():
-        return _pid_alive(info.pid)
+        return pid_alive(info.pid)
     return True
 
 

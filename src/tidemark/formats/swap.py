@@ -10,15 +10,39 @@ moved (a file in both places is copied again, then its source deleted). The jour
 (an ordered journal): the second move fills the very folder the first one emptied, so a rerun that replayed the
 first would carry the new checkpoint's files into the archive (found by the kill test on S3). The old checkpoint
 is archived, never deleted.
+
+A kill before the journal (while the new checkpoint is uploaded) leaves a partly staged copy nothing reads. Its
+writer records itself beside it first (`<staging>.owner.json`: host and process), so the next `state repartition
+--apply` can tell a copy whose writer is dead, which it removes, from one another repartition is still writing,
+which it leaves (remove_abandoned_stagings). The swap's journal removes the record once the staged copy is in place.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import shutil
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
+from tidemark.compat import UTC
 from tidemark.formats.layout import ARCHIVE_DIR
-from tidemark.storage import Location, parse_location
-from tidemark.storage.journal import JournalResult, Step, finish_pending, journal_purpose, journaled, pending_journals
+from tidemark.formats.lock import pid_alive
+from tidemark.storage import Location, open_storage, parse_location
+from tidemark.storage.journal import (
+    JournalResult,
+    Step,
+    finish_pending,
+    journal_purpose,
+    journaled,
+    pending_journals,
+)
+
+log = logging.getLogger(__name__)
+OWNER_SUFFIX = ".owner.json"
 
 
 def checkpoint_archive(checkpoint: Location) -> Location:
@@ -37,6 +61,7 @@ def swap_names(checkpoint: Location, now: datetime) -> tuple[Location, Location]
 
 
 SWAP_PURPOSE = "repartition"
+AfterSwap = Callable[[JournalResult], None]
 
 
 def swap_in(checkpoint: Location, archive: Location, staging: Location) -> JournalResult | None:
@@ -47,14 +72,100 @@ def swap_in(checkpoint: Location, archive: Location, staging: Location) -> Journ
         Step(("parent", checkpoint.name), ("parent", f"{folder.name}/{archive.name}")),
         Step(("parent", f"{folder.name}/{staging.name}"), ("parent", checkpoint.name)),
     ]
+    meta = {"archive": archive.uri, "owner": _owner_name(staging)}
     # ordered: the second move fills the folder the first emptied; a rerun must not replay the first.
-    return journaled(folder, {"parent": parent.uri}, steps, SWAP_PURPOSE, {"archive": archive.uri}, ordered=True)
+    return journaled(folder, {"parent": parent.uri}, steps, SWAP_PURPOSE, meta, _drop_owner(folder), ordered=True)
 
 
 def finish_checkpoint_swaps(checkpoint: str | Location) -> list[JournalResult]:
     """Finish a swap a kill interrupted (its journal beside the checkpoint); nothing when there is none."""
     location = parse_location(checkpoint) if isinstance(checkpoint, str) else checkpoint
-    return finish_pending(checkpoint_archive(location), purpose=SWAP_PURPOSE)
+    folder = checkpoint_archive(location)
+    return finish_pending(folder, _drop_owner(folder), purpose=SWAP_PURPOSE)
+
+
+def _owner_name(staging: Location) -> str:
+    return f"{staging.name}{OWNER_SUFFIX}"
+
+
+def _drop_owner(folder: Location) -> AfterSwap:
+    """After the swap's moves (a crash before the journal is removed repeats it): the staged copy's owner record
+    goes, the staged copy now being the checkpoint."""
+
+    def drop(result: JournalResult) -> None:
+        owner = result.meta.get("owner")
+        if owner:
+            open_storage(folder).delete(owner)
+
+    return drop
+
+
+@dataclass(frozen=True)
+class StagingOwner:
+    """Who stages a new checkpoint beside the old one: the host and process of the `state repartition --apply`."""
+
+    host: str
+    pid: int
+    started: str
+
+    @property
+    def gone(self) -> bool:
+        """True when its process is known to be dead: on this host and no longer running."""
+        return self.host == socket.gethostname() and not pid_alive(self.pid)
+
+
+def claim_staging(staging: Location) -> None:
+    """Record this process as the writer of the staged copy, before its first file (remove_abandoned_stagings)."""
+    owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": datetime.now(tz=UTC).isoformat()}
+    open_storage(staging.parent).write_atomic(_owner_name(staging), json.dumps(owner).encode("utf-8"))
+
+
+def release_staging(staging: Location) -> None:
+    """The staged copy is gone (discarded after a failure): its owner record goes too."""
+    open_storage(staging.parent).delete(_owner_name(staging))
+
+
+def _read_owner(data: bytes | None) -> StagingOwner | None:
+    try:
+        body = json.loads(data or b"")
+        return StagingOwner(str(body["host"]), int(body["pid"]), str(body.get("started", "")))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def remove_abandoned_stagings(checkpoint: Location) -> tuple[list[str], list[str]]:
+    """Remove the staged copies beside the checkpoint that repartitions killed before their swap left: those whose
+    writer's process is dead on this host. Returns (removed, kept): a copy staged from another host, or one whose
+    writer still runs, is kept and named (delete it by hand once no repartition runs there). Call it after
+    finish_checkpoint_swaps: a staged copy a pending swap names is never touched."""
+    folder = checkpoint_archive(checkpoint)
+    store = open_storage(folder)
+    listing = store.list_dir("")
+    if listing is None:
+        return [], []
+    pending = bool(pending_checkpoint_swaps(checkpoint))  # never beside a swap not finished yet
+    removed: list[str] = []
+    kept: list[str] = []
+    for name, _size in listing.files:
+        if not name.endswith(OWNER_SUFFIX) or pending:
+            continue
+        staging = folder.join(name[: -len(OWNER_SUFFIX)])
+        owner = _read_owner(store.read_bytes(name))
+        if owner is None or not owner.gone:
+            kept.append(staging.uri)
+            continue
+        staged = open_storage(staging)
+        rels = [entry.rel for entry in staged.list_files("")]
+        if staging.is_local:
+            shutil.rmtree(staging.key, ignore_errors=True)
+        elif rels:
+            staged.delete_files(rels)
+        store.delete(name)  # last: a kill before it leaves the record, and the next rerun removes what is left
+        log.warning("removed %s, staged by a repartition killed before its swap (%d files)", staging.uri, len(rels))
+        removed.append(staging.uri)
+    for uri in kept:
+        log.warning("kept %s: staged by a repartition that may still run (another host, or a live process)", uri)
+    return removed, kept
 
 
 def pending_checkpoint_swaps(checkpoint: Location) -> list[str]:
