@@ -88,13 +88,15 @@ lint: install
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 # The whole suite on the default Spark (its smoke tests write what they proved to build/smoke/), then the smoke
-# subset on every other Spark line and Python, then the README's compatibility table against build/smoke/.
+# subset on every other Spark line and Python, then the README's compatibility table against build/smoke/ and the fault
+# matrix of docs/reliability.md against build/reliability/ (what the tests marked @pytest.mark.reliability proved).
 # Two pytest-xdist workers: the suite waits on JVM starts, kills, brokers and stores as much as it computes, so two
 # on two cores take less than one (a module's tests, and all of tests/storage/, stay on one worker: tests/conftest.py).
 # --durations: the 40 slowest tests in CI's log, where the time budget (README) goes.
 test: install chromium azurite mariadb prometheus kafka lint
-	rm -rf build/smoke
-	TIDEMARK_SMOKE_RESULTS=build/smoke/default-py3.11.json $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600 --durations=40 -n 2
+	rm -rf build/smoke build/reliability
+	TIDEMARK_SMOKE_RESULTS=build/smoke/default-py3.11.json TIDEMARK_RELIABILITY_RESULTS=build/reliability/default-py3.11.json \
+		$(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600 --durations=40 -n 2
 	$(MAKE) --no-print-directory test-lines
 
 # Each other Spark line on Python 3.11 and each other Python on the default Spark: environments built the way users
@@ -102,6 +104,7 @@ test: install chromium azurite mariadb prometheus kafka lint
 test-lines: install
 	$(PYTHON) tools/spark_lines/smoke.py run
 	$(PYTHON) tools/spark_lines/compat.py
+	$(PYTHON) tools/reliability.py
 
 # The unit tests start no JVM, but some start Prometheus, Pushgateway and Chromium (Debian packages).
 test-unit: install chromium prometheus

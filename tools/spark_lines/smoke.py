@@ -23,8 +23,10 @@ numpy and protobuf that tidemark's ranges and the line's own minimums admit (uv'
 `highest` the newest. They are not part of `make test`; tools/spark_lines/README.md records their results.
 
 `run` writes one JSON file per target to `build/smoke/` (what each smoke test proved: a feature works, or is
-refused in one line naming the Spark that has it), which `compat.py` compares with the README's table. Needs uv
-(`TIDEMARK_UV`, else this clone's `.uv/bin/uv`, else `uv` on PATH) and Java. Standard library only.
+refused in one line naming the Spark that has it), which `compat.py` compares with the README's table, and one to
+`build/reliability/` (the fault-matrix cells its tests proved), which `tools/reliability.py` checks
+docs/reliability.md against. Needs uv (`TIDEMARK_UV`, else this clone's `.uv/bin/uv`, else `uv` on PATH) and Java.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from env import find_python, find_uv  # noqa: E402
 
 REPO = HERE.parent.parent
 RESULTS = REPO / "build" / "smoke"
+RELIABILITY = REPO / "build" / "reliability"
 LOGS = REPO / "build" / "smoke-logs"  # each smoke run's output, printed whole when the run ends
 MARKER = ".complete"
 # Every other Spark line on Python 3.11, every other Python on the default Spark (not the cross product).
@@ -304,6 +307,10 @@ def smoke(target: Target, python: Path, wheel: Path, uv: str, output: Path) -> i
     results = folder / f"{target.name}.json"
     results.unlink(missing_ok=True)
     env = dict(os.environ, TIDEMARK_SMOKE_RESULTS=str(results), TIDEMARK_SMOKE_TARGET=target.name)
+    if target.variant == "pinned":  # the cells of the fault matrix its tests proved (tools/reliability.py)
+        matrix = RELIABILITY / f"{target.name}.json"
+        matrix.unlink(missing_ok=True)
+        env["TIDEMARK_RELIABILITY_RESULTS"] = str(matrix)
     if target.line == "default":
         env["TIDEMARK_SMOKE_LEAVE_OUT"] = ",".join(JVM_ONLY)
     env.pop("VIRTUAL_ENV", None)
