@@ -99,9 +99,7 @@ def load_results(folder: Path) -> list[Result]:
         body = json.loads(path.read_text(encoding="utf-8"))
         line = spark_line(body["spark"])
         for entry in body["results"]:
-            found.append(
-                Result(line, entry["test"], entry["fault"], entry["storage"], entry["sink"], entry["outcome"])
-            )
+            found.append(Result(line, entry["test"], entry["fault"], entry["storage"], entry["sink"], entry["outcome"]))
     return found
 
 
@@ -173,7 +171,9 @@ def compare(doc: str, results: list[Result]) -> list[str]:
             else:
                 problems.append(f"{label}: no test proved it in this run and the matrix gives no reason why")
     if not problems and table_of(doc) != render(results):
-        problems.append("the table in the doc differs from what this run renders: `python3 tools/reliability.py --write`")
+        problems.append(
+            "the table in the doc differs from what this run renders: `python3 tools/reliability.py --write`"
+        )
     return problems
 
 

@@ -111,7 +111,8 @@ def test_parquet_sink_killed_at_a_random_moment_then_its_checkpoint_lost(
 
 
 @pytest.mark.parametrize(
-    "kind", [pytest.param("local", marks=_cells("local", "delta")[:1]), pytest.param("s3a", marks=_cells("s3a", "delta"))]
+    "kind",
+    [pytest.param("local", marks=_cells("local", "delta")[:1]), pytest.param("s3a", marks=_cells("s3a", "delta"))],
 )
 def test_delta_sink_killed_at_a_random_moment_then_its_checkpoint_lost(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path

@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 
 from tests.fault_proxy import Request
-from tests.oracles import assert_matches_oracle
+from tests.oracles import assert_matches_oracle, window_oracle
 from tests.servers import SparkStore
-from tests.oracles import window_oracle
 from tests.storage.spark_stores import (
     FAST_WASB_RETRIES,
     WATERMARK,
@@ -102,7 +101,8 @@ def test_driver_killed_while_it_puts_a_commit_then_restarted_is_exact(
     "kind",
     [
         pytest.param(
-            "wasb", marks=pytest.mark.reliability(fault="storage unreachable 30 s", storage="azure wasbs", sink="parquet")
+            "wasb",
+            marks=pytest.mark.reliability(fault="storage unreachable 30 s", storage="azure wasbs", sink="parquet"),
         ),
         pytest.param(
             "s3a", marks=pytest.mark.reliability(fault="storage unreachable 30 s", storage="s3 (moto)", sink="parquet")
