@@ -110,33 +110,20 @@ def test_parquet_sink_killed_at_a_random_moment_then_its_checkpoint_lost(
     assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw-after"), _oracle(files))
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [pytest.param("local", marks=_cells("local", "delta")[:1]), pytest.param("s3a", marks=_cells("s3a", "delta"))],
-)
-def test_delta_sink_killed_at_a_random_moment_then_its_checkpoint_lost(
-    kind: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    """The Delta sink: each command in its own JVM with this line's Delta jars (the shared session has none). A local
-    table's lost checkpoint is test_smoke.py's `delta` test: the local case stops after the kill."""
-    from tests.integration.test_delta_sink import _assert_exact, _cli, _run
-    from tests.storage.test_delta_on_stores import _copy_table
+@pytest.mark.reliability(fault=KILL, storage="local", sink="delta")
+def test_delta_sink_killed_at_a_random_moment_then_restarted(tmp_path: Path) -> None:
+    """The Delta sink, each command in its own JVM with this line's Delta jars (the shared session has none); a local
+    table's lost checkpoint is test_smoke.py's `delta` test. (The same on s3a:// took 319 s here, kill, rerun and
+    recover: too long for the suite; the 4.1 run proves S3 with tests/storage/test_delta_on_stores.py.)"""
+    from tests.integration.test_delta_sink import _assert_exact, _run
 
     rng = random.Random(_seed())
-    files, late = _staged(tmp_path)
-    root = _root(kind, request, tmp_path)
+    files, _ = _staged(tmp_path)
+    root = str(tmp_path / "store")
     trigger = {"mode": "processing-time", "interval": "1 second"}
     config = cloud_config(tmp_path, root, sink={"format": "delta", "path": f"{root}/output"}, trigger=trigger)
 
     _kill_at_random(config, f"{root}/checkpoint", rng)
     done = _run(config)  # --available-now
     assert done.returncode == 0, done.stderr[-3000:]
-    _assert_exact(_copy_table(f"{root}/output", tmp_path / "copy"), _oracle(files[:3]))
-    if kind == "local":
-        return
-
-    _forget(f"{root}/checkpoint")
-    late.rename(tmp_path / "landing" / late.name)
-    recovered = _cli(["recover", str(config), "--apply"])
-    assert recovered.returncode == 0, recovered.stderr[-3000:]
-    _assert_exact(_copy_table(f"{root}/output", tmp_path / "copy-after"), _oracle(files))
+    _assert_exact(Path(root) / "output", _oracle(files[:3]))
