@@ -88,14 +88,16 @@ lint: install
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 # The whole suite on the default Spark (its smoke tests write what they proved to build/smoke/), then the smoke
-# subset on every other Spark line and Python, then the README's compatibility table against build/smoke/.
+# subset on every other Spark line and Python, then the README's compatibility table against build/smoke/ and the fault
+# matrix of docs/reliability.md against build/reliability/ (what the tests marked @pytest.mark.reliability proved).
 # Two pytest-xdist workers: the suite waits on JVM starts, kills, brokers and stores as much as it computes, so two
 # on two cores take less than one (a module's tests, and all of tests/storage/, stay on one worker: tests/conftest.py).
 # --durations: the 40 slowest tests in CI's log; build/junit-default.xml: every test's seconds (tools/test_time.py sums
 # them by module: the issues' shares of the time budget).
 test: install chromium azurite mariadb prometheus kafka lint
-	rm -rf build/smoke
-	TIDEMARK_SMOKE_RESULTS=build/smoke/default-py3.11.json $(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600 --durations=40 -n 2 --junitxml=build/junit-default.xml
+	rm -rf build/smoke build/reliability
+	TIDEMARK_SMOKE_RESULTS=build/smoke/default-py3.11.json TIDEMARK_RELIABILITY_RESULTS=build/reliability/default-py3.11.json \
+		$(VENV)/bin/pytest -q -p no:cacheprovider --timeout=600 --durations=40 -n 2 --junitxml=build/junit-default.xml
 	$(MAKE) --no-print-directory test-lines
 
 # Each other Spark line on Python 3.11 and each other Python on the default Spark: environments built the way users
@@ -103,6 +105,7 @@ test: install chromium azurite mariadb prometheus kafka lint
 test-lines: install
 	$(PYTHON) tools/spark_lines/smoke.py run
 	$(PYTHON) tools/spark_lines/compat.py
+	$(PYTHON) tools/reliability.py
 
 # The unit tests start no JVM, but some start Prometheus, Pushgateway and Chromium (Debian packages).
 test-unit: install chromium prometheus

@@ -12,8 +12,9 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Azurite, moto's S3 server and a Kafka broker, started on loopback by the tests that ask for them.
-pytest_plugins = ["tests.servers", "tests.kafka_broker", "tests.mariadb"]
+# Azurite, moto's S3 server and a Kafka broker, started on loopback by the tests that ask for them; the fault
+# matrix's record of what each test marked @pytest.mark.reliability proved (docs/reliability.md).
+pytest_plugins = ["tests.servers", "tests.kafka_broker", "tests.mariadb", "tests.reliability"]
 
 # The JVMs the tests start in processes of their own (`tidemark run` as a user starts it, killed and restarted by
 # the chaos, kill and recovery tests; the smoke runs' commands) live seconds on small data: with C1 alone (no C2

@@ -104,6 +104,7 @@ def run_until_killed(
     return driver.returncode
 
 
+@pytest.mark.reliability(fault="driver kill", storage="local", sink="parquet")
 def test_ten_kills_in_a_row_then_finish(spark: Any, tmp_path: Path) -> None:
     rng = random.Random(_seed())
     data = generate_events(

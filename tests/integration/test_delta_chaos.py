@@ -88,6 +88,7 @@ class DeltaProbe:
         return None if found is None else transaction.batch_of(found)
 
 
+@pytest.mark.reliability(fault="driver kill", storage="local", sink="delta")
 def test_eight_driver_kills_on_a_delta_sink_then_finish(tmp_path: Path) -> None:
     rng = random.Random(_seed())
     data = generate_events(

@@ -115,6 +115,8 @@ def _assert_exact(path: Path, expected: pd.DataFrame) -> None:
     assert (merged["value_sum"] - merged["value_sum_oracle"]).abs().max() < 1e-6
 
 
+@pytest.mark.reliability(fault="driver kill", storage="local", sink="delta")
+@pytest.mark.reliability(fault="checkpoint lost + recover", storage="local", sink="delta")
 def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

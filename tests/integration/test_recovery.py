@@ -65,6 +65,7 @@ def _assert_matches_oracle(spark: Any, sink: Path, expected: pd.DataFrame) -> No
     assert frame.select("user", "windowStart").distinct().count() == len(expected)
 
 
+@pytest.mark.reliability(fault="checkpoint lost + recover", storage="local", sink="parquet")
 @pytest.mark.slow
 def test_checkpoint_deleted_mid_stream_recovers_automatically(spark: Any, tmp_path: Path) -> None:
     files = _landing(tmp_path, files=4, seed=21)
@@ -145,6 +146,7 @@ def test_a_restart_with_no_new_files_writes_the_windows_the_last_batch_closed(
     assert [(o["after"], o["batch"], o["recomputed"]) for o in owed] == [(no_data - 1, no_data, not committed)]
 
 
+@pytest.mark.reliability(fault="driver kill", storage="local", sink="parquet")
 @pytest.mark.slow
 def test_driver_killed_during_a_batch_then_plain_restart(spark: Any, tmp_path: Path) -> None:
     files = _landing(tmp_path, files=3, seed=8)

@@ -40,6 +40,7 @@ def refused(request: pytest.FixtureRequest) -> Callable[[str], None]:
     def record(message: str) -> None:
         assert "\n" not in message.strip(), f"not one line: {message!r}"
         _refusals[feature] = message.strip()
+        request.node.user_properties.append(("refused", message.strip()))  # the fault matrix: not a pass
 
     return record
 

@@ -189,6 +189,7 @@ def test_custom_processor_output_equals_pandas(
     assert actual.to_dict() == expected.to_dict()
 
 
+@pytest.mark.reliability(fault="checkpoint lost + recover", storage="local", sink="parquet")
 @pytest.mark.smoke("recover")
 def test_recover_after_a_lost_checkpoint(workspace: Workspace, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
     shutil.rmtree(workspace.checkpoint)  # the fault: the checkpoint is gone, the sink and its log are not
@@ -202,6 +203,7 @@ def test_recover_after_a_lost_checkpoint(workspace: Workspace, spark: Any, capsy
     assert spark.read.parquet(str(workspace.root / "output")).count() == len(expected)
 
 
+@pytest.mark.reliability(fault="checkpoint lost + recover", storage="local", sink="delta")
 @pytest.mark.smoke("delta")
 def test_delta_sink_output_equals_the_oracle(tmp_path: Path, refused: Callable[[str], None]) -> None:
     """The Delta sink with this line's pinned Delta jars, in its own JVM (this process's session has none); the
@@ -355,6 +357,7 @@ def test_kafka_source_output_equals_the_oracle(
     assert_matches_oracle(read_sink(tmp_path / "output"), final_windows_oracle(produced))
 
 
+@pytest.mark.reliability(fault="checkpoint lost + recover", storage="azure abfs", sink="parquet")
 @pytest.mark.smoke("abfs")
 def test_every_command_on_abfs_over_azurite(
     tmp_path: Path,
@@ -463,6 +466,8 @@ def test_every_command_on_abfs_over_azurite(
     assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw-after"), everything)
 
 
+@pytest.mark.reliability(fault="driver kill", storage="azure abfs", sink="delta")
+@pytest.mark.reliability(fault="checkpoint lost + recover", storage="azure abfs", sink="delta")
 @pytest.mark.smoke("delta abfs")
 def test_delta_sink_on_abfs_is_exact_through_a_kill_and_a_lost_checkpoint(
     tmp_path: Path, abfs_store: Any, refused: Callable[[str], None]

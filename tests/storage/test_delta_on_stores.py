@@ -5,13 +5,15 @@ line (the default, 4.1: the line with both WASB and a Delta release; Delta on ab
 after a batch's Delta commit and before Spark's `commits/<n>`, a rerun finishes;
 the table, copied off the server file by file and read with delta-rs (not tidemark), equals the pandas oracle with
 nothing twice; `audit` and `checkpoint inspect --sink` read the table's log there. Then `recover --to-batch 1` and a
-rerun, and the checkpoint deleted on the server and the run recovering by itself: exact each time.
+rerun, and the checkpoint deleted on the server and the run recovering by itself: exact each time. Then both stores
+at once through their fault proxies: 503s on a tenth of the requests and a 30 s outage (docs/reliability.md).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -41,7 +43,17 @@ def _copy_table(uri: str, into: Path) -> Path:
     return into
 
 
-@pytest.mark.parametrize("kind", ["wasb", "s3a"])
+def _cells(storage: str) -> list[pytest.MarkDecorator]:
+    """The fault-matrix cells a store's case proves: the kill after Delta's commit, the checkpoint deleted there."""
+    return [
+        pytest.mark.reliability(fault="driver kill", storage=storage, sink="delta"),
+        pytest.mark.reliability(fault="checkpoint lost + recover", storage=storage, sink="delta"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "kind", [pytest.param("wasb", marks=_cells("azure wasbs")), pytest.param("s3a", marks=_cells("s3 (moto)"))]
+)
 def test_delta_sink_on_a_store_is_exact_through_a_kill_and_audit_reads_it_there(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -110,3 +122,77 @@ def test_delta_sink_on_a_store_is_exact_through_a_kill_and_audit_reads_it_there(
     assert recovered.returncode == 0, recovered.stderr[-2000:]
     _assert_exact(_copy_table(f"{root}/output", tmp_path / "copy-3"), oracle(data))
     assert audit_sink(load_config(config)).ok
+
+
+@pytest.mark.reliability(fault="10% 503s", storage="azure wasbs", sink="delta")
+@pytest.mark.reliability(fault="storage unreachable 30 s", storage="azure wasbs", sink="delta")
+@pytest.mark.reliability(fault="10% 503s", storage="s3 (moto)", sink="delta")
+@pytest.mark.reliability(fault="storage unreachable 30 s", storage="s3 (moto)", sink="delta")
+def test_delta_sink_through_503s_and_a_30_second_outage_is_exact(
+    wasb_store: SparkStore, s3a_store: SparkStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Delta sink on wasbs:// and on s3a:// at once, each `tidemark run` in its own JVM (Delta's jars), both
+    through their fault proxy: a tenth of the requests answered 503 with latency on the rest for the whole run, and
+    the store unreachable for 30 s from the PUT of `commits/1` (which never lands). A run rides the outage out or stops
+    with one line; a rerun (503s still on) then finishes. The two runs go side by side, so their outages overlap.
+    Each table, copied off the server and read with delta-rs, equals the pandas oracle with nothing twice."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from tests.storage.spark_stores import FAST_WASB_RETRIES
+
+    stores = {"wasb": wasb_store, "s3a": s3a_store}
+    for store in stores.values():  # both stores' credentials here (each fixture set only its own)
+        for name, value in store.env.items():
+            monkeypatch.setenv(name, value)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    started, runs = time.monotonic(), {}
+    for kind, store in stores.items():
+        folder = tmp_path / kind
+        folder.mkdir()
+        data = events(folder, files=3)
+        root = store.new_root()
+        sink = {"format": "delta", "path": f"{root}/output"}
+        config = cloud_config(folder, root, sink=sink, spark={"conf": FAST_WASB_RETRIES})
+        went_down = threading.Event()
+
+        def outage(request: Any, store: SparkStore = store, went_down: threading.Event = went_down) -> bool:
+            if went_down.is_set():
+                return False
+            went_down.set()
+            store.proxy.down(30)
+            return True
+
+        store.proxy.on("PUT", r"/job/checkpoint/commits/1$", outage)
+        store.proxy.latency, store.proxy.error_rate = 0.005, 0.10
+        command = [sys.executable, "-m", "tidemark.cli.main", "run", str(config), "--available-now"]
+        with (folder / "run.log").open("wb") as log:  # a file, not a pipe: nobody reads one run while the other ends
+            process = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
+        runs[kind] = (store, data, root, config, went_down, process)
+    try:
+        for kind, (store, data, root, config, went_down, process) in runs.items():
+            process.wait(timeout=500)
+            stderr = (tmp_path / kind / "run.log").read_text(errors="replace")
+            assert went_down.is_set(), f"{kind}: the outage never came: {stderr[-3000:]}"
+            if process.returncode != 0:  # stopped by the outage: in one line, then a rerun finishes
+                errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+                assert len(errors) == 1 and "Traceback" not in stderr, stderr[-3000:]
+                print(f"{kind}: stopped after {time.monotonic() - started:.0f} s: {errors[0]}")
+                store.proxy.clear_hooks()
+                done = _run(config)
+                assert done.returncode == 0, done.stderr[-3000:]
+            else:
+                assert time.monotonic() - started >= 30, f"{kind}: rode out an outage shorter than 30 s"
+            assert store.proxy.errors > 10, f"{kind}: only {store.proxy.errors} 503s"
+            store.calm()
+            _assert_exact(_copy_table(f"{root}/output", tmp_path / f"{kind}-copy"), oracle(data))
+    finally:
+        for store, *_, process in runs.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)  # Python and its JVM
+                process.wait(timeout=60)
+            store.calm()

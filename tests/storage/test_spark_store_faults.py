@@ -19,9 +19,19 @@ from typing import Any
 import pytest
 
 from tests.fault_proxy import Request
-from tests.oracles import assert_matches_oracle
+from tests.oracles import assert_matches_oracle, window_oracle
 from tests.servers import SparkStore
-from tests.storage.spark_stores import FAST_WASB_RETRIES, cloud_config, events, oracle, raw_sink
+from tests.storage.spark_stores import (
+    FAST_WASB_RETRIES,
+    WATERMARK,
+    WINDOW,
+    cloud_config,
+    delete_tree,
+    events,
+    oracle,
+    raw_sink,
+)
+from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.errors import TidemarkError
 from tidemark.pipeline.run import run_pipeline
@@ -31,8 +41,10 @@ from tidemark.storage import open_storage
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+@pytest.mark.reliability(fault="driver kill", storage="azure wasbs", sink="parquet")
+@pytest.mark.reliability(fault="checkpoint lost + recover", storage="azure wasbs", sink="parquet")
 def test_driver_killed_while_it_puts_a_commit_then_restarted_is_exact(
-    spark: Any, wasb_store: SparkStore, tmp_path: Path
+    spark: Any, wasb_store: SparkStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = wasb_store.new_root()
     # Three files: the kill lands on commits/1, after batch 1 put its windows in the sink and its sink log entry on
@@ -41,7 +53,10 @@ def test_driver_killed_while_it_puts_a_commit_then_restarted_is_exact(
     # batch after it close the remaining windows. (Killed on the commit of the LAST data batch, an available-now
     # restart ends with the later windows still in state, waiting for data: Spark's semantics, not a loss, but
     # not what an oracle of closed windows expects.)
-    data = events(tmp_path, files=3)
+    data = events(tmp_path, files=4)
+    late = tmp_path / "staged" / data.files[3].name  # lands once the checkpoint is lost (below)
+    late.parent.mkdir()
+    data.files[3].rename(late)
     config_path = cloud_config(tmp_path, root)
     killed: list[Request] = []
     driver: dict[str, subprocess.Popen[bytes]] = {}
@@ -69,13 +84,36 @@ def test_driver_killed_while_it_puts_a_commit_then_restarted_is_exact(
     # restart breaks the lease and runs at once.
     result = run_pipeline(load_config(config_path), spark=spark, available_now=True, prestarts=[Failover()])
     assert result.first_batch == 1  # batch 1 ran again
-    assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw"), oracle(data))
+    expected = window_oracle([[f] for f in data.files[:3]], window=WINDOW, watermark=WATERMARK)
+    assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw"), expected)
+
+    # Then the checkpoint is lost on the server (every blob under it), a fourth file lands: `recover --apply`
+    # continues exactly once there.
+    delete_tree(f"{root}/checkpoint")
+    assert not open_storage(f"{root}/checkpoint").exists("")
+    late.rename(tmp_path / "landing" / late.name)
+    capsys.readouterr()
+    assert main(["recover", str(config_path), "--apply"]) == 0, capsys.readouterr().err[-3000:]
+    assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw-after"), oracle(data))
 
 
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(
+            "wasb",
+            marks=pytest.mark.reliability(fault="storage unreachable 30 s", storage="azure wasbs", sink="parquet"),
+        ),
+        pytest.param(
+            "s3a", marks=pytest.mark.reliability(fault="storage unreachable 30 s", storage="s3 (moto)", sink="parquet")
+        ),
+    ],
+)
 def test_storage_gone_for_30_seconds_mid_run_then_a_rerun_is_exact(
-    spark: Any, wasb_store: SparkStore, tmp_path: Path
+    spark: Any, kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    root = wasb_store.new_root()
+    store: SparkStore = request.getfixturevalue(f"{kind}_store")
+    root = store.new_root()
     data = events(tmp_path, files=2)
     config = load_config(cloud_config(tmp_path, root, spark={"conf": FAST_WASB_RETRIES}))
     went_down = threading.Event()
@@ -83,11 +121,11 @@ def test_storage_gone_for_30_seconds_mid_run_then_a_rerun_is_exact(
     def outage(request: Request) -> bool:
         if not went_down.is_set():
             went_down.set()
-            wasb_store.proxy.down(30)
+            store.proxy.down(30)
             return True
         return False
 
-    wasb_store.proxy.on("PUT", r"/job/checkpoint/commits/1$", outage)
+    store.proxy.on("PUT", r"/job/checkpoint/commits/1$", outage)
     started = time.monotonic()
     try:
         first = run_pipeline(config, spark=spark, available_now=True, prestarts=[Failover()])
@@ -97,12 +135,18 @@ def test_storage_gone_for_30_seconds_mid_run_then_a_rerun_is_exact(
         assert "\n" not in outcome
     assert went_down.is_set(), outcome
     assert time.monotonic() - started >= 30 or "rode it out" not in outcome
-    wasb_store.proxy.clear_hooks()
+    store.proxy.clear_hooks()
     run_pipeline(config, spark=spark, available_now=True, prestarts=[Failover()])
     assert_matches_oracle(raw_sink(f"{root}/output", tmp_path / "raw"), oracle(data))
 
 
-@pytest.mark.parametrize("kind", ["wasb", "s3a"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("wasb", marks=pytest.mark.reliability(fault="10% 503s", storage="azure wasbs", sink="parquet")),
+        pytest.param("s3a", marks=pytest.mark.reliability(fault="10% 503s", storage="s3 (moto)", sink="parquet")),
+    ],
+)
 def test_503_on_a_tenth_of_requests_with_latency_is_exact(
     spark: Any, kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -23,8 +23,10 @@ numpy and protobuf that tidemark's ranges and the line's own minimums admit (uv'
 `highest` the newest. They are not part of `make test`; tools/spark_lines/README.md records their results.
 
 `run` writes one JSON file per target to `build/smoke/` (what each smoke test proved: a feature works, or is
-refused in one line naming the Spark that has it), which `compat.py` compares with the README's table. Needs uv
-(`TIDEMARK_UV`, else this clone's `.uv/bin/uv`, else `uv` on PATH) and Java. Standard library only.
+refused in one line naming the Spark that has it), which `compat.py` compares with the README's table, and one to
+`build/reliability/` (the fault-matrix cells its tests proved), which `tools/reliability.py` checks
+docs/reliability.md against. Needs uv (`TIDEMARK_UV`, else this clone's `.uv/bin/uv`, else `uv` on PATH) and Java.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from env import find_python, find_uv  # noqa: E402
 
 REPO = HERE.parent.parent
 RESULTS = REPO / "build" / "smoke"
+RELIABILITY = REPO / "build" / "reliability"
 LOGS = REPO / "build" / "smoke-logs"  # each smoke run's output, printed whole when the run ends
 MARKER = ".complete"
 # Every other Spark line on Python 3.11, every other Python on the default Spark (not the cross product).
@@ -81,11 +84,15 @@ RANGED = ("pandas", "pyarrow", "numpy", "protobuf")
 # The Connect extra's packages that require a protobuf major of their own (grpcio-status 1.72+ wants protobuf 6): on a
 # line that pins protobuf, pip chooses their versions under it instead of uv.lock's.
 PROTOBUF_BOUND = ("grpcio-status", "googleapis-common-protos")
-# What tests/conftest.py loads: pytest itself and the Kafka broker plugin's client.
-TEST_TOOLS = ("pytest", "pytest-timeout", "confluent-kafka")
+# What tests/conftest.py loads: pytest itself and the Kafka broker plugin's client; moto's S3 server (and boto3) for
+# the fault matrix's S3 cells (tests/smoke/test_fault_cells.py).
+TEST_TOOLS = ("pytest", "pytest-timeout", "confluent-kafka", "moto[server]")
+# The Spark lines of the fault matrix (docs/reliability.md) besides the default: their lane also runs the tests of
+# tests/smoke marked @pytest.mark.reliability only (the cells the default run proves on its own line elsewhere).
+MATRIX_LINES = ("4.2",)
 # Part of every environment's cache key: bump it when build(), wheelhouse() or the lists above change what an
 # environment holds (a change of this file's comments then rebuilds nothing).
-RECIPE = "4"
+RECIPE = "5"
 
 
 @dataclass(frozen=True)
@@ -278,9 +285,9 @@ def build(target: Target, wheel: Path, uv: str) -> Path:
             held.append(f"protobuf=={before['protobuf']}")
         constraints.write_text("".join(line + "\n" for line in held))
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(constraints)]
-        # With its Azure extra, as a user on Azure installs it (`tidemark[azure]`): the abfs smoke feature; and its
-        # Spark Connect extra (the connect smoke feature).
-        run([*pip, f"{wheel}[azure,connect]"])
+        # With its Azure extra, as a user on Azure installs it (`tidemark[azure]`): the abfs smoke feature; its S3
+        # extra (the fault matrix's S3 cells); and its Spark Connect extra (the connect smoke feature).
+        run([*pip, f"{wheel}[azure,s3,connect]"])
         after = freeze(python)
         changed = {name: f"{before[name]} -> {after.get(name)}" for name in before if after.get(name) != before[name]}
         if changed:
@@ -314,6 +321,10 @@ def smoke(target: Target, python: Path, wheel: Path, uv: str, output: Path) -> i
     results = folder / f"{target.name}.json"
     results.unlink(missing_ok=True)
     env = dict(os.environ, TIDEMARK_SMOKE_RESULTS=str(results), TIDEMARK_SMOKE_TARGET=target.name)
+    if target.variant == "pinned":  # the cells of the fault matrix its tests proved (tools/reliability.py)
+        matrix = RELIABILITY / f"{target.name}.json"
+        matrix.unlink(missing_ok=True)
+        env["TIDEMARK_RELIABILITY_RESULTS"] = str(matrix)
     if target.line == "default":
         env["TIDEMARK_SMOKE_LEAVE_OUT"] = ",".join(JVM_ONLY)
     env.pop("VIRTUAL_ENV", None)
@@ -337,7 +348,7 @@ def smoke(target: Target, python: Path, wheel: Path, uv: str, output: Path) -> i
             "--timeout=600",
             "--durations=5",
             "-m",
-            "smoke",
+            "smoke or reliability" if target.line in MATRIX_LINES else "smoke",
         ]
         command += [f"--basetemp={basetemp}", "tests/smoke"]
         done = subprocess.run(command, cwd=REPO, env=env, check=False, stdout=out, stderr=subprocess.STDOUT)
