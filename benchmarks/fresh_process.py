@@ -12,7 +12,7 @@ session, query and stop are all in the figure.
 `prepare` writes DIR/landing (the events), DIR/tidemark.toml, DIR/job.py (the hand-written streaming job: local[2],
 the same shuffle partitions, RocksDB with changelog, trigger, watermark, window and output columns) and
 DIR/batch_job.py (the same windows in one batch job). `compare` runs `tidemark run` and `python job.py` (or, with
---baseline batch, the batch job) interleaved A B A B for N rounds, each in a fresh output folder, times each with
+--baseline batch, the batch job) interleaved A B, B A, ... for N rounds, each in a fresh output folder, times each with
 time.monotonic (wall) and resource.getrusage(RUSAGE_CHILDREN) (user + system CPU of the Python process: PySpark's JVM
 is a child it never waits for, so its CPU is in neither figure), checks that both wrote the same rows (against the
 batch job: counts the stream's rows the batch has), and prints min/median/max of each and of the ratios pair by pair.
@@ -323,7 +323,8 @@ def compare(args: argparse.Namespace) -> None:
     spark_numbers: dict[str, list[Any]] = {"tidemark": [], "batch": []}
     with _broker(work) as bootstrap:
         for round_number in range(args.rounds + 1):  # round 0 warms the disk cache and the JVM's class data
-            for which in ("tidemark", baseline):
+            # A B, B A, A B, ...: neither command always runs first (right after the other's JVM exits).
+            for which in ("tidemark", baseline) if round_number % 2 == 0 else (baseline, "tidemark"):
                 out = runs / f"r{round_number}-{which}"
                 env = {**os.environ, "BENCH_MARKS": str(runs / f"r{round_number}-{which}.marks.json")}
                 wall, cpu = _timed(_command(work, which, out, bootstrap), env)
