@@ -32,6 +32,19 @@ OUTAGE, ERRORS = "storage unreachable 30 s", "10% 503s"
 PHASES = ("fetch", "rewrite", "verify", "upload", "swap")
 NO_WASB = "no wasbs on Spark 4.2: Hadoop 3.5 has no WASB driver (use abfs)"
 NOT_IN_MATRIX = "-"
+NOT_IN_LANE = (
+    "not run yet: the 4.2 lane does not run tests/smoke/test_fault_cells.py, whose S3 cells need moto and tidemark's "
+    "s3 extra in the lane's environment (boto3's python-dateutil<3 downgraded the 3.5 line's pinned dateutil 4.0 "
+    "there, which the environment check refuses: to be installed per lane)"
+)
+# Spark 4.2 cells the 4.2 lane's smoke tests prove today (tests/smoke/test_smoke.py); the others: NOT_IN_LANE.
+LANE_42 = {
+    ("checkpoint lost + recover", "local", "parquet"),
+    ("checkpoint lost + recover", "local", "delta"),
+    ("checkpoint lost + recover", "azure abfs", "parquet"),
+    ("driver kill", "azure abfs", "delta"),
+    ("checkpoint lost + recover", "azure abfs", "delta"),
+}
 S3_DELTA_42 = (
     "not in the suite: Delta killed, rerun and recovered on s3a:// took 319 s in the 4.2 lane on this 2-core machine, "
     "over the test budget (Spark 4.1 proves it: tests/storage/test_delta_on_stores.py)"
@@ -58,7 +71,15 @@ def _matrix() -> list[Cell]:
     for fault in (KILL, LOST):
         for storage in STORAGES:
             for sink in SINKS:
-                on_42 = NO_WASB if storage == WASBS else S3_DELTA_42 if (storage, sink) == (S3, "delta") else None
+                on_42 = (
+                    NO_WASB
+                    if storage == WASBS
+                    else S3_DELTA_42
+                    if (storage, sink) == (S3, "delta")
+                    else None
+                    if (fault, storage, sink) in LANE_42
+                    else NOT_IN_LANE
+                )
                 lines: dict[str, str | None] = {"4.1": None, "4.2": on_42}
                 cells.append(Cell(fault, storage, sink, lines))
     # The store misbehaving (through the tests' fault proxy), on Spark 4.1.

@@ -41,6 +41,15 @@ from tidemark.storage import open_storage
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+def _store(request: pytest.FixtureRequest, kind: str, monkeypatch: pytest.MonkeyPatch) -> SparkStore:
+    """The store's fixture, its credentials set for this test: each module-scoped store fixture sets its own and
+    clears the others' (tests/servers.py), so in a module using both, the one set up last would win."""
+    store: SparkStore = request.getfixturevalue(f"{kind}_store")
+    for name, value in store.env.items():
+        monkeypatch.setenv(name, value)
+    return store
+
+
 @pytest.mark.reliability(fault="driver kill", storage="azure wasbs", sink="parquet")
 @pytest.mark.reliability(fault="checkpoint lost + recover", storage="azure wasbs", sink="parquet")
 def test_driver_killed_while_it_puts_a_commit_then_restarted_is_exact(
@@ -110,9 +119,9 @@ def test_driver_killed_while_it_puts_a_commit_then_restarted_is_exact(
     ],
 )
 def test_storage_gone_for_30_seconds_mid_run_then_a_rerun_is_exact(
-    spark: Any, kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    spark: Any, kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store: SparkStore = request.getfixturevalue(f"{kind}_store")
+    store = _store(request, kind, monkeypatch)
     root = store.new_root()
     data = events(tmp_path, files=2)
     config = load_config(cloud_config(tmp_path, root, spark={"conf": FAST_WASB_RETRIES}))
@@ -148,9 +157,9 @@ def test_storage_gone_for_30_seconds_mid_run_then_a_rerun_is_exact(
     ],
 )
 def test_503_on_a_tenth_of_requests_with_latency_is_exact(
-    spark: Any, kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    spark: Any, kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store: SparkStore = request.getfixturevalue(f"{kind}_store")
+    store = _store(request, kind, monkeypatch)
     root = store.new_root()
     data = events(tmp_path, files=2)
     config = load_config(cloud_config(tmp_path, root, spark={"conf": FAST_WASB_RETRIES}))

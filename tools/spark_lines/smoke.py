@@ -84,15 +84,13 @@ RANGED = ("pandas", "pyarrow", "numpy", "protobuf")
 # The Connect extra's packages that require a protobuf major of their own (grpcio-status 1.72+ wants protobuf 6): on a
 # line that pins protobuf, pip chooses their versions under it instead of uv.lock's.
 PROTOBUF_BOUND = ("grpcio-status", "googleapis-common-protos")
-# What tests/conftest.py loads: pytest itself and the Kafka broker plugin's client; moto's S3 server (and boto3) for
-# the fault matrix's S3 cells (tests/smoke/test_fault_cells.py).
-TEST_TOOLS = ("pytest", "pytest-timeout", "confluent-kafka", "moto[server]")
-# The Spark lines of the fault matrix (docs/reliability.md) besides the default: their lane also runs the tests of
-# tests/smoke marked @pytest.mark.reliability only (the cells the default run proves on its own line elsewhere).
-MATRIX_LINES = ("4.2",)
+# What tests/conftest.py loads: pytest itself and the Kafka broker plugin's client. (moto and tidemark's s3 extra
+# for the fault matrix's S3 cells in the 4.2 lane: not yet; boto3's python-dateutil<3 downgraded the 3.5 line's
+# pinned dateutil 4.0, which the environment check refuses: docs/reliability.md.)
+TEST_TOOLS = ("pytest", "pytest-timeout", "confluent-kafka")
 # Part of every environment's cache key: bump it when build(), wheelhouse() or the lists above change what an
 # environment holds (a change of this file's comments then rebuilds nothing).
-RECIPE = "5"
+RECIPE = "4"
 
 
 @dataclass(frozen=True)
@@ -285,9 +283,9 @@ def build(target: Target, wheel: Path, uv: str) -> Path:
             held.append(f"protobuf=={before['protobuf']}")
         constraints.write_text("".join(line + "\n" for line in held))
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(constraints)]
-        # With its Azure extra, as a user on Azure installs it (`tidemark[azure]`): the abfs smoke feature; its S3
-        # extra (the fault matrix's S3 cells); and its Spark Connect extra (the connect smoke feature).
-        run([*pip, f"{wheel}[azure,s3,connect]"])
+        # With its Azure extra, as a user on Azure installs it (`tidemark[azure]`): the abfs smoke feature; and its
+        # Spark Connect extra (the connect smoke feature).
+        run([*pip, f"{wheel}[azure,connect]"])
         after = freeze(python)
         changed = {name: f"{before[name]} -> {after.get(name)}" for name in before if after.get(name) != before[name]}
         if changed:
@@ -348,7 +346,7 @@ def smoke(target: Target, python: Path, wheel: Path, uv: str, output: Path) -> i
             "--timeout=600",
             "--durations=5",
             "-m",
-            "smoke or reliability" if target.line in MATRIX_LINES else "smoke",
+            "smoke",
         ]
         command += [f"--basetemp={basetemp}", "tests/smoke"]
         done = subprocess.run(command, cwd=REPO, env=env, check=False, stdout=out, stderr=subprocess.STDOUT)
