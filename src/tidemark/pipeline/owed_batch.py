@@ -12,7 +12,9 @@ A restart can also commit a watermark that is too old: a batch re-run after its 
 by the file sink without executing its plan, so Spark sees none of its event times and commits the watermark the
 batch started with. When the newest batch read data and did not move the watermark, its input is read again (one
 batch, as the quarantine's re-read does) and the watermark Spark would have computed (newest valid event time minus
-the delay, never backwards) is the one the owed batch runs with.
+the delay, never backwards) is the one the owed batch runs with. The caller passes the newest event time Spark
+reported for a batch it executed (progress `eventTime.max`: pipeline/run.py), so only a batch whose plan did not run
+is read again.
 """
 
 from __future__ import annotations
