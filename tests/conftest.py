@@ -32,8 +32,10 @@ if QUICK_JVM not in _SUBMIT_OPTS:
 # one unit: hadoop-azure's emulator mode looks for the Blob endpoint at 127.0.0.1:10000 only, so the tests that
 # start it (tests/storage/, and only there) must never run on two workers at once. Done by the scheduler rather
 # than xdist_group marks: pytest-xdist 3.8 marks a group by rewriting `item._nodeid`, which pytest 9 no longer
-# reads, so `--dist loadgroup` silently splits every group.
-ONE_UNIT_FOLDERS = ("tests/storage/",)
+# reads, so `--dist loadgroup` silently splits every group. tests/smoke/ is one unit too: its results file (the
+# README's compatibility table) is written by the one worker that ran smoke tests (tests/smoke/conftest.py), and
+# with two smoke modules on two workers the second would overwrite the first's.
+ONE_UNIT_FOLDERS = ("tests/storage/", "tests/smoke/")
 
 
 @pytest.hookimpl(optionalhook=True)  # the smoke runs of the other Spark lines go without pytest-xdist
