@@ -92,6 +92,26 @@ def join(frame: DataFrame) -> DataFrame:
     return left.join(right, F.expr("lk = rk AND rt BETWEEN lt AND lt + interval 10 seconds"))
 
 
+def assert_join_output_matches_pandas(source: Path, output: Path, pairs_expected: int) -> None:
+    """The `join` query's output equals the same inner join computed by pandas over every input file (`m*.json`);
+    no event is late (one file per batch, in order), so the stream emits every match once."""
+    import pandas as pd
+
+    events = pd.concat(pd.read_json(f, lines=True) for f in sorted(source.glob("m*.json")))
+    events["ts"] = pd.to_datetime(events["ts"], utc=True)
+    left = events.rename(columns={"k": "lk", "ts": "lt"})
+    right = events[["k", "ts"]].rename(columns={"k": "rk", "ts": "rt"})
+    pairs = left.merge(right, left_on="lk", right_on="rk")
+    pairs = pairs[(pairs["rt"] >= pairs["lt"]) & (pairs["rt"] <= pairs["lt"] + pd.Timedelta(seconds=10))]
+    actual = pd.read_parquet(output)
+    for column in ("lt", "rt"):
+        actual[column] = pd.to_datetime(actual[column], utc=True)
+    columns = ["lk", "lt", "v", "rk", "rt"]
+    assert len(pairs) == pairs_expected
+    got = actual[columns].sort_values(columns).reset_index(drop=True)
+    assert got.equals(pairs[columns].sort_values(columns).reset_index(drop=True).astype(got.dtypes.to_dict()))
+
+
 # Fixture checkpoints skip no-data batches: half the batches, same layout.
 CASES: dict[str, tuple[Callable[[DataFrame], DataFrame], tuple[str, str, str, str]]] = {
     "hdfs_dedup_window": (dedup_then_window, (HDFS, "false", "1", "false")),

@@ -23,7 +23,14 @@ from tests.integration.test_pipeline_kinds import session_oracle
 from tests.oracles import assert_matches_oracle, window_oracle
 from tests.streaming_queries import HDFS as HDFS_PROVIDER
 from tests.streaming_queries import ROCKSDB as ROCKSDB_PROVIDER
-from tests.streaming_queries import dedup_then_window, join, run_query, windowed, write_input
+from tests.streaming_queries import (
+    assert_join_output_matches_pandas,
+    dedup_then_window,
+    join,
+    run_query,
+    windowed,
+    write_input,
+)
 from tests.unit.test_state_corpus import CORPUS
 from tidemark.cli.main import main
 from tidemark.compat import UTC
@@ -371,20 +378,8 @@ def test_join_state_format_3_in_checkpoint_format_v2_continues_on_2_partitions(
     latest = Checkpoint.open(str(checkpoint)).latest_committed_batch()
     assert Checkpoint.open(str(checkpoint)).offset(latest).conf["spark.sql.shuffle.partitions"] == "2"
 
-    # No event is late (one file per batch, in order): the inner join emits every match once.
-    events = pd.concat(pd.read_json(f, lines=True) for f in sorted(source.glob("m*.json")))
-    events["ts"] = pd.to_datetime(events["ts"], utc=True)
-    left = events.rename(columns={"k": "lk", "ts": "lt"})
-    right = events[["k", "ts"]].rename(columns={"k": "rk", "ts": "rt"})
-    pairs = left.merge(right, left_on="lk", right_on="rk")
-    pairs = pairs[(pairs["rt"] >= pairs["lt"]) & (pairs["rt"] <= pairs["lt"] + pd.Timedelta(seconds=10))]
-    actual = pd.read_parquet(output)
-    for column in ("lt", "rt"):
-        actual[column] = pd.to_datetime(actual[column], utc=True)
-    columns = ["lk", "lt", "v", "rk", "rt"]
-    assert len(pairs) == 42  # each event with itself, and the three added after the move with moved left rows
-    got = actual[columns].sort_values(columns).reset_index(drop=True)
-    assert got.equals(pairs[columns].sort_values(columns).reset_index(drop=True).astype(got.dtypes.to_dict()))
+    # 42 pairs: each event with itself, and the three added after the move with moved left rows.
+    assert_join_output_matches_pandas(source, output, pairs_expected=42)
 
 
 # As other Sparks recorded them (tests/fixtures/corpus): checkpoint format v2, read by the ids its commits name, with

@@ -17,10 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
-from tests.streaming_queries import ROCKSDB, join, run_query, write_input
+from tests.streaming_queries import ROCKSDB, assert_join_output_matches_pandas, join, run_query, write_input
 from tidemark.cli.main import main
 from tidemark.evolve.repartition import repartition_checkpoint
 from tidemark.formats import JOIN_V4_STORES, Checkpoint, store_schemas
@@ -95,20 +94,8 @@ def _continues(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert Checkpoint.open(str(checkpoint)).offset(latest).conf["spark.sql.shuffle.partitions"] == "2"
     assert Checkpoint.open(str(checkpoint)).offset(latest).conf[JOIN_FORMAT_KEY] == "4"
 
-    # No event is late (one file per batch, in order): the inner join emits every match once.
-    events = pd.concat(pd.read_json(f, lines=True) for f in sorted(source.glob("m*.json")))
-    events["ts"] = pd.to_datetime(events["ts"], utc=True)
-    left = events.rename(columns={"k": "lk", "ts": "lt"})
-    right = events[["k", "ts"]].rename(columns={"k": "rk", "ts": "rt"})
-    pairs = left.merge(right, left_on="lk", right_on="rk")
-    pairs = pairs[(pairs["rt"] >= pairs["lt"]) & (pairs["rt"] <= pairs["lt"] + pd.Timedelta(seconds=10))]
-    actual = pd.read_parquet(output)
-    for column in ("lt", "rt"):
-        actual[column] = pd.to_datetime(actual[column], utc=True)
-    columns = ["lk", "lt", "v", "rk", "rt"]
-    assert len(pairs) == 42  # each event with itself, and the three added after the move with moved left rows
-    got = actual[columns].sort_values(columns).reset_index(drop=True)
-    assert got.equals(pairs[columns].sort_values(columns).reset_index(drop=True).astype(got.dtypes.to_dict()))
+    # 42 pairs: each event with itself, and the three added after the move with moved left rows.
+    assert_join_output_matches_pandas(source, output, pairs_expected=42)
 
 
 @pytest.mark.smoke("repartition join v4")
