@@ -33,11 +33,22 @@ Phases:
            deleted) leaves. Uploaded straight to Azurite (no latency). Then Spark's own `statestore` reader
            proves them readable: the state at the last batch equals the state at the last real batch, and two
            partitions read from their first snapshot through every synthetic delta.
+  chain    Only with --real-chain N (the real-versus-synthetic row): N more landing files, one a batch, run by Spark
+           with maintenance off, so every partition's chain after grow's snapshot is Spark's own deltas; synth
+           then does nothing.
+  fork     (--store sql) the grown job, checkpoint and sink, copied to job-prune/ and job-store/ as copies of
+           Azurite's metadata rows, before anything restarts it: the decomposition restarts one checkpoint four
+           ways.
   before   A new landing file, and `tidemark run --available-now` through the proxy (every request held
            --latency-ms): the first batch after the restart loads each partition from its snapshot through
            `chain` deltas. Measured: wall time from the run's start to the PUT of that batch's commit, the
            requests by kind until then (list, read, metadata, write, delete), Spark's own batch duration.
            Maintenance interval 1 h: the measured window is the restart alone.
+  prune_only  (b) tidemark's retention and prune alone on job-prune/ (`checkpoint prune --keep 10 --apply`, the sink's
+           log too; the same HDFS store and partitions), then the restart of `before` (its new file) measured the
+           same way, and the sink against the pandas oracle.
+  store_only  (c) the store change alone on job-store/: `state repartition` to the same partitions with
+           `--state-store rocksdb` (no prune), then the same restart on RocksDB with changelog checkpointing.
   inspect  `checkpoint inspect` through the proxy against a per-folder walk (one delimiter listing per folder,
            what Hadoop's FileSystem listing does) of the same checkpoint: requests and time.
   cure     What inspect advises: `checkpoint prune --keep 10 --apply` (batched deletes), then
@@ -46,7 +57,9 @@ Phases:
            of folder moves), and the config switched to RocksDB with changelog checkpointing.
   after    Another landing file, the same run on the cured checkpoint, measured as in `before`; then the whole
            sink (every Parquet file on the server) against the pandas oracle of every landing file.
-Prints and writes <work>/result.json.
+Prints and writes <work>/result.json, with `decomposition`: each restart's first batch against `before`'s, and
+`before`'s requests per replayed delta (run once with --real-chain N and once with a synthetic chain of the same
+shape, --versions <grown batches + C + 1> --chain C with C the real run's chain.json chain, to compare the two).
 """
 
 from __future__ import annotations
@@ -84,7 +97,11 @@ SLOTS = 4  # Spark task slots (local[N]); the requests wait on latency, so more 
 REAL_FILES = 4  # landing files of the grow phase; two more come later (before, after)
 EVENTS_PER_FILE = 2500
 KEYS = 400
-PHASES = ("grow", "synth", "before", "inspect", "cure", "after")
+# The seed incident decomposed (issue 58): the grown checkpoint is forked before its first restart (copies of
+# Azurite's metadata rows: the same bytes), and each fork restarts with one of the cure's changes alone, beside
+# `before` (the seed's setup) and `cure` + `after` (all of them).
+FORKS = {"prune_only": "job-prune", "store_only": "job-store"}
+PHASES = ("grow", "chain", "synth", "fork", "before", "prune_only", "store_only", "inspect", "cure", "after")
 
 
 # --- servers ----------------------------------------------------------------------------------------------------
@@ -207,20 +224,25 @@ class Uploader:
 # --- configs ----------------------------------------------------------------------------------------------------
 
 
-def config(work: Path, phase: str, *, cured: bool = False) -> Path:
-    """The pipeline config of a phase (one folder per phase so each keeps its own)."""
+def config(work: Path, phase: str, *, cured: bool = False, root: str = JOB, rocksdb: bool | None = None) -> Path:
+    """The pipeline config of a phase (one folder per phase so each keeps its own): the seed's setup (HDFS store,
+    PARTITIONS), or cured (RocksDB with changelog, 4 partitions); root: the job's folder (a fork's);
+    rocksdb: the store alone, at the seed's partitions (the store_only fork)."""
     folder = work / "configs" / phase
     folder.mkdir(parents=True, exist_ok=True)
+    on_rocksdb = cured if rocksdb is None else rocksdb
     conf: dict[str, str] = {"spark.sql.adaptive.enabled": "false"}
     if phase == "grow":
         conf["spark.sql.streaming.stateStore.maintenanceInterval"] = "1s"
         conf["spark.sql.streaming.stateStore.minDeltasForSnapshot"] = "0"
-    elif not cured:
-        conf["spark.sql.streaming.stateStore.maintenanceInterval"] = "1h"  # the measured window is the restart
+    elif not on_rocksdb:
+        # The measured window is the restart; in `chain`, no maintenance means no snapshot: every batch's delta
+        # stays in the chain a restart replays.
+        conf["spark.sql.streaming.stateStore.maintenanceInterval"] = "1h"
     checkpoint: dict[str, Any] = {
-        "location": f"{JOB}/checkpoint",  # the cure repartitions it in place
-        "state_store": "rocksdb" if cured else "hdfs",
-        "changelog": cured,
+        "location": f"{root}/checkpoint",  # the cure repartitions it in place
+        "state_store": "rocksdb" if on_rocksdb else "hdfs",
+        "changelog": on_rocksdb,
         "min_batches_to_retain": 100,  # Spark's default, as the seed ran
     }
     return write_config(
@@ -228,12 +250,12 @@ def config(work: Path, phase: str, *, cured: bool = False) -> Path:
         pipeline={"name": "seed"},
         spark={
             "master": f"local[{SLOTS}]",
-            "shuffle_partitions": 4 if cured else PARTITIONS,
+            "shuffle_partitions": 4 if cured else PARTITIONS,  # a restart keeps the checkpoint's own
             "driver_memory": "2g",
             "conf": conf,
         },
         source={"path": str(work / "landing"), "max_files_per_trigger": 1},
-        sink={"path": f"{JOB}/output"},
+        sink={"path": f"{root}/output"},
         checkpoint=checkpoint,
         quarantine={"path": str(work / "quarantine")},
         monitor={"dir": str(work / "monitor")},
@@ -270,6 +292,28 @@ def release_file(work: Path, index: int) -> Path:
     target = work / "landing" / staged.name
     shutil.copy2(staged, target)
     return target
+
+
+def release_next(work: Path) -> Path:
+    """The next staged file into the landing folder: the one new file a measured restart reads."""
+    return release_file(work, len(landing_files(work)))
+
+
+def check_sink(work: Path, root: str, label: str) -> dict[str, Any]:
+    """Every Parquet file under root/output, copied off the server, against the pandas oracle of every landing file
+    the job read so far (one file a batch)."""
+    from tests.oracles import assert_matches_oracle, window_oracle
+    from tests.storage.spark_stores import raw_sink
+
+    raw = work / f"{label}-sink"
+    if raw.exists():
+        shutil.rmtree(raw)
+    actual = raw_sink(f"{root}/output", raw)
+    expected = window_oracle(
+        [[f] for f in landing_files(work)], window=timedelta(minutes=15), watermark=timedelta(minutes=10)
+    )
+    assert_matches_oracle(actual, expected)
+    return {"rows": len(expected), "equal": True, "sink_rows": len(actual)}
 
 
 def measured_run(work: Path, config_path: Path, proxy: FaultProxy) -> dict[str, Any]:
@@ -324,9 +368,8 @@ def phase_grow(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[
 
     with suppress(ResourceExistsError):
         BlobServiceClient.from_connection_string(direct_connection(proxy)).create_container(CONTAINER)
-    generate_events(
-        work / "staged", events=EVENTS_PER_FILE * (REAL_FILES + 2), keys=KEYS, files=REAL_FILES + 2, seed=27
-    )
+    files = REAL_FILES + args.real_chain + 2  # the grown part, a real chain (`chain`), before's file and after's
+    generate_events(work / "staged", events=EVENTS_PER_FILE * files, keys=KEYS, files=files, seed=27)
     (work / "landing").mkdir(exist_ok=True)
     for index in range(REAL_FILES):
         release_file(work, index)
@@ -370,6 +413,35 @@ def phase_grow(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[
     return {"real_batches": latest + 1, "last_real_batch": latest, "seconds": round(time.monotonic() - started, 1)}
 
 
+def phase_chain(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    """With --real-chain N: N more landing files, one a batch, run by Spark with maintenance off, so each partition's
+    chain after grow's snapshot is N+ real deltas (the row a synthetic chain of the same shape is compared with)."""
+    from tidemark.config import load_config
+    from tidemark.pipeline.run import run_pipeline
+
+    if args.real_chain == 0:
+        return {"skipped": "no --real-chain: the chain is synth's"}
+    grown = json.loads((work / "grow.json").read_text())
+    snapshot = int(grown["last_real_batch"]) + 1
+    for _ in range(args.real_chain):
+        release_next(work)
+    config_path = config(work, "chain")
+    started = time.monotonic()
+    result = run_pipeline(load_config(config_path), spark=session(config_path), available_now=True)
+    names = {rel for rel, _ in blobs(f"{JOB}/checkpoint")}
+    last = max(int(n.split("/")[1]) for n in names if n.startswith("commits/") and n.split("/")[1].isdigit())
+    snapshots = sorted({int(n.rsplit("/", 1)[1].split(".")[0]) for n in names if n.endswith(".snapshot")})
+    if snapshots[-1] != snapshot:
+        raise RuntimeError(f"snapshots of versions {snapshots}: the chain must start at grow's newest ({snapshot})")
+    return {
+        "batches": result.batches,
+        "last_batch": last,
+        "snapshot_version": snapshot,
+        "chain": last + 1 - snapshot,  # the deltas a restart at version last+1 replays in each partition
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
 def empty_delta(spark: Any) -> bytes:
     """What HDFSBackedStateStoreProvider writes for a version without changes: the end marker (-1) through
     Spark's own compression codec (the session's spark.sql.streaming.stateStore.compression.codec)."""
@@ -386,6 +458,8 @@ def empty_delta(spark: Any) -> bytes:
 def phase_synth(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
     from tidemark.storage import open_storage
 
+    if args.real_chain:
+        return {"skipped": "--real-chain: the chain is Spark's own"}
     grown = json.loads((work / "grow.json").read_text())
     last = int(grown["last_real_batch"])
     versions, chain = args.versions, args.chain
@@ -501,11 +575,97 @@ def prove_readable(spark: Any, last_real: int, last: int) -> dict[str, Any]:
     return {"rows": rows, "rows_differing": differ, "replayed_partitions": replayed}
 
 
+def copy_prefix(socket: Path, source: str, target: str) -> int:
+    """Every blob under `source` again under `target`, as copies of its metadata row in Azurite's SQL store (the
+    same bytes, one extent each): a fork of the whole job in seconds."""
+    from tests.mariadb import DATABASE, copyable_blob_columns, run_sql
+    from tests.servers import ACCOUNT
+
+    def sql(statement: str) -> str:
+        return run_sql(socket, statement, timeout=1800)
+
+    kept = copyable_blob_columns(sql)
+    where = f"accountName = '{ACCOUNT}' AND containerName = '{CONTAINER}'"
+    sql(
+        f"USE {DATABASE}; INSERT INTO Blobs ({kept}, blobName) "
+        f"SELECT {kept}, CONCAT('{target}', SUBSTRING(blobName, {len(source) + 1})) FROM Blobs "
+        f"WHERE {where} AND blobName LIKE '{source}%'"
+    )
+    return int(sql(f"SELECT COUNT(*) FROM {DATABASE}.Blobs WHERE {where} AND blobName LIKE '{target}%'").strip())
+
+
+def fork_root(phase: str) -> str:
+    return f"wasbs://{CONTAINER}@{FQDN}/{FORKS[phase]}"
+
+
+def phase_fork(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    """The grown job (checkpoint and sink) copied for each fork before anything restarts it."""
+    socket = os.environ.get("SEED_MARIADB_SOCKET")
+    if not socket:
+        raise SystemExit("the fork phase copies metadata rows: it needs --store sql")
+    started = time.monotonic()
+    copied = {name: copy_prefix(Path(socket), "job/", f"{folder}/") for name, folder in FORKS.items()}
+    return {"copied_blobs": copied, "seconds": round(time.monotonic() - started, 1)}
+
+
 def phase_before(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
     names = blobs(f"{JOB}/checkpoint")
-    release_file(work, REAL_FILES)
+    release_next(work)
     result = measured_run(work, config(work, "before"), proxy)
-    return {"checkpoint_blobs": len(names), **result}
+    return {
+        "checkpoint_blobs": len(names),
+        "partitions": PARTITIONS,
+        **result,
+        "oracle": check_sink(work, JOB, "before"),
+    }
+
+
+def phase_prune_only(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    """(b) tidemark's retention and prune alone: the same HDFS store and partitions, then the same restart (the
+    same new file as `before`)."""
+    from tidemark.doctor.prune import prune_checkpoint
+
+    root = fork_root("prune_only")
+    before = len(blobs(f"{root}/checkpoint"))
+    proxy.reset_counts()
+    started = time.monotonic()
+    pruned = prune_checkpoint(f"{root}/checkpoint", keep=10, apply=True, sink=f"{root}/output")
+    prune = {"seconds": round(time.monotonic() - started, 1), "files": pruned.files, "requests": dict(proxy.counts)}
+    blobs_now = len(blobs(f"{root}/checkpoint"))
+    result = measured_run(work, config(work, "prune_only", root=root), proxy)
+    return {
+        "blobs_before": before,
+        "prune": prune,
+        "checkpoint_blobs": blobs_now,
+        "partitions": PARTITIONS,
+        **result,
+        "oracle": check_sink(work, root, "prune_only"),
+    }
+
+
+def phase_store_only(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
+    """(c) the store change alone: tidemark rewrites the state into RocksDB at the same partitions (no prune), then
+    the same restart on RocksDB with changelog checkpointing."""
+    root = fork_root("store_only")
+    before = len(blobs(f"{root}/checkpoint"))
+    proxy.reset_counts()
+    started = time.monotonic()
+    # The CLI in its own process: the rewrite's Spark session (its own settings, no Azure jars of the pipeline's)
+    # would otherwise be the session the measured run gets.
+    command = [sys.executable, "-m", "tidemark.cli.main", "state", "repartition", f"{root}/checkpoint"]
+    command += ["--partitions", str(PARTITIONS), "--state-store", "rocksdb", "--apply"]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    rewrite = {"seconds": round(time.monotonic() - started, 1), "requests": dict(proxy.counts)}
+    blobs_now = len(blobs(f"{root}/checkpoint"))
+    result = measured_run(work, config(work, "store_only", root=root, rocksdb=True), proxy)
+    return {
+        "blobs_before": before,
+        "rewrite": rewrite,
+        "checkpoint_blobs": blobs_now,
+        "partitions": PARTITIONS,
+        **result,
+        "oracle": check_sink(work, root, "store_only"),
+    }
 
 
 def per_folder_walk(connection: str, prefix: str) -> tuple[int, int]:
@@ -603,23 +763,13 @@ def phase_cure(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[
 
 
 def phase_after(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict[str, Any]:
-    from tests.oracles import assert_matches_oracle, window_oracle
-    from tests.storage.spark_stores import raw_sink
-
-    release_file(work, REAL_FILES + 1)
+    release_next(work)
     result = measured_run(work, config(work, "after", cured=True), proxy)
-    raw = work / "after-sink"
-    if raw.exists():
-        shutil.rmtree(raw)
-    actual = raw_sink(f"{JOB}/output", raw)
-    expected = window_oracle(
-        [[f] for f in landing_files(work)], window=timedelta(minutes=15), watermark=timedelta(minutes=10)
-    )
-    assert_matches_oracle(actual, expected)
     return {
         "checkpoint_blobs": len(blobs(f"{JOB}/checkpoint")),
+        "partitions": 4,
         **result,
-        "oracle": {"rows": len(expected), "equal": True, "sink_rows": len(actual)},
+        "oracle": check_sink(work, JOB, "after"),
     }
 
 
@@ -628,7 +778,8 @@ def run_phase(name: str, work: Path, args: argparse.Namespace) -> dict[str, Any]
     global PARTITIONS, SLOTS
     PARTITIONS = args.partitions
     SLOTS = args.slots
-    latency = args.latency_ms / 1000 if name in ("before", "inspect", "after", "cure") else 0.0
+    measured = ("before", "prune_only", "store_only", "inspect", "cure", "after")
+    latency = args.latency_ms / 1000 if name in measured else 0.0
     with servers(work, latency) as (proxy, connection):
         os.environ["AZURE_STORAGE_CONNECTION_STRING"] = connection
         for other in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_ACCOUNT_NAME"):
@@ -641,6 +792,37 @@ def run_phase(name: str, work: Path, args: argparse.Namespace) -> dict[str, Any]
         result["load_after"] = [round(x, 1) for x in os.getloadavg()]
         result["latency_ms"] = latency * 1000
         return result
+
+
+def decomposition(summary: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Each restart of the one grown checkpoint against `before` (the seed's setup): first batch's wall time and
+    requests until its commit; for `before`, the requests per delta it replayed (the real-vs-synthetic row)."""
+    before = summary["before"]
+    chain = int(summary.get("chain", {}).get("chain") or args.chain)
+    requests = sum((before.get("requests_until_first_commit") or {}).values())
+    rows: dict[str, Any] = {
+        "before_requests_per_replayed_delta": round(requests / (chain * int(before["partitions"])), 2),
+        "chain": chain,
+        "chain_by": "Spark (real batches)" if args.real_chain else "synth (empty deltas)",
+    }
+    for name, label in (
+        ("before", "(a) as the seed ran it"),
+        ("prune_only", "(b) retention and prune only"),
+        ("store_only", "(c) store change only"),
+        ("after", "(d) the full cure"),
+    ):
+        if name not in summary:
+            continue
+        phase = summary[name]
+        rows[name] = {
+            "what": label,
+            "checkpoint_blobs": phase["checkpoint_blobs"],
+            "partitions": phase["partitions"],
+            "first_batch_wall_s": phase["first_batch_wall_s"],
+            "requests_until_first_commit": sum((phase.get("requests_until_first_commit") or {}).values()),
+            "speedup": round(before["first_batch_wall_s"] / phase["first_batch_wall_s"], 1),
+        }
+    return rows
 
 
 def main() -> None:
@@ -661,6 +843,12 @@ def main() -> None:
     )
     parser.add_argument("--no-proof", action="store_true", help="synth skips Spark's reader proof (~17 min at 200 k)")
     parser.add_argument(
+        "--real-chain",
+        type=int,
+        default=0,
+        help="N: the chain is N real batches Spark runs after grow (no synthetic delta; synth skips)",
+    )
+    parser.add_argument(
         "--store",
         choices=("sql", "memory"),
         default="sql",
@@ -679,7 +867,8 @@ def main() -> None:
     if not args.persist:  # the server's data lives as long as this process, so every phase reruns
         for name in PHASES:
             (work / f"{name}.json").unlink(missing_ok=True)
-        for folder in ("landing", "staged", "configs", "monitor", "quarantine", "cure", "after-sink", "server"):
+        scratch = ("landing", "staged", "configs", "monitor", "quarantine", "cure", "server")
+        for folder in (*scratch, *(f"{name}-sink" for name in ("before", "after", *FORKS))):
             shutil.rmtree(work / folder, ignore_errors=True)
         if args.store == "sql":
             from tests.mariadb import start_sql_azurite
@@ -701,6 +890,7 @@ def main() -> None:
             command += ["--latency-ms", str(args.latency_ms), "--rounds", str(args.rounds)]
             command += ["--partitions", str(args.partitions), "--slots", str(args.slots), "--store", args.store]
             command += ["--no-proof"] if args.no_proof else []
+            command += ["--real-chain", str(args.real_chain)]
             print(f"phase {name} ... ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
             subprocess.run(command, check=True)
     finally:
@@ -715,6 +905,8 @@ def main() -> None:
             "restart_speedup": round(before["first_batch_wall_s"] / after["first_batch_wall_s"], 1),
             "blob_reduction": round(before["checkpoint_blobs"] / after["checkpoint_blobs"], 1),
         }
+    if "before" in summary:
+        summary["decomposition"] = decomposition(summary, args)
     (work / "result.json").write_text(json.dumps(summary, indent=2, default=str))
     print(json.dumps(summary, indent=2, default=str))
 
