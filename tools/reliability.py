@@ -65,22 +65,24 @@ class Cell:
         return (self.fault, self.storage, self.sink)
 
 
+def _why_not_on_42(fault: str, storage: str, sink: str) -> str | None:
+    """Why a kill or lost-checkpoint cell cannot run on Spark 4.2, or None when the 4.2 lane must prove it."""
+    if storage == WASBS:
+        return NO_WASB
+    if (storage, sink) == (S3, "delta"):
+        return S3_DELTA_42
+    if (fault, storage, sink) in LANE_42:
+        return None
+    return NOT_IN_LANE
+
+
 def _matrix() -> list[Cell]:
     cells = []
     # A driver kill and a lost checkpoint, on every store and sink, on Spark 4.1 and 4.2 where the scheme exists.
     for fault in (KILL, LOST):
         for storage in STORAGES:
             for sink in SINKS:
-                on_42 = (
-                    NO_WASB
-                    if storage == WASBS
-                    else S3_DELTA_42
-                    if (storage, sink) == (S3, "delta")
-                    else None
-                    if (fault, storage, sink) in LANE_42
-                    else NOT_IN_LANE
-                )
-                lines: dict[str, str | None] = {"4.1": None, "4.2": on_42}
+                lines: dict[str, str | None] = {"4.1": None, "4.2": _why_not_on_42(fault, storage, sink)}
                 cells.append(Cell(fault, storage, sink, lines))
     # The store misbehaving (through the tests' fault proxy), on Spark 4.1.
     for fault in (OUTAGE, ERRORS):
