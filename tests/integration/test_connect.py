@@ -107,6 +107,7 @@ def test_files_into_delta_over_connect_exact_through_a_killed_client(
 ) -> None:
     files = list(generate_events(tmp_path / "all", events=600, keys=4, files=6, seed=32).files)
     _land(files[:4], tmp_path / "landing")
+    logged_before = connect_server.log.stat().st_size  # the server (and its log) serve the module's other tests too
     config = write_config(
         tmp_path,
         source={"max_files_per_trigger": 1},
@@ -133,7 +134,9 @@ def test_files_into_delta_over_connect_exact_through_a_killed_client(
     # start made Spark stop it, or (when the old query reached its next batch while the new run planned the batch
     # the checkpoint owed, pipeline/owed_batch.py) the old query lost that batch to the new run on Spark's own log
     # guard and stopped before writing anything. Either way one query wrote each batch: the output is exact.
-    server_log = connect_server.log.read_text(errors="replace")
+    with connect_server.log.open("rb") as log:
+        log.seek(logged_before)
+        server_log = log.read().decode(errors="replace")
     stopped = "as a new run is being started" in server_log
     lost_the_log = "CONCURRENT_STREAM_LOG_UPDATE" in server_log
     assert stopped or lost_the_log, "the killed client's query was neither stopped nor ended by the new run"
