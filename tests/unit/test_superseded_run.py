@@ -61,6 +61,29 @@ NO_TABLE = _WORKER.format(
     at="org.apache.spark.sql.errors.QueryCompilationErrors$.noSuchTableError(QueryCompilationErrors.scala:1510)",
 )
 
+# A query that lost its batch's log entry to another run of it, as a Spark Connect client gets it from
+# query.exception() (Spark 4.1's StreamExecution wraps the cause in STREAM_FAILED; its messages are Spark's own).
+_LOG_LOST = """[STREAM_FAILED] Query [id = 440c26d6-9ceb-43de-a8d1-3b99ff0cd9c2, runId = \
+4245431d-b4f6-48ef-b5eb-63956768c28f] terminated with exception: {message} SQLSTATE: XXKST
+
+JVM stacktrace:
+org.apache.spark.sql.streaming.StreamingQueryException
+\tat org.apache.spark.sql.execution.streaming.runtime.StreamExecution.runStream(StreamExecution.scala:392)
+Caused by: {cls}: {message}
+\tat org.apache.spark.sql.execution.streaming.checkpointing.HDFSMetadataLog.write(HDFSMetadataLog.scala:213)
+"""
+# The batch's offsets file was there when this run came to write it.
+LOG_THERE = _LOG_LOST.format(
+    message="[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the log. Multiple streaming jobs detected for 3. "
+    "Please make sure only one streaming job runs on a specific checkpoint location at a time. SQLSTATE: 40000",
+    cls="org.apache.spark.SparkException",
+)
+# The other run's rename won while this run wrote it (Spark logs this one without an error class).
+LOG_RENAME_LOST = _LOG_LOST.format(
+    message="Multiple streaming queries are concurrently using file:/data/checkpoint/offsets.",
+    cls="org.apache.spark.SparkConcurrentModificationException",
+)
+
 
 class _ConnectSession:
     """What `is_connect` sees of a Spark Connect session: a class from pyspark.sql.connect."""
@@ -108,3 +131,15 @@ def test_a_lost_commit_is_no_superseded_run_in_a_local_session_or_for_another_si
     assert not _superseded(tmp_path, _LocalSession(), HADOOP_LOST)[0]
     # Each sink names its own: a Parquet sink's run does not take Iceberg's lost race for its own.
     assert not _superseded(tmp_path, _ConnectSession(), HADOOP_LOST, {"format": "parquet", "path": "output"})[0]
+
+
+@pytest.mark.parametrize("failure", [LOG_THERE, LOG_RENAME_LOST], ids=["offsets-there", "rename-lost"])
+@pytest.mark.parametrize("sink", [{"format": "delta", "path": "output"}, {"format": "parquet", "path": "output"}])
+def test_a_batch_of_spark_s_log_lost_to_another_run_over_connect_is_a_superseded_run_for_any_sink(
+    tmp_path: Path, failure: str, sink: dict[str, Any]
+) -> None:
+    found, monitor = _superseded(tmp_path, _ConnectSession(), failure, sink)
+    assert found
+    assert [(r["event"], r["code"]) for r in monitor.records] == [("warning", "SUPERSEDED_RUN")]
+    # Locally the run lock keeps a second run out: the same text there is a failure to report.
+    assert not _superseded(tmp_path, _LocalSession(), failure, sink)[0]

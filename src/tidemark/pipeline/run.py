@@ -481,8 +481,10 @@ def _write_quarantine(
             counters.records.pop(batch, None)
 
 
-# Spark's own word for two runs of one query writing the same batch of its log.
-_CONCURRENT_LOG_UPDATE = "CONCURRENT_STREAM_LOG_UPDATE"
+# Spark's own words for two runs of one query writing the same batch of its log: the batch's file was there before
+# this run wrote it (CONCURRENT_STREAM_LOG_UPDATE), or the other run's rename won while this one wrote it
+# (HDFSMetadataLog.write's _LEGACY_ERROR_TEMP_2207, which has no error class in its text).
+_CONCURRENT_LOG_UPDATES = ("CONCURRENT_STREAM_LOG_UPDATE", "Multiple streaming queries are concurrently using")
 
 
 def _superseded_run(
@@ -498,7 +500,7 @@ def _superseded_run(
     its batch in flight may commit beside this run's. The batch runs again; the sink and Spark's log keep it once."""
     from tidemark.connect import is_connect
 
-    markers = (_CONCURRENT_LOG_UPDATE, *pipeline.sink.concurrent_write_errors)
+    markers = (*_CONCURRENT_LOG_UPDATES, *pipeline.sink.concurrent_write_errors)
     if not is_connect(session) or not any(marker in failure for marker in markers):
         return False
     message = (
