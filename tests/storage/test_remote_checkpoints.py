@@ -101,8 +101,13 @@ real_many = objectstore.ObjectStore.delete_files
 def delete_files(self, rels):
     counted(len(rels))
     return real_many(self, rels)
+real_present = objectstore.ObjectStore.delete_present
+def delete_present(self, rels):
+    counted(len(rels))
+    real_present(self, rels)
 objectstore.ObjectStore.delete = delete
 objectstore.ObjectStore.delete_files = delete_files
+objectstore.ObjectStore.delete_present = delete_present
 {body}
 """
 

@@ -11,6 +11,7 @@ from tidemark.storage.credentials import AWS_HINT
 from tidemark.storage.uri import Location
 
 PAGE_SIZE = 1000  # the most one ListObjectsV2 request returns
+COPY_OBJECT_LIMIT = 5 * 1024**3  # the largest object one CopyObject copies (a larger one goes in parts)
 
 
 class S3Backend:
@@ -44,6 +45,23 @@ class S3Backend:
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
                 return
+
+    def copy_key(self, source: str, target: str, size: int) -> bool:
+        """CopyObject within the bucket, one request (s3fs's copy first asks HeadObject for the size); False for an
+        object too large for one CopyObject (s3fs copies it in parts)."""
+        if size >= COPY_OBJECT_LIMIT:
+            return False
+        bucket = self.location.bucket
+        self._fs.call_s3("copy_object", Bucket=bucket, Key=target, CopySource={"Bucket": bucket, "Key": source})
+        return True
+
+    def delete_keys(self, keys: list[str]) -> None:
+        """DeleteObjects, 1,000 keys a request (s3fs); a missing key is no error, and is not reported."""
+        if any(char in key for key in keys for char in "*?["):  # s3fs would read them as a glob
+            for key in keys:
+                self._fs.call_s3("delete_object", Bucket=self.location.bucket, Key=key)
+        elif keys:
+            self._fs.rm([f"{self.location.bucket}/{key}" for key in keys])
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
         """PutObject with If-None-Match: * (S3 conditional writes)."""
