@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -42,8 +43,6 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--json", type=Path, help="write the result here too")
     args = parser.parse_args()
-
-    import os
 
     from azure.storage.blob import BlobServiceClient
 

@@ -159,9 +159,13 @@ class _Runner:
 
         def destination(rel: str) -> str:
             suffix = rel[len(source_rel) :].lstrip("/") if source_rel else rel
-            return join(target_rel, suffix) if suffix and single is None else target_rel
+            return join(target_rel, suffix) if suffix else target_rel
 
-        pairs = [(entry, entry.rel if single is None else source_rel) for entry in files]
+        # (source, target, size) of each file
+        if single is not None:
+            moves = [(source_rel, target_rel, single.size)]
+        else:
+            moves = [(entry.rel, destination(entry.rel), entry.size) for entry in files]
         # What a killed run copied already, from one listing of the target (not a stat a file); a copy whose size
         # differs is copied again.
         if single is None:
@@ -169,9 +173,7 @@ class _Runner:
         else:
             found = target.stat(target_rel)
             there = {target_rel: found.size} if found is not None else {}
-        copies = [
-            (rel, destination(rel), entry.size) for entry, rel in pairs if there.get(destination(rel)) != entry.size
-        ]
+        copies = [move for move in moves if there.get(move[1]) != move[2]]
 
         def one(copy: tuple[str, str, int]) -> None:
             _copy(source, copy[0], target, copy[1], copy[2])
@@ -185,7 +187,7 @@ class _Runner:
         elif copies:
             with ThreadPoolExecutor(MOVE_THREADS, thread_name_prefix="tidemark-move") as pool:
                 list(pool.map(one, copies))
-        rels = [rel for _, rel in pairs]
+        rels = [rel for rel, _, _ in moves]
         if isinstance(source, ObjectStore):
             source.delete_present(rels)
         else:
