@@ -32,7 +32,11 @@ Phases:
            history a store whose maintenance stopped keeping up (snapshots written once, old files never
            deleted) leaves. Uploaded straight to Azurite (no latency). Then Spark's own `statestore` reader
            proves them readable: the state at the last batch equals the state at the last real batch, and two
-           partitions read from their first snapshot through every synthetic delta.
+           partitions read from their first snapshot through every synthetic delta. With --twin the chain is
+           shaped like one Spark grew: each partition's newest real delta and its `.crc` (Spark 4.1's checksum
+           file) copied to every synthetic version instead of an empty delta (re-applying it changes nothing, so
+           the proof holds), the snapshot's `.crc` too, and a file-source log entry for each batch (its offset
+           moving with it, the entry naming the last landing file).
   chain    Only with --real-chain N (the real-versus-synthetic row): N more landing files, one a batch, run by Spark
            with maintenance off, so every partition's chain after grow's snapshot is Spark's own deltas; synth
            then does nothing.
@@ -77,6 +81,7 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -471,6 +476,7 @@ def phase_synth(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict
     checkpoint = open_storage(f"{JOB}/checkpoint")
     sink_log = open_storage(f"{JOB}/output/_spark_metadata")
     offset_lines = (checkpoint.read_bytes(f"offsets/{last}") or b"").decode().split("\n")
+    twin = Twin.read(checkpoint, last) if args.twin else None
     commit = checkpoint.read_bytes(f"commits/{last}") or b""
     meta = json.loads(offset_lines[1])
     # The sink log: every file Spark wrote, as its latest compaction and the plain entries after it list them.
@@ -485,22 +491,35 @@ def phase_synth(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict
     def items() -> Iterator[tuple[str, bytes]]:
         for batch in range(last + 1, versions):
             meta["batchTimestampMs"] = int(meta["batchTimestampMs"]) + 1000
-            body = "\n".join([offset_lines[0], json.dumps(meta, separators=(",", ":")), *offset_lines[2:]])
+            sources = offset_lines[2:] if twin is None else [twin.offset(batch), *offset_lines[3:]]
+            body = "\n".join([offset_lines[0], json.dumps(meta, separators=(",", ":")), *sources])
             yield f"job/checkpoint/offsets/{batch}", body.encode()
             yield f"job/checkpoint/commits/{batch}", commit
             if (batch + 1) % 10 == 0:
                 yield f"job/output/_spark_metadata/{batch}.compact", "\n".join(["v1", *lines]).encode()
             else:
                 yield f"job/output/_spark_metadata/{batch}", b"v1"
+            if twin is not None:
+                yield twin.source_entry(batch)
             for partition in range(PARTITIONS):
-                yield f"job/checkpoint/state/0/{partition}/{batch + 1}.delta", delta
+                for name, data in twin.deltas(partition, batch + 1) if twin else [(f"{batch + 1}.delta", delta)]:
+                    yield f"job/checkpoint/state/0/{partition}/{name}", data
         for partition, data in snapshots.items():
             yield f"job/checkpoint/state/0/{partition}/{snapshot_at}.snapshot", data or b""
+            if twin is not None and twin.snapshot_crc(partition) is not None:
+                yield f"job/checkpoint/state/0/{partition}/{snapshot_at}.snapshot.crc", twin.snapshot_crc(partition)
 
     socket = os.environ.get("SEED_MARIADB_SOCKET")
     started = time.monotonic()
     uploader = Uploader(proxy.upstream_port)
-    if socket:  # the SQL store: one empty delta over REST, the rest as copies of its metadata row in MariaDB
+    if socket and twin is not None:  # each partition's own last delta (and .crc): copies of its metadata rows
+        state = ("/state/0/", ".delta", ".delta.crc")
+        uploaded = uploader.put_all(
+            item for item in items() if not (state[0] in item[0] and item[0].endswith(state[1:]))
+        )
+        for suffix in twin.suffixes:
+            uploaded += copy_partition_files(Path(socket), suffix, source=last + 1, first=last + 2, last=versions)
+    elif socket:  # the SQL store: one empty delta over REST, the rest as copies of its metadata row in MariaDB
         seed = f"job/checkpoint/state/0/0/{last + 2}.delta"
         uploader.put(seed, delta)
         uploaded = uploader.put_all(item for item in items() if not item[0].endswith(".delta")) + 1
@@ -511,6 +530,9 @@ def phase_synth(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict
     proof: dict[str, Any] | str = "skipped (--no-proof)" if args.no_proof else prove_readable(spark, last, versions - 1)
     return {
         "synthetic_batches": versions - 1 - last,
+        "deltas": "twin: each partition's last real delta and its .crc, a source-log entry a batch"
+        if twin
+        else "empty",
         "deltas_by": "metadata-row copies in MariaDB" if socket else "REST",
         "snapshot_at": snapshot_at,
         "chain": chain,
@@ -519,6 +541,88 @@ def phase_synth(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict
         "empty_delta_bytes": len(delta),
         "proof": proof,
     }
+
+
+@dataclass
+class Twin:
+    """What makes a synthetic chain look like one Spark grew (--twin): each partition's newest real delta (with
+    Spark 4.1's `.crc` beside it, ChecksumCheckpointFileManager's) copied to every synthetic version, so a replay
+    reads data and verifies a checksum per delta as it would; and an entry in the file source's log for every batch,
+    its offset moving with it. Re-applying the same delta leaves the state as it was (its puts are the values the
+    snapshot holds, its removes remove nothing), so Spark's reader proof still holds."""
+
+    last: int  # grow's last real batch: its state version last + 1 is the copied one
+    source_last: int  # the source log's newest batch id at `last`
+    template: dict[str, Any]  # its newest entry: the landing file (it exists: a replayed getBatch may stat it)
+    entries: list[str]  # every entry the log holds at `last`, as its compactions carry them
+    files: dict[tuple[int, str], bytes]  # (partition, suffix) -> the bytes of version last + 1's file
+    suffixes: tuple[str, ...]  # ".delta", and ".delta.crc" when Spark wrote checksums
+
+    @classmethod
+    def read(cls, checkpoint: Any, last: int) -> Twin:
+        names = {rel for rel, _ in blobs(f"{JOB}/checkpoint/sources/0")}
+        ids = sorted(int(name.split(".")[0]) for name in names)
+        entries: list[str] = []
+        for batch in ids:
+            name = f"{batch}.compact" if f"{batch}.compact" in names else str(batch)
+            body = [ln for ln in (checkpoint.read_bytes(f"sources/0/{name}") or b"").decode().split("\n")[1:] if ln]
+            entries = body if name.endswith(".compact") else entries + body
+        crc = checkpoint.read_bytes(f"state/0/0/{last + 1}.delta.crc") is not None
+        suffixes = (".delta", ".delta.crc") if crc else (".delta",)
+        files = {
+            (p, suffix): checkpoint.read_bytes(f"state/0/{p}/{last + 1}{suffix}") or b""
+            for p in range(PARTITIONS)
+            for suffix in (*suffixes, ".snapshot.crc")
+        }
+        return cls(last, ids[-1], json.loads(entries[-1]), entries, files, suffixes)
+
+    def log_id(self, batch: int) -> int:
+        return self.source_last + batch - self.last
+
+    def offset(self, batch: int) -> str:
+        return json.dumps({"logOffset": self.log_id(batch)}, separators=(",", ":"))
+
+    def source_entry(self, batch: int) -> tuple[str, bytes]:
+        log_id = self.log_id(batch)
+        entry = {
+            **self.template,
+            "batchId": log_id,
+            "timestamp": int(self.template["timestamp"]) + 1000 * (batch - self.last),
+        }
+        self.entries.append(json.dumps(entry, separators=(",", ":")))
+        if (log_id + 1) % 10 == 0:
+            return f"job/checkpoint/sources/0/{log_id}.compact", "\n".join(["v1", *self.entries]).encode()
+        return f"job/checkpoint/sources/0/{log_id}", "\n".join(["v1", self.entries[-1]]).encode()
+
+    def deltas(self, partition: int, version: int) -> list[tuple[str, bytes]]:
+        return [(f"{version}{suffix}", self.files[(partition, suffix)]) for suffix in self.suffixes]
+
+    def snapshot_crc(self, partition: int) -> bytes | None:
+        return self.files[(partition, ".snapshot.crc")] or None
+
+
+def copy_partition_files(socket: Path, suffix: str, *, source: int, first: int, last: int) -> int:
+    """Each partition's blob `<source><suffix>` again as `<v><suffix>` for versions first..last, as copies of its
+    metadata row in Azurite's SQL store (the same bytes, one extent): --twin's deltas and checksum files."""
+    from tests.mariadb import DATABASE, copyable_blob_columns, run_sql
+    from tests.servers import ACCOUNT
+
+    def sql(statement: str) -> str:
+        return run_sql(socket, statement, timeout=1800)
+
+    kept = copyable_blob_columns(sql)
+    before = int(sql(f"SELECT COUNT(*) FROM {DATABASE}.Blobs").strip())
+    step = 20  # partitions a statement
+    for low in range(0, PARTITIONS, step):
+        high = min(PARTITIONS, low + step) - 1
+        folder = "CONCAT('job/checkpoint/state/0/', p.seq, '/'"
+        sql(
+            f"USE {DATABASE}; INSERT INTO Blobs ({kept}, blobName) SELECT {kept}, {folder}, v.seq, '{suffix}') "
+            f"FROM Blobs, seq_{low}_to_{high} AS p, seq_{first}_to_{last} AS v "
+            f"WHERE accountName = '{ACCOUNT}' AND containerName = '{CONTAINER}' "
+            f"AND blobName = {folder}, '{source}{suffix}')"
+        )
+    return int(sql(f"SELECT COUNT(*) FROM {DATABASE}.Blobs").strip()) - before
 
 
 def copy_deltas(socket: Path, seed: str, *, first: int, last: int) -> int:
@@ -803,7 +907,9 @@ def decomposition(summary: dict[str, Any], args: argparse.Namespace) -> dict[str
     rows: dict[str, Any] = {
         "before_requests_per_replayed_delta": round(requests / (chain * int(before["partitions"])), 2),
         "chain": chain,
-        "chain_by": "Spark (real batches)" if args.real_chain else "synth (empty deltas)",
+        "chain_by": "Spark (real batches)"
+        if args.real_chain
+        else ("synth --twin (copied real deltas)" if args.twin else "synth (empty deltas)"),
     }
     for name, label in (
         ("before", "(a) as the seed ran it"),
@@ -849,6 +955,12 @@ def main() -> None:
         help="N: the chain is N real batches Spark runs after grow (no synthetic delta; synth skips)",
     )
     parser.add_argument(
+        "--twin",
+        action="store_true",
+        help="synth copies each partition's last real delta and its .crc to every synthetic version and writes a "
+        "source-log entry a batch (a chain shaped like --real-chain's; default: empty deltas, as the 200 k runs)",
+    )
+    parser.add_argument(
         "--store",
         choices=("sql", "memory"),
         default="sql",
@@ -891,6 +1003,7 @@ def main() -> None:
             command += ["--partitions", str(args.partitions), "--slots", str(args.slots), "--store", args.store]
             command += ["--no-proof"] if args.no_proof else []
             command += ["--real-chain", str(args.real_chain)]
+            command += ["--twin"] if args.twin else []
             print(f"phase {name} ... ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
             subprocess.run(command, check=True)
     finally:

@@ -32,23 +32,6 @@ OUTAGE, ERRORS = "storage unreachable 30 s", "10% 503s"
 PHASES = ("fetch", "rewrite", "verify", "upload", "swap")
 NO_WASB = "no wasbs on Spark 4.2: Hadoop 3.5 has no WASB driver (use abfs)"
 NOT_IN_MATRIX = "-"
-NOT_IN_LANE = (
-    "not run yet: the 4.2 lane does not run tests/smoke/test_fault_cells.py, whose S3 cells need moto and tidemark's "
-    "s3 extra in the lane's environment (boto3's python-dateutil<3 downgraded the 3.5 line's pinned dateutil 4.0 "
-    "there, which the environment check refuses: to be installed per lane)"
-)
-# Spark 4.2 cells the 4.2 lane's smoke tests prove today (tests/smoke/test_smoke.py); the others: NOT_IN_LANE.
-LANE_42 = {
-    ("checkpoint lost + recover", "local", "parquet"),
-    ("checkpoint lost + recover", "local", "delta"),
-    ("checkpoint lost + recover", "azure abfs", "parquet"),
-    ("driver kill", "azure abfs", "delta"),
-    ("checkpoint lost + recover", "azure abfs", "delta"),
-}
-S3_DELTA_42 = (
-    "not in the suite: Delta killed, rerun and recovered on s3a:// took 319 s in the 4.2 lane on this 2-core machine, "
-    "over the test budget (Spark 4.1 proves it: tests/storage/test_delta_on_stores.py)"
-)
 
 
 @dataclass(frozen=True)
@@ -65,15 +48,9 @@ class Cell:
         return (self.fault, self.storage, self.sink)
 
 
-def _why_not_on_42(fault: str, storage: str, sink: str) -> str | None:
+def _why_not_on_42(storage: str) -> str | None:
     """Why a kill or lost-checkpoint cell cannot run on Spark 4.2, or None when the 4.2 lane must prove it."""
-    if storage == WASBS:
-        return NO_WASB
-    if (storage, sink) == (S3, "delta"):
-        return S3_DELTA_42
-    if (fault, storage, sink) in LANE_42:
-        return None
-    return NOT_IN_LANE
+    return NO_WASB if storage == WASBS else None
 
 
 def _matrix() -> list[Cell]:
@@ -82,7 +59,7 @@ def _matrix() -> list[Cell]:
     for fault in (KILL, LOST):
         for storage in STORAGES:
             for sink in SINKS:
-                lines: dict[str, str | None] = {"4.1": None, "4.2": _why_not_on_42(fault, storage, sink)}
+                lines: dict[str, str | None] = {"4.1": None, "4.2": _why_not_on_42(storage)}
                 cells.append(Cell(fault, storage, sink, lines))
     # The store misbehaving (through the tests' fault proxy), on Spark 4.1.
     for fault in (OUTAGE, ERRORS):

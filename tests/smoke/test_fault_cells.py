@@ -120,9 +120,7 @@ if IN_A_LANE:  # the default run: tests/integration/test_delta_chaos.py
     @pytest.mark.reliability(fault=KILL, storage="local", sink="delta")
     def test_delta_sink_killed_at_a_random_moment_then_restarted(tmp_path: Path) -> None:
         """The Delta sink, each command in its own JVM with this line's Delta jars (the shared session has
-        none); a local table's lost checkpoint is test_smoke.py's `delta` test. (The same on s3a:// took 319 s
-        here, kill, rerun and recover: too long for the suite; the 4.1 run proves S3 with
-        tests/storage/test_delta_on_stores.py.)"""
+        none); a local table's lost checkpoint is test_smoke.py's `delta` test."""
         from tests.integration.test_delta_sink import _assert_exact, _run
 
         rng = random.Random(_seed())
@@ -135,3 +133,36 @@ if IN_A_LANE:  # the default run: tests/integration/test_delta_chaos.py
         done = _run(config)  # --available-now
         assert done.returncode == 0, done.stderr[-3000:]
         _assert_exact(Path(root) / "output", _oracle(files[:3]))
+
+    @pytest.mark.reliability(fault=KILL, storage=NAMES["s3a"], sink="delta")
+    @pytest.mark.reliability(fault=LOST, storage=NAMES["s3a"], sink="delta")
+    def test_delta_sink_on_s3a_killed_after_its_commit_then_its_checkpoint_lost(tmp_path: Path, s3a_store: Any) -> None:
+        """The Delta sink with checkpoint and table on s3a:// (moto), each command in its own JVM with this line's
+        Delta and S3A jars: killed right after batch 1's Delta commit and before Spark's `commits/1`, rerun (the
+        replayed batch skipped by the table's transaction), then the checkpoint deleted on the server, a file lands
+        and `recover --apply` resumes. The table, copied off the server and read with delta-rs, equals the oracle.
+        (The default run proves S3 on Spark 4.1 with tests/storage/test_delta_on_stores.py.)"""
+        from tests.integration.test_delta_sink import _assert_exact, _run
+        from tests.integration.test_delta_sink import _cli as own_process
+        from tests.storage.test_delta_on_stores import _copy_table
+
+        files = list(events(tmp_path, files=3).files)  # one file a batch: each batch costs seconds on a store
+        staged = tmp_path / "staged"
+        staged.mkdir()
+        files[2].rename(staged / files[2].name)  # lands after the checkpoint is lost
+        root = s3a_store.new_root()
+        config = cloud_config(tmp_path, root, sink={"format": "delta", "path": f"{root}/output"})
+
+        killed = _run(config, kill_after_batch=1)
+        assert killed.returncode == -9, killed.stderr[-3000:]
+        commits = {e.rel for e in open_storage(f"{root}/checkpoint").list_files() if e.rel.startswith("commits/")}
+        assert commits == {"commits/0"}
+        done = _run(config)
+        assert done.returncode == 0, done.stderr[-3000:]
+        _assert_exact(_copy_table(f"{root}/output", tmp_path / "copy"), _oracle(files[:2]))
+
+        _forget(f"{root}/checkpoint")
+        (staged / files[2].name).rename(tmp_path / "landing" / files[2].name)
+        recovered = own_process(["recover", str(config), "--apply"])
+        assert recovered.returncode == 0, recovered.stderr[-3000:]
+        _assert_exact(_copy_table(f"{root}/output", tmp_path / "copy-after"), _oracle(files))

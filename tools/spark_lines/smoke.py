@@ -84,13 +84,19 @@ RANGED = ("pandas", "pyarrow", "numpy", "protobuf")
 # The Connect extra's packages that require a protobuf major of their own (grpcio-status 1.72+ wants protobuf 6): on a
 # line that pins protobuf, pip chooses their versions under it instead of uv.lock's.
 PROTOBUF_BOUND = ("grpcio-status", "googleapis-common-protos")
-# What tests/conftest.py loads: pytest itself and the Kafka broker plugin's client. (moto and tidemark's s3 extra
-# for the fault matrix's S3 cells in the 4.2 lane: not yet; boto3's python-dateutil<3 downgraded the 3.5 line's
-# pinned dateutil 4.0, which the environment check refuses: docs/reliability.md.)
+# What tests/conftest.py loads: pytest itself and the Kafka broker plugin's client.
 TEST_TOOLS = ("pytest", "pytest-timeout", "confluent-kafka")
+# The lines whose lane also runs the fault matrix's kill cells (tests/smoke/test_fault_cells.py: marked
+# `reliability`, not `smoke`; docs/reliability.md). Their S3 cells need tidemark's s3 extra and moto's server, which
+# only these lanes install, after the check that tidemark's own install kept the user's packages: botocore (under
+# s3fs, and moto) requires python-dateutil<3, so on a stack where pandas brought dateutil 4 pip moves it to 2.9, as
+# it does for any user who installs boto3 there. That one move is allowed and logged (S3_MOVES); any other fails.
+FAULT_CELL_LINES = ("4.2",)
+FAULT_CELL_TOOLS = ("moto[server]",)
+S3_MOVES = ("python-dateutil",)
 # Part of every environment's cache key: bump it when build(), wheelhouse() or the lists above change what an
 # environment holds (a change of this file's comments then rebuilds nothing).
-RECIPE = "4"
+RECIPE = "5"
 
 
 @dataclass(frozen=True)
@@ -250,6 +256,10 @@ def env_dir(target: Target, stack: str, export: str) -> Path:
     return root / f"{target.name}-{digest.hexdigest()[:12]}"
 
 
+def _runs_fault_cells(target: Target) -> bool:
+    return target.line in FAULT_CELL_LINES and target.variant == "pinned"
+
+
 def build(target: Target, wheel: Path, uv: str) -> Path:
     """The target's environment with tidemark installed the way a user installs it; its python."""
     export = lock_export(uv)
@@ -290,15 +300,24 @@ def build(target: Target, wheel: Path, uv: str) -> Path:
         changed = {name: f"{before[name]} -> {after.get(name)}" for name in before if after.get(name) != before[name]}
         if changed:
             sys.exit(f"{target.name}: installing tidemark changed the user's packages: {changed}")
-        # 3. The test runner, at uv.lock's versions.
+        # 3. The test runner, at uv.lock's versions; a lane that runs the fault cells, tidemark's S3 extra and moto.
+        moved: dict[str, str] = {}
+        if _runs_fault_cells(target):
+            run([*pip, f"{wheel}[azure,connect,s3]", *FAULT_CELL_TOOLS])
+            s3 = freeze(python)
+            moved = {name: f"{before[name]} -> {s3.get(name)}" for name in before if s3.get(name) != before[name]}
+            if set(moved) - set(S3_MOVES):
+                sys.exit(f"{target.name}: installing tidemark[s3] changed the user's packages: {moved}")
         run([uv, "pip", "install", "--quiet", "--python", str(python), "-c", str(constraints), *TEST_TOOLS])
     kept = {name: before[name] for name in SPARK_STACK if name in before}
-    record = {"target": target.name, "kept": kept, "seconds": round(time.monotonic() - started, 1)}
+    record = {"target": target.name, "kept": kept, "s3_moved": moved, "seconds": round(time.monotonic() - started, 1)}
     (folder / MARKER).write_text(json.dumps(record) + "\n")
     for stale in folder.parent.glob(f"{target.name}-*"):
         if stale != folder and re.fullmatch(re.escape(target.name) + r"-[0-9a-f]{12}", stale.name):
             shutil.rmtree(stale, ignore_errors=True)  # an older key of this target: its pins or lock changed
     log(f"{target.name}: built in {record['seconds']} s; tidemark's install kept {kept}")
+    if moved:
+        log(f"{target.name}: tidemark[s3] and moto (the fault cells) moved {moved} (botocore wants dateutil<3)")
     return python
 
 
@@ -348,7 +367,7 @@ def smoke(target: Target, python: Path, wheel: Path, uv: str, output: Path) -> i
             "--timeout=600",
             "--durations=5",
             "-m",
-            "smoke",
+            "smoke or reliability" if _runs_fault_cells(target) else "smoke",
         ]
         command += [f"--basetemp={basetemp}", "tests/smoke"]
         done = subprocess.run(command, cwd=REPO, env=env, check=False, stdout=out, stderr=subprocess.STDOUT)
