@@ -72,6 +72,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -560,8 +561,8 @@ class Twin:
 
     @classmethod
     def read(cls, checkpoint: Any, last: int) -> Twin:
-        names = {rel for rel, _ in blobs(f"{JOB}/checkpoint/sources/0")}
-        ids = sorted(int(name.split(".")[0]) for name in names)
+        names = {rel for rel, _ in blobs(f"{JOB}/checkpoint/sources/0") if re.fullmatch(r"\d+(\.compact)?", rel)}
+        ids = sorted({int(name.split(".")[0]) for name in names})
         entries: list[str] = []
         for batch in ids:
             name = f"{batch}.compact" if f"{batch}.compact" in names else str(batch)

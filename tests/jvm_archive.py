@@ -2,13 +2,13 @@
 
 The suite starts a few hundred driver JVMs of their own (each kill is one; the smoke runs' commands) and each spends
 seconds loading and verifying Spark's classes. JDK 17 can write the classes one run loaded to an archive at its exit
-(`-XX:ArchiveClassesAtExit`) and map them in later runs (`-XX:SharedArchiveFile`): a `tidemark run` of the demo
-starts its query in 0.60x the time here (BENCHMARKS.md, "JVM starts from a class archive"). The archive changes no
-result: the same classes, read from a mapped file instead of the jars.
+(`-XX:ArchiveClassesAtExit`) and map them in later runs (`-XX:SharedArchiveFile`): a `tidemark run` of the demo,
+a fresh process timed whole, takes 0.73x the time here (BENCHMARKS.md, "JVM starts from a class archive"). The
+archive changes no result: the same classes, read from a mapped file instead of the jars.
 
 It belongs to one JVM build and one class path (the Spark installation's jars, by absolute path), so it is cached
 outside the clone, keyed by both: ~/.cache/tidemark-ci/cds/<key>.jsa (TIDEMARK_ENV_CACHE moves the root, as for the
-smoke environments). A JVM whose class path or build differs from the archive's would silently start without any
+smoke environments; the KEPT used last stay). A JVM whose class path or build differs from the archive's would silently start without any
 shared classes, even the JDK's own default archive, so the key covers every jar's name, size and mtime and the JVM
 library's. The first test run of an installation writes it (one `tidemark run` of `tidemark init`'s demo, ~30 s);
 a dump that fails leaves no file and the tests run as before, saying so in one line. The archive is used only
@@ -28,6 +28,8 @@ from pathlib import Path
 
 # The JVM says nothing about the archive (a mismatch, a dump): no test reads a line it did not expect.
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
+# Archives kept in the cache: one per smoke lane (7) and the clones' default environments.
+KEPT = 12
 
 
 def root() -> Path:
@@ -120,6 +122,13 @@ def _dump(target: Path, work: Path) -> str | None:
     return None
 
 
+def _prune(folder: Path) -> None:
+    """The KEPT archives used last stay; older ones go (a clone elsewhere, a rebuilt lane: ~170 MB each)."""
+    archives = sorted(folder.glob("*.jsa"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for stale in archives[KEPT:]:
+        stale.unlink(missing_ok=True)
+
+
 def ensure() -> Path | None:
     """This installation's archive, written first if there is none; None (and one line on stderr) if it cannot be."""
     from tidemark.errors import EnvironmentProblem
@@ -130,6 +139,7 @@ def ensure() -> Path | None:
         print(f"no JVM class archive: {exc}", file=sys.stderr)
         return None
     if final.is_file():
+        os.utime(final)  # in use: the newest are kept (_prune)
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     partial = final.with_name(f"{final.stem}.{os.getpid()}.partial")
@@ -139,6 +149,7 @@ def ensure() -> Path | None:
             why = _dump(partial, Path(work))
         if why is None:
             os.replace(partial, final)  # whole or not at all: a run that sees the name maps a complete archive
+            _prune(final.parent)
             print(f"JVM class archive written in {time.monotonic() - started:.0f} s: {final}", file=sys.stderr)
             return final
     except (OSError, subprocess.SubprocessError) as exc:
