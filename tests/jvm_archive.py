@@ -39,7 +39,7 @@ def root() -> Path:
 def _spark_home() -> Path:
     from pyspark.find_spark_home import _find_spark_home
 
-    return Path(_find_spark_home()).resolve()
+    return Path(_find_spark_home()).resolve()  # type: ignore[no-untyped-call]
 
 
 def _java() -> Path:
