@@ -8,12 +8,12 @@ archive changes no result: the same classes, read from a mapped file instead of 
 
 It belongs to one JVM build and one class path (the Spark installation's jars, by absolute path), so it is cached
 outside the clone, keyed by both: ~/.cache/tidemark-ci/cds/<key>.jsa (TIDEMARK_ENV_CACHE moves the root, as for the
-smoke environments; the KEPT used last stay). A JVM whose class path or build differs from the archive's would silently start without any
-shared classes, even the JDK's own default archive, so the key covers every jar's name, size and mtime and the JVM
-library's. The first test run of an installation writes it (one `tidemark run` of `tidemark init`'s demo, ~30 s);
-a dump that fails leaves no file and the tests run as before, saying so in one line. The archive is used only
-through SPARK_SUBMIT_OPTS, which Spark's launcher hands to the driver JVM alone, never JAVA_TOOL_OPTIONS (every
-`java`, and its banner on stderr).
+smoke environments; the KEPT used last stay). A JVM whose class path or build differs from the archive's would
+silently start without any shared classes, even the JDK's own default archive, so the key covers every jar's name,
+size and mtime and the JVM library's. The first test run of an installation writes it (one `tidemark run` of
+`tidemark init`'s demo, ~50 s); a dump that fails leaves no file and the tests run as before, saying so in one line.
+The archive is used only through SPARK_SUBMIT_OPTS, which Spark's launcher hands to the driver JVM alone, never
+JAVA_TOOL_OPTIONS (every `java`, and its banner on stderr).
 """
 
 from __future__ import annotations
