@@ -32,7 +32,7 @@ if QUICK_JVM not in _SUBMIT_OPTS:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Every driver JVM of the run maps a class archive of the Spark installation's classes (tests/jvm_archive.py:
-    written on the first run, then cached outside the clone): each start then loads its classes in ~0.6x the time.
+    written on the first run, then cached outside the clone): each start then takes ~4.8 s less (BENCHMARKS.md).
     Decided once, before pytest-xdist starts its workers, which inherit the environment; a run of tests/unit/ alone
     (no JVM) writes none. TIDEMARK_JVM_ARCHIVE=off: the JVMs start without one."""
     global _SUBMIT_OPTS
