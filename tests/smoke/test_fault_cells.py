@@ -6,7 +6,8 @@ moto) is started as a user starts it (`tidemark run`, its own process and JVM, a
 The restart (on the tests' shared session; the Delta sink in a JVM of its own, with Delta's jars) finishes exactly.
 Then the checkpoint is deleted on the server, a file lands, and `recover --apply` continues exactly once. The sink
 is read off the server without tidemark: every Parquet part file with pyarrow, a Delta table with delta-rs. The
-seed is printed; set TIDEMARK_CHAOS_SEED to replay a failure.
+seed is printed; set TIDEMARK_CHAOS_SEED to replay a failure. Delta on s3a:// (the lanes only) is killed at the
+moment that tests its transaction instead: right after its commit, before Spark's.
 """
 
 from __future__ import annotations
