@@ -514,10 +514,7 @@ def phase_synth(work: Path, proxy: FaultProxy, args: argparse.Namespace) -> dict
     started = time.monotonic()
     uploader = Uploader(proxy.upstream_port)
     if socket and twin is not None:  # each partition's own last delta (and .crc): copies of its metadata rows
-        state = ("/state/0/", ".delta", ".delta.crc")
-        uploaded = uploader.put_all(
-            item for item in items() if not (state[0] in item[0] and item[0].endswith(state[1:]))
-        )
+        uploaded = uploader.put_all(item for item in items() if not item[0].endswith(twin.suffixes))
         for suffix in twin.suffixes:
             uploaded += copy_partition_files(Path(socket), suffix, source=last + 1, first=last + 2, last=versions)
     elif socket:  # the SQL store: one empty delta over REST, the rest as copies of its metadata row in MariaDB
@@ -608,9 +605,11 @@ class Twin:
         return self.files[(partition, ".snapshot.crc")] or None
 
 
-def copy_partition_files(socket: Path, suffix: str, *, source: int, first: int, last: int) -> int:
-    """Each partition's blob `<source><suffix>` again as `<v><suffix>` for versions first..last, as copies of its
-    metadata row in Azurite's SQL store (the same bytes, one extent): --twin's deltas and checksum files."""
+def copy_blob_rows(socket: Path, *, name: str, source: str, first: int, last: int, skip: str = "") -> int:
+    """For each partition p and version v (first..last), a blob named by the SQL expression `name` (over p.seq and
+    v.seq) as a copy of the metadata row of the blob `source` names, in Azurite's SQL store: the same bytes (one
+    extent), a blob Spark and tidemark read, list and delete as any other (docs/benchmarks: Azurite writes ~61 blobs
+    a second over REST, so 200,000 would take an hour). skip: SQL that leaves some (p, v) out. The rows written."""
     from tests.mariadb import DATABASE, copyable_blob_columns, run_sql
     from tests.servers import ACCOUNT
 
@@ -622,39 +621,31 @@ def copy_partition_files(socket: Path, suffix: str, *, source: int, first: int, 
     step = 20  # partitions a statement
     for low in range(0, PARTITIONS, step):
         high = min(PARTITIONS, low + step) - 1
-        folder = "CONCAT('job/checkpoint/state/0/', p.seq, '/'"
-        sql(
-            f"USE {DATABASE}; INSERT INTO Blobs ({kept}, blobName) SELECT {kept}, {folder}, v.seq, '{suffix}') "
-            f"FROM Blobs, seq_{low}_to_{high} AS p, seq_{first}_to_{last} AS v "
-            f"WHERE accountName = '{ACCOUNT}' AND containerName = '{CONTAINER}' "
-            f"AND blobName = {folder}, '{source}{suffix}')"
-        )
-    return int(sql(f"SELECT COUNT(*) FROM {DATABASE}.Blobs").strip()) - before
-
-
-def copy_deltas(socket: Path, seed: str, *, first: int, last: int) -> int:
-    """Every other empty delta (each partition, versions first..last) as a copy of blob `seed`'s metadata row in
-    Azurite's SQL store: the same bytes (one extent), a blob Spark and tidemark read, list and delete as any other
-    (docs/benchmarks: Azurite writes ~61 blobs a second over REST, so 200,000 would take an hour)."""
-    from tests.mariadb import DATABASE, copyable_blob_columns, run_sql
-    from tests.servers import ACCOUNT
-
-    def sql(statement: str) -> str:
-        return run_sql(socket, statement, timeout=1800)
-
-    kept = copyable_blob_columns(sql)
-    before = int(sql(f"SELECT COUNT(*) FROM {DATABASE}.Blobs").strip())
-    step = 20  # partitions a statement
-    for low in range(0, PARTITIONS, step):
-        high = min(PARTITIONS, low + step) - 1
-        name = "CONCAT('job/checkpoint/state/0/', p.seq, '/', v.seq, '.delta')"
         sql(
             f"USE {DATABASE}; INSERT INTO Blobs ({kept}, blobName) SELECT {kept}, {name} "
             f"FROM Blobs, seq_{low}_to_{high} AS p, seq_{first}_to_{last} AS v "
-            f"WHERE accountName = '{ACCOUNT}' AND containerName = '{CONTAINER}' AND blobName = '{seed}' "
-            f"AND NOT (p.seq = 0 AND v.seq = {first})"
+            f"WHERE accountName = '{ACCOUNT}' AND containerName = '{CONTAINER}' AND blobName = {source} {skip}"
         )
     return int(sql(f"SELECT COUNT(*) FROM {DATABASE}.Blobs").strip()) - before
+
+
+def _in_partition(tail: str) -> str:
+    """The SQL name of a blob in partition p.seq's state folder, ending in the SQL expression `tail`."""
+    return f"CONCAT('job/checkpoint/state/0/', p.seq, '/', {tail})"
+
+
+def copy_deltas(socket: Path, seed: str, *, first: int, last: int) -> int:
+    """Every other empty delta (each partition, versions first..last) as a copy of blob `seed`."""
+    name = _in_partition("v.seq, '.delta'")
+    skip = f"AND NOT (p.seq = 0 AND v.seq = {first})"  # the seed itself
+    return copy_blob_rows(socket, name=name, source=f"'{seed}'", first=first, last=last, skip=skip)
+
+
+def copy_partition_files(socket: Path, suffix: str, *, source: int, first: int, last: int) -> int:
+    """Each partition's blob `<source><suffix>` again as `<v><suffix>` for versions first..last: --twin's deltas and
+    checksum files."""
+    name, own = _in_partition(f"v.seq, '{suffix}'"), _in_partition(f"'{source}{suffix}'")
+    return copy_blob_rows(socket, name=name, source=own, first=first, last=last)
 
 
 def prove_readable(spark: Any, last_real: int, last: int) -> dict[str, Any]:

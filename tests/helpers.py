@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +138,17 @@ def progress_lines(monitor: Path, kind: str) -> list[dict[str, Any]]:
 
     lines = [json.loads(line) for log in sorted(monitor.glob("*.jsonl")) for line in log.read_text().splitlines()]
     return [line for line in lines if line["type"] == kind]
+
+
+def wait_gone(pid: int, timeout_s: float = 10.0, *, group: bool = False) -> bool:
+    """True once no process has this pid (reaped or never there), or with `group`, once the process group it leads
+    has no process left (a killed Python's JVM outlives it by seconds); False after timeout_s."""
+    probe = os.killpg if group else os.kill
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            probe(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.helpers import wait_gone
+
 # The JVM says nothing about the archive (a mismatch, a dump): no test reads a line it did not expect.
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
 # Archives kept in the cache: one per smoke lane (7) and the clones' default environments.
@@ -74,19 +76,6 @@ def submit_options(path: Path) -> str:
     return f"-XX:SharedArchiveFile={path} {QUIET}"
 
 
-def _wait_for_group(leader: int, timeout: float) -> bool:
-    """Whether every process of `leader`'s process group ended within `timeout` (the JVM writes at its exit, after
-    its Python has gone)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(leader, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.2)
-    return False
-
-
 def _dump(target: Path, work: Path) -> str | None:
     """Write the archive to `target` from one demo run; None, or why it was not written."""
     env = {
@@ -105,7 +94,7 @@ def _dump(target: Path, work: Path) -> str | None:
             except subprocess.TimeoutExpired:
                 os.killpg(driver.pid, 9)
                 return f"`{' '.join(step[2:])}` ran over 300 s"
-        if not _wait_for_group(driver.pid, 120):
+        if not wait_gone(driver.pid, 120, group=True):  # the JVM writes the archive at its exit, after its Python
             os.killpg(driver.pid, 9)
             return "the JVM did not exit within 120 s of its Python"
         if code != 0:

@@ -16,7 +16,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,18 +216,6 @@ def start_sql_azurite(folder: Path, port: int | None = None) -> SqlAzurite:
         mariadb.stop()
         raise
     return SqlAzurite(Azurite(port, azurite_account_key(), process.pid), mariadb, process, location)
-
-
-def wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
-    """True once no process has this pid (reaped or never there)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 @pytest.fixture(scope="session")

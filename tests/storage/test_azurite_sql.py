@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.mariadb import start_sql_azurite, wait_gone
+from tests.helpers import wait_gone
+from tests.mariadb import start_sql_azurite
 from tidemark.storage import open_storage
 
 pytestmark = [pytest.mark.integration]

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import wait_gone
 from tests.oracles import assert_matches_oracle
 from tests.servers import SparkStore
 from tests.storage.kill_repartition import PHASES
@@ -161,13 +162,8 @@ def _kill(chain: _Chain, phase: str, tmp: Path) -> dict[str, Any]:
 def _reap(group: int) -> None:
     """The killed Python's JVM exits when its stdin closes (PySpark's gateway): wait for it, then kill what is
     left of the process group this test started (and say so: docs/evolve.md counts on the JVM leaving by itself)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(group, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
+    if wait_gone(group, 30, group=True):
+        return
     print(f"the process group {group} outlived its Python by 30 s: killed")
     os.killpg(group, signal.SIGKILL)
 

@@ -256,6 +256,11 @@ def env_dir(target: Target, stack: str, export: str) -> Path:
     return root / f"{target.name}-{digest.hexdigest()[:12]}"
 
 
+def _moved(before: dict[str, str], after: dict[str, str]) -> dict[str, str]:
+    """The packages of `before` an install changed: name -> "old -> new" (new None: removed)."""
+    return {name: f"{before[name]} -> {after.get(name)}" for name in before if after.get(name) != before[name]}
+
+
 def _runs_fault_cells(target: Target) -> bool:
     return target.line in FAULT_CELL_LINES and target.variant == "pinned"
 
@@ -296,16 +301,14 @@ def build(target: Target, wheel: Path, uv: str) -> Path:
         # With its Azure extra, as a user on Azure installs it (`tidemark[azure]`): the abfs smoke feature; and its
         # Spark Connect extra (the connect smoke feature).
         run([*pip, f"{wheel}[azure,connect]"])
-        after = freeze(python)
-        changed = {name: f"{before[name]} -> {after.get(name)}" for name in before if after.get(name) != before[name]}
+        changed = _moved(before, freeze(python))
         if changed:
             sys.exit(f"{target.name}: installing tidemark changed the user's packages: {changed}")
         # 3. The test runner, at uv.lock's versions; a lane that runs the fault cells, tidemark's S3 extra and moto.
         moved: dict[str, str] = {}
         if _runs_fault_cells(target):
             run([*pip, f"{wheel}[azure,connect,s3]", *FAULT_CELL_TOOLS])
-            s3 = freeze(python)
-            moved = {name: f"{before[name]} -> {s3.get(name)}" for name in before if s3.get(name) != before[name]}
+            moved = _moved(before, freeze(python))
             if set(moved) - set(S3_MOVES):
                 sys.exit(f"{target.name}: installing tidemark[s3] changed the user's packages: {moved}")
         run([uv, "pip", "install", "--quiet", "--python", str(python), "-c", str(constraints), *TEST_TOOLS])
