@@ -20,10 +20,12 @@ from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, w
 
 from tests.helpers import write_config
 from tests.integration.test_recovery import _expected
+from tests.oracles import count_malformed
 from tidemark.cli.main import main
 from tidemark.config import load_config
 from tidemark.formats import read_sink_transaction
 from tidemark.pipeline.generate import generate_events
+from tidemark.pipeline.quarantine import read_quarantine
 from tidemark.recovery.audit import audit_sink
 from tidemark.storage import open_storage
 
@@ -121,7 +123,7 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Three files: two before the kill (it comes after batch 1), one after it (a batch past the re-run one).
-    data = generate_events(tmp_path / "all", events=300, keys=3, files=3, seed=7)
+    data = generate_events(tmp_path / "all", events=300, keys=3, files=3, seed=7, malformed_fraction=0.06)
     (tmp_path / "landing").mkdir()
     files = list(data.files)
     config = write_config(tmp_path, sink={"format": "delta", "path": "output"})
@@ -141,6 +143,12 @@ def test_delta_sink_is_exact_through_a_kill_between_its_commit_and_spark_s(
     done = _run(config, debug=True)
     assert done.returncode == 0, done.stderr[-2000:]
     _assert_exact(tmp_path / "output", _expected(files))
+    # Each malformed line quarantined once, the killed batch's too: its re-run's plan ran (tidemark's Delta writer
+    # runs it through Spark's no-op sink when the table has its transaction), unlike a file sink's skip
+    # (test_quarantine_rerun.py).
+    records = read_quarantine(str(tmp_path / "quarantine"))
+    assert sorted(r["raw"] for r in records) == sorted(set(r["raw"] for r in records))
+    assert len(records) == count_malformed(files) and any(r["batch_id"] == 1 for r in records), len(records)
 
     # The table's log (read with delta-rs): the pipeline's transaction at the newest committed batch's version, one
     # commit per batch, never two for one transaction version (the re-run batch was skipped).

@@ -83,3 +83,31 @@ def test_the_newest_event_time_spark_saw_is_kept_per_executed_batch() -> None:
     skipped = {"name": "windowed_hdfs", "batchId": 99, "numInputRows": 5, "eventTime": {"watermark": "x"}}
     handle(EventKind.PROGRESS, {"progress": skipped})
     assert 99 not in counters.newest_event_ms
+
+
+def _skipped_event(batch: int, start: Any, end: Any, rows: int) -> dict[str, Any]:
+    """A progress event as Spark gives it for a batch re-run after a stop (the shape of a real one: the file sink
+    skipped batch 2 of a checkpoint whose commit was taken back)."""
+    observed = {OBSERVATION: {"count": 0, "sample": None, RECORDS: "[]"}}
+    sources = [
+        {"description": "FileStreamSource[file:/x]", "startOffset": start, "endOffset": end, "numInputRows": rows}
+    ]
+    return {
+        "progress": {
+            "name": "q",
+            "batchId": batch,
+            "numInputRows": rows,
+            "observedMetrics": observed,
+            "sources": sources,
+        }
+    }
+
+
+def test_a_batch_whose_plan_the_sink_skipped_has_no_count() -> None:
+    handle, counters, _lock = make_handler("q", [])
+    handle(EventKind.PROGRESS, _skipped_event(2, {"logOffset": 1}, {"logOffset": 2}, 0))  # new input, no row read
+    handle(EventKind.PROGRESS, _skipped_event(3, {"logOffset": 2}, {"logOffset": 2}, 0))  # a no-data batch: clean
+    handle(EventKind.PROGRESS, _skipped_event(4, None, {"logOffset": 3}, 0))  # a first batch the sink skipped
+    handle(EventKind.PROGRESS, _skipped_event(5, {"logOffset": 3}, {"logOffset": 4}, 9))  # its plan ran
+    assert counters.malformed == {2: -1, 3: 0, 4: -1, 5: 0}
+    assert counters.records == {3: [], 5: []}  # a skipped plan's empty records are not taken for its records

@@ -43,6 +43,14 @@ class _BatchLines:
 
 
 def _batch_line(progress: dict[str, Any], rows_tracked: bool = True) -> None:
+    from tidemark.pipeline.listener import plan_skipped
+
+    if plan_skipped(progress):
+        err.print(
+            f"batch {progress.get('batchId')}: in the sink before the last stop, so the sink skipped it (its "
+            "malformed records, if any, are read again from its input)"
+        )
+        return
     operators = progress.get("stateOperators", [])
     total = sum(int(op.get("numRowsTotal", 0)) for op in operators)
     state = f"state {total:,} rows" if rows_tracked else "state rows not tracked"

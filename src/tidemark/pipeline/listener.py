@@ -34,7 +34,8 @@ class RunCounters:
     last_batch: int | None = None
     input_rows: int = 0
     quarantined: int = 0
-    # batch -> malformed rows the stream counted (-1: the event carried no count), until they are written
+    # batch -> malformed rows the stream counted (-1: the event carried no count, or the batch's plan did not run),
+    # until they are written
     malformed: dict[int, int] = field(default_factory=dict)
     # batch -> its malformed records, when its observation carried every one of them
     records: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
@@ -58,6 +59,15 @@ def batch_max_event_ms(progress: dict[str, Any]) -> int | None:
     return round(moment.timestamp() * 1000) if moment.tzinfo is not None else None
 
 
+def plan_skipped(progress: dict[str, Any]) -> bool:
+    """True when a batch that read new input reports no input row: its plan did not run, because the sink skipped
+    a batch it had written before a stop (Spark's file sink log, a Delta or Iceberg table's transaction of the
+    batch). Its metrics are then the zero values of a plan that never ran, its malformed-row count included."""
+    if int(progress.get("numInputRows") or 0) != 0:
+        return False
+    return any(source.get("startOffset") != source.get("endOffset") for source in progress.get("sources") or [])
+
+
 def make_handler(
     query_name: str,
     hooks: list[ProgressHook],
@@ -79,10 +89,11 @@ def make_handler(
         mine = observed.get(OBSERVATION)
         if isinstance(mine, dict):
             mine.pop(RECORDS, None)
+        known = OBSERVATION in observed and not plan_skipped(progress)
         with lock:
-            # No count is not a count of 0: that batch is re-read rather than taken for clean.
-            counters.malformed[batch_id] = count if OBSERVATION in observed else -1
-            if records is not None:
+            # No count is not a count of 0 (nor is a skipped plan's): that batch is re-read rather than taken for clean.
+            counters.malformed[batch_id] = count if known else -1
+            if records is not None and known:
                 counters.records[batch_id] = records
             counters.batches += 1
             counters.first_batch = batch_id if counters.first_batch is None else counters.first_batch

@@ -83,15 +83,19 @@ def quarantine_batches(
             log.debug("batch %d: %d malformed record(s) from the stream's own observation", batch, len(carried))
             continue
         stream = _batch_input(spark, pipeline, inputs.get(batch))
-        if stream is None:
+        if stream is None:  # never passed in silence: the marker goes past it
+            log.warning(
+                "batch %d: the checkpoint does not say what it read; its malformed records are not written", batch
+            )
             continue
-        expected = counts.get(batch) if counts is not None else None
+        counted = counts.get(batch, -1) if counts is not None else -1
+        expected = counted if counted >= 0 else None  # -1: the stream gave no count (or its plan did not run)
         result = write_malformed(malformed_frame(stream, config, batch), config.quarantine.path, batch, expected)
-        if counts is not None and batch in counts and result.count != counts[batch]:
+        if expected is not None and result.count != expected:
             log.warning(
                 "batch %d: the stream counted %d malformed rows, the re-read found %d (did the input change?)",
                 batch,
-                counts[batch],
+                expected,
                 result.count,
             )
         written.append(batch)
