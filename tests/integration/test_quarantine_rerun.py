@@ -75,7 +75,7 @@ def test_a_batch_the_file_sink_skips_on_its_rerun_keeps_its_malformed_records(
     capfd.readouterr()
     assert main(["run", str(config), "--available-now"]) == 0
     # The batch's line says what happened rather than "0 rows ... quarantined 0".
-    assert "batch 2: in the sink before the last stop, so the sink skipped it" in capfd.readouterr().err
+    assert "batch 2: no row read from its new input: in the sink before the last stop" in capfd.readouterr().err
     _assert_matches_oracle(spark, tmp_path / "output", _expected(files))
     written, expected = _by_batch(tmp_path)
     assert written == expected, f"written {written}, expected {expected}"

@@ -47,8 +47,8 @@ def _batch_line(progress: dict[str, Any], rows_tracked: bool = True) -> None:
 
     if plan_skipped(progress):
         err.print(
-            f"batch {progress.get('batchId')}: in the sink before the last stop, so the sink skipped it (its "
-            "malformed records, if any, are read again from its input)"
+            f"batch {progress.get('batchId')}: no row read from its new input: in the sink before the last stop, "
+            "so the sink skipped it (or its input was empty); its malformed records, if any, are read again"
         )
         return
     operators = progress.get("stateOperators", [])

@@ -60,9 +60,11 @@ def batch_max_event_ms(progress: dict[str, Any]) -> int | None:
 
 
 def plan_skipped(progress: dict[str, Any]) -> bool:
-    """True when a batch that read new input reports no input row: its plan did not run, because the sink skipped
-    a batch it had written before a stop (Spark's file sink log, a Delta or Iceberg table's transaction of the
-    batch). Its metrics are then the zero values of a plan that never ran, its malformed-row count included."""
+    """True when a batch with new input reports no input row: most likely its plan did not run. Spark's file sink
+    skips a batch its log has (written before a stop, not committed) without running the plan, whose metrics are
+    then zero values, its malformed-row count included. (tidemark's Delta and Iceberg writers run such a batch
+    through Spark's no-op sink, so their plans run.) The other case, input files with no line, is rare and cheap
+    to read again."""
     if int(progress.get("numInputRows") or 0) != 0:
         return False
     return any(source.get("startOffset") != source.get("endOffset") for source in progress.get("sources") or [])
