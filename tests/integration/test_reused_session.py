@@ -29,3 +29,27 @@ def test_kafka_offsets_on_a_running_session_fetch_no_jar_and_give_its_settings_b
         assert session is spark
         assert session.conf.get("spark.sql.shuffle.partitions") == "1"
     assert spark.conf.get("spark.sql.shuffle.partitions") == before
+
+
+def test_a_running_session_without_a_connector_the_command_needs_says_which(
+    spark: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tidemark.spark import environment
+    from tidemark.spark.artifacts import JarFeature
+    from tidemark.spark.environment import SessionNeeds, spark_session
+
+    needs = SessionNeeds(remote=None, jars=frozenset({JarFeature.KAFKA, JarFeature.AZURE, JarFeature.AWS}))
+    with caplog.at_level("WARNING", logger="tidemark.spark.environment"):
+        # The test session started with all three connectors: each marker class is found in its JVM.
+        with spark_session(needs) as session:
+            assert session is spark
+        assert not caplog.records
+        # One class its classpath does not have stands for a session started without hadoop-azure.
+        absent = {**environment.MARKER_CLASSES, JarFeature.AZURE: "org.example.tidemark.NoSuchFileSystem"}
+        monkeypatch.setattr(environment, "MARKER_CLASSES", absent)
+        with spark_session(needs) as session:
+            assert session is spark
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "without the jars of azure (org.example.tidemark.NoSuchFileSystem)" in message, message
+    assert "kafka" not in message and "aws" not in message, message

@@ -103,6 +103,16 @@ def coordinates(feature: JarFeature, spark_version: str) -> list[str]:
     return [f"org.apache.hadoop:hadoop-aws:{hadoop_of(spark_version)}"]
 
 
+# A class each feature's jars bring, looked up in a running session's JVM that tidemark did not start (a notebook's):
+# its classpath is fixed, so a missing connector is said before the first read fails in a Spark trace. The sinks'
+# features have their own check where the sink starts (sinks/delta, sinks/iceberg).
+MARKER_CLASSES: dict[JarFeature, str] = {
+    JarFeature.KAFKA: "org.apache.spark.sql.kafka010.KafkaSourceProvider",
+    JarFeature.AZURE: "org.apache.hadoop.fs.azure.NativeAzureFileSystem",
+    JarFeature.AWS: "org.apache.hadoop.fs.s3a.S3AFileSystem",
+}
+
+
 def features_for_uris(uris: Iterable[str | None]) -> set[JarFeature]:
     """The jar features Spark needs to read and write these locations (local paths need none)."""
     found: set[JarFeature] = set()

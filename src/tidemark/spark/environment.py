@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from tidemark.connect import endpoint, is_connect
 from tidemark.errors import EnvironmentProblem
 from tidemark.session import build_session, runtime_conf
-from tidemark.spark.artifacts import JarFeature, check_scheme, features_for_uris
+from tidemark.spark.artifacts import MARKER_CLASSES, JarFeature, check_scheme, features_for_uris
 from tidemark.spark.credentials import auth_keys, hadoop_access, redaction_conf
 from tidemark.spark.jars import FetchedJars, Progress, fetch
 from tidemark.spark.lines import Feature, connect_problem, require, require_python
@@ -143,6 +143,28 @@ def _set_by_someone(hadoop: Any, key: str) -> bool:
     return sources is None or any(str(source) != "core-default.xml" for source in sources)
 
 
+def _warn_missing_jars(session: SparkSession, features: Iterable[JarFeature]) -> None:
+    """One warning naming the features whose classes a borrowed local session's JVM lacks (it started without
+    their jars, and cannot take them now); a cluster that brings its own build of them is not refused."""
+    jvm: Any = session._jvm  # py4j's view of the JVM
+    missing = []
+    for feature in sorted(features):
+        marker = MARKER_CLASSES.get(feature)
+        if marker is None:
+            continue
+        try:
+            jvm.org.apache.spark.util.Utils.classForName(marker, False, False)
+        except Exception:  # py4j's error for a class the classpath does not have
+            missing.append(f"{feature.value} ({marker})")
+    if missing:
+        log.warning(
+            "this running Spark session started without the jars of %s, and its classpath cannot change: reads "
+            "and writes that need them fail; start it with the jars `tidemark jars list CONFIG` lists on "
+            "spark.jars, or let tidemark start it",
+            ", ".join(missing),
+        )
+
+
 @contextmanager
 def spark_session(needs: SessionNeeds, spark: SparkSession | None = None) -> Iterator[SparkSession]:
     """THE route to a Spark session: every command that starts (or borrows) Spark comes through here.
@@ -167,6 +189,8 @@ def spark_session(needs: SessionNeeds, spark: SparkSession | None = None) -> Ite
         _require_connect("the server", session.version)
         yield session
         return
+    if not is_connect(session):
+        _warn_missing_jars(session, needs.jar_groups)
     hadoop = None if is_connect(session) else session.sparkContext._jsc.hadoopConfiguration()
     present = [
         k
