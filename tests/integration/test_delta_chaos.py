@@ -80,7 +80,8 @@ class DeltaProbe:
 
     def newest_batch(self, checkpoint: Path) -> int | None:
         transaction = read_sink_transaction(open_storage(str(checkpoint)))
-        if transaction is None or not (self.folder / "_delta_log").is_dir():
+        # The log's folder comes before its first commit (delta-rs then finds no table: "No files in log segment").
+        if transaction is None or self.commits() == 0:
             return None
         from deltalake import DeltaTable
 

@@ -108,7 +108,7 @@ def coordinates(feature: JarFeature, spark_version: str) -> list[str]:
 # features have their own check where the sink starts (sinks/delta, sinks/iceberg).
 MARKER_CLASSES: dict[JarFeature, str] = {
     JarFeature.KAFKA: "org.apache.spark.sql.kafka010.KafkaSourceProvider",
-    JarFeature.AZURE: "org.apache.hadoop.fs.azure.NativeAzureFileSystem",
+    JarFeature.AZURE: "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem",  # in every hadoop-azure; WASB is not (3.5)
     JarFeature.AWS: "org.apache.hadoop.fs.s3a.S3AFileSystem",
 }
 
