@@ -120,3 +120,21 @@ def test_a_bad_config_stays_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture
         err = capsys.readouterr().err
         assert code == 2, (command, err)
         assert "cannot read config file" in err
+
+
+def test_a_checkpoint_killed_while_spark_wrote_its_metadata_starts_as_a_new_one(tmp_path: Path) -> None:
+    """A driver killed while Spark wrote `metadata` leaves only its temporary file (and tidemark's own folder): no
+    batch was ever planned, so a query may start there; anything else beside it is still refused."""
+    from tidemark.formats.identify import refuse_foreign, what_is_there
+    from tidemark.storage import open_storage
+
+    folder = tmp_path / "checkpoint"
+    (folder / "_tidemark").mkdir(parents=True)
+    (folder / ".metadata.d1085e43-9ec0-49eb-9fa3-466fa50f48b9.tmp").write_text('{"id":"x"}', encoding="utf-8")
+    (folder / "..metadata.d1085e43-9ec0-49eb-9fa3-466fa50f48b9.tmp.crc").write_bytes(b"crc")
+    store = open_storage(str(folder))
+    refuse_foreign(store)  # the run starts
+    assert what_is_there(store) == f"{store.uri()} is an empty folder, not a checkpoint"  # a reading tool still says so
+    (folder / "notes.tmp").write_text("mine", encoding="utf-8")  # not Spark's temporary name: refused as before
+    with pytest.raises(Exception, match="is not a streaming checkpoint"):
+        refuse_foreign(store)

@@ -13,6 +13,13 @@ from tidemark.storage import Storage
 _HINT = "pass the folder the query was given as checkpointLocation"
 
 
+def _interrupted_write(name: str) -> bool:
+    """A temporary file of Spark's atomic write that a stop left behind (CheckpointFileManager writes
+    `.<name>.<uuid>.tmp`, its `.crc` beside it, then renames it): a query killed while writing its metadata file
+    leaves only these, and Spark ignores them."""
+    return name.startswith(".") and name.endswith((".tmp", ".tmp.crc"))
+
+
 def what_is_there(store: Storage, empty_ok: bool = False) -> str | None:
     """None when the location holds a streaming checkpoint (offsets/ or Spark's metadata file); else what it is.
 
@@ -25,7 +32,7 @@ def what_is_there(store: Storage, empty_ok: bool = False) -> str | None:
     if listing is None:
         return None if empty_ok else f"{uri} does not exist"
     folders = set(listing.dirs)
-    files = {name for name, _ in listing.files}
+    files = {name for name, _ in listing.files if not _interrupted_write(name)}
     if OFFSETS in folders or (METADATA in files and (COMMITS in folders or STATE in folders or len(files) == 1)):
         return None
     if not folders - {TIDEMARK_DIR} and not files:
