@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from tidemark.compat import StrEnum
@@ -111,6 +112,16 @@ MARKER_CLASSES: dict[JarFeature, str] = {
     JarFeature.AZURE: "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem",  # in every hadoop-azure; WASB is not (3.5)
     JarFeature.AWS: "org.apache.hadoop.fs.s3a.S3AFileSystem",
 }
+
+
+def missing_class(session: Any, name: str, *, initialize: bool = False) -> Exception | None:
+    """None when a local session's JVM has the class (its jars brought it); else the lookup's error (py4j's)."""
+    jvm: Any = session._jvm  # py4j's view of the JVM
+    try:
+        jvm.org.apache.spark.util.Utils.classForName(name, initialize, False)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def features_for_uris(uris: Iterable[str | None]) -> set[JarFeature]:

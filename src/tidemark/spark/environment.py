@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from tidemark.connect import endpoint, is_connect
 from tidemark.errors import EnvironmentProblem
 from tidemark.session import build_session, runtime_conf
-from tidemark.spark.artifacts import MARKER_CLASSES, JarFeature, check_scheme, features_for_uris
+from tidemark.spark.artifacts import MARKER_CLASSES, JarFeature, check_scheme, features_for_uris, missing_class
 from tidemark.spark.credentials import auth_keys, hadoop_access, redaction_conf
 from tidemark.spark.jars import FetchedJars, Progress, fetch
 from tidemark.spark.lines import Feature, connect_problem, require, require_python
@@ -146,16 +146,8 @@ def _set_by_someone(hadoop: Any, key: str) -> bool:
 def _warn_missing_jars(session: SparkSession, features: Iterable[JarFeature]) -> None:
     """One warning naming the features whose classes a borrowed local session's JVM lacks (it started without
     their jars, and cannot take them now); a cluster that brings its own build of them is not refused."""
-    jvm: Any = session._jvm  # py4j's view of the JVM
-    missing = []
-    for feature in sorted(features):
-        marker = MARKER_CLASSES.get(feature)
-        if marker is None:
-            continue
-        try:
-            jvm.org.apache.spark.util.Utils.classForName(marker, False, False)
-        except Exception:  # py4j's error for a class the classpath does not have
-            missing.append(f"{feature.value} ({marker})")
+    markers = [(feature, MARKER_CLASSES.get(feature)) for feature in sorted(features)]
+    missing = [f"{f.value} ({m})" for f, m in markers if m is not None and missing_class(session, m) is not None]
     if missing:
         log.warning(
             "this running Spark session started without the jars of %s, and its classpath cannot change: reads "

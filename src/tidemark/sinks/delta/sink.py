@@ -36,7 +36,7 @@ from tidemark.sinks.delta.protocol import require_supported
 from tidemark.sinks.delta.rollback import apply_table_rollback, plan_table_rollback
 from tidemark.sinks.delta.table import open_table, protocol_of, read_rows, transaction_version
 from tidemark.sinks.table_audit import audit_commits
-from tidemark.spark.artifacts import JarFeature
+from tidemark.spark.artifacts import JarFeature, missing_class
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -378,12 +378,10 @@ def _require_delta(output: DataFrame) -> None:
 
     if is_connect(output.sparkSession):  # a Connect server's classpath: a missing jar fails the first write
         return
-    jvm: Any = output.sparkSession._jvm  # py4j's view of the JVM
-    try:
-        jvm.org.apache.spark.util.Utils.classForName(EXTENSION, True, False)
-    except Exception as exc:
+    lookup = missing_class(output.sparkSession, EXTENSION, initialize=True)
+    if lookup is not None:
         msg = (
             "this Spark session has no Delta Lake jars (a session's classpath is fixed when it starts): start it "
             "with the jars `tidemark jars list CONFIG` lists on spark.jars, or let tidemark start it"
         )
-        raise EnvironmentProblem(msg) from exc
+        raise EnvironmentProblem(msg) from lookup

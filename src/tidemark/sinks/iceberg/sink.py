@@ -60,7 +60,7 @@ from tidemark.sinks.iceberg.table import (
     open_table,
     read_rows,
 )
-from tidemark.spark.artifacts import JarFeature
+from tidemark.spark.artifacts import JarFeature, missing_class
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -410,12 +410,10 @@ def _require_iceberg(output: DataFrame) -> None:
 
     if is_connect(output.sparkSession):  # a Connect server's classpath: a missing jar fails the first write
         return
-    jvm: Any = output.sparkSession._jvm  # py4j's view of the JVM
-    try:
-        jvm.org.apache.spark.util.Utils.classForName(CATALOG_CLASS, True, False)
-    except Exception as exc:
+    lookup = missing_class(output.sparkSession, CATALOG_CLASS, initialize=True)
+    if lookup is not None:
         msg = (
             "this Spark session has no Apache Iceberg jar (a session's classpath is fixed when it starts): start it "
             "with the jars `tidemark jars list CONFIG` lists on spark.jars, or let tidemark start it"
         )
-        raise EnvironmentProblem(msg) from exc
+        raise EnvironmentProblem(msg) from lookup
