@@ -17,7 +17,7 @@ from tests.helpers import write_config
 from tests.integration.test_recovery import _assert_matches_oracle, _expected
 from tests.oracles import count_malformed
 from tidemark.cli.main import main
-from tidemark.formats import Checkpoint
+from tidemark.formats import Checkpoint, quarantine_batch_name
 from tidemark.formats import read_quarantine_marker as read_marker
 from tidemark.formats import write_quarantine_marker as write_marker
 from tidemark.pipeline.generate import generate_events
@@ -68,7 +68,7 @@ def test_a_batch_the_file_sink_skips_on_its_rerun_keeps_its_malformed_records(
     # The stop: batch 2 is in the file sink's log (output/_spark_metadata/2) and not in Spark's commit log; the
     # quarantine, written only after a commit, is at batch 1.
     _take_back(tmp_path / "checkpoint", 2)
-    (tmp_path / "quarantine" / "batch-000000000002.jsonl").unlink()
+    (tmp_path / "quarantine" / quarantine_batch_name(2)).unlink()
     write_marker(str(tmp_path / "quarantine"), 1)
     assert (tmp_path / "output" / "_spark_metadata" / "2").is_file()
 
