@@ -53,3 +53,52 @@ def test_a_running_session_without_a_connector_the_command_needs_says_which(
     message = record.getMessage()
     assert "without the jars of azure (org.example.tidemark.NoSuchFileSystem)" in message, message
     assert "kafka" not in message and "aws" not in message, message
+
+
+@pytest.mark.parametrize(
+    ("sink", "module", "marker", "says"),
+    [
+        ({"format": "delta", "path": "output"}, "tidemark.sinks.delta.sink", "EXTENSION", "no Delta Lake jars"),
+        (
+            {
+                "format": "iceberg",
+                "path": None,
+                "table": "lake.clicks",
+                "catalog": {"type": "hadoop", "warehouse": "wh"},
+            },
+            "tidemark.sinks.iceberg.sink",
+            "CATALOG_CLASS",
+            "no Apache Iceberg jar",
+        ),
+    ],
+    ids=["delta", "iceberg"],
+)
+def test_a_running_session_without_the_sink_s_jars_is_refused_in_one_line_before_the_query_starts(
+    spark: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    sink: dict[str, Any],
+    module: str,
+    marker: str,
+    says: str,
+) -> None:
+    from tidemark.cli.main import main
+    from tidemark.pipeline.generate import generate_events
+
+    # The test session has both sinks' jars; a class its classpath does not have stands for a notebook's session
+    # started without them (the sink looks its class up in the session's JVM, as with a real missing jar).
+    monkeypatch.setattr(f"{module}.{marker}", "org.example.tidemark.NoSuchSinkClass")
+    generate_events(tmp_path / "landing", events=20, keys=4, files=1, seed=3)
+    config = write_config(tmp_path, sink=sink)
+    capsys.readouterr()
+    code = main(["run", str(config), "--available-now"])
+    err = capsys.readouterr().err
+    assert code != 0
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and says in errors[0] and "tidemark jars list" in errors[0], err
+    assert "Traceback" not in err
+    # Refused before Spark started the query: no batch in the checkpoint, nothing in the sink's place.
+    for log in ("offsets", "commits"):
+        assert not (tmp_path / "checkpoint" / log).exists() or not any((tmp_path / "checkpoint" / log).iterdir())
+    assert not (tmp_path / "output").exists() and not (tmp_path / "wh").exists()
