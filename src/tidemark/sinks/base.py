@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from tidemark.compat import StrEnum
 from tidemark.config import AggregationKind, SinkFormat, TidemarkConfig
-from tidemark.spark.artifacts import JarFeature
+from tidemark.errors import EnvironmentProblem
+from tidemark.spark.artifacts import JarFeature, missing_class
 from tidemark.storage import Location, Storage
 
 if TYPE_CHECKING:
@@ -162,6 +163,24 @@ def file_writers(config: TidemarkConfig, task_slots: int) -> int | None:
     if str(config.spark_conf().get(DYNAMIC_ALLOCATION_KEY, "false")).lower() == "true":
         return None
     return max(1, task_slots)
+
+
+def require_jar_class(session: SparkSession, class_name: str, jars: str) -> None:
+    """One line when a local session's JVM lacks a sink's class (a running session started without its `jars`).
+
+    A Connect server's classpath is not looked up: a missing jar there fails the first write.
+    """
+    from tidemark.connect import is_connect
+
+    if is_connect(session):
+        return
+    lookup = missing_class(session, class_name, initialize=True)
+    if lookup is not None:
+        msg = (
+            f"this Spark session has no {jars} (a session's classpath is fixed when it starts): start it "
+            "with the jars `tidemark jars list CONFIG` lists on spark.jars, or let tidemark start it"
+        )
+        raise EnvironmentProblem(msg) from lookup
 
 
 class AsideKind(StrEnum):

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tidemark.config import SinkFormat, local_threads
-from tidemark.errors import CheckpointError, EnvironmentProblem, InputError
+from tidemark.errors import CheckpointError, InputError
 from tidemark.sinks.base import (
     HeldWindows,
     Sink,
@@ -28,6 +28,7 @@ from tidemark.sinks.base import (
     TableRollback,
     Tool,
     file_writers,
+    require_jar_class,
 )
 from tidemark.sinks.delta.held import held_windows
 from tidemark.sinks.delta.log import has_log
@@ -36,7 +37,7 @@ from tidemark.sinks.delta.protocol import require_supported
 from tidemark.sinks.delta.rollback import apply_table_rollback, plan_table_rollback
 from tidemark.sinks.delta.table import open_table, protocol_of, read_rows, transaction_version
 from tidemark.sinks.table_audit import audit_commits
-from tidemark.spark.artifacts import JarFeature, missing_class
+from tidemark.spark.artifacts import JarFeature
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -337,7 +338,7 @@ class DeltaSink(Sink):
 
     def configure(self, writer: DataStreamWriter, output: DataFrame) -> DataStreamWriter:
         """A foreachBatch writer appending each batch with the transaction (app id, base + batch)."""
-        _require_delta(output)
+        require_jar_class(output.sparkSession, EXTENSION, "Delta Lake jars")
         if self.config.sink.table is not None:
             self.resolve_table(output)
         path = self._table_path()
@@ -370,18 +371,3 @@ class DeltaSink(Sink):
             out.save(path)
 
         return writer.foreachBatch(write_batch)
-
-
-def _require_delta(output: DataFrame) -> None:
-    """One line when the session's JVM has no Delta Lake (a running session started without its jars)."""
-    from tidemark.connect import is_connect
-
-    if is_connect(output.sparkSession):  # a Connect server's classpath: a missing jar fails the first write
-        return
-    lookup = missing_class(output.sparkSession, EXTENSION, initialize=True)
-    if lookup is not None:
-        msg = (
-            "this Spark session has no Delta Lake jars (a session's classpath is fixed when it starts): start it "
-            "with the jars `tidemark jars list CONFIG` lists on spark.jars, or let tidemark start it"
-        )
-        raise EnvironmentProblem(msg) from lookup

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tidemark.config import SinkFormat
-from tidemark.errors import CheckpointError, EnvironmentProblem, InputError
+from tidemark.errors import CheckpointError, InputError
 from tidemark.sinks.base import (
     HeldWindows,
     Sink,
@@ -37,6 +37,7 @@ from tidemark.sinks.base import (
     TableRollback,
     Tool,
     file_writers,
+    require_jar_class,
 )
 from tidemark.sinks.iceberg.audit import audit_table, table_output
 from tidemark.sinks.iceberg.catalog import (
@@ -60,7 +61,7 @@ from tidemark.sinks.iceberg.table import (
     open_table,
     read_rows,
 )
-from tidemark.spark.artifacts import JarFeature, missing_class
+from tidemark.spark.artifacts import JarFeature
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -376,7 +377,7 @@ class IcebergSink(Sink):
     def configure(self, writer: DataStreamWriter, output: DataFrame) -> DataStreamWriter:
         """A foreachBatch writer appending each batch with the transaction (app id, base + batch) in its snapshot's
         summary."""
-        _require_iceberg(output)
+        require_jar_class(output.sparkSession, CATALOG_CLASS, "Apache Iceberg jar")
         self.create_table(output)
         transaction = self._transaction(self._open())
         name, catalog = self.table_name, self._catalog_table()
@@ -402,18 +403,3 @@ class IcebergSink(Sink):
             )
 
         return writer.foreachBatch(write_batch)
-
-
-def _require_iceberg(output: DataFrame) -> None:
-    """One line when the session's JVM has no Iceberg runtime (a running session started without its jar)."""
-    from tidemark.connect import is_connect
-
-    if is_connect(output.sparkSession):  # a Connect server's classpath: a missing jar fails the first write
-        return
-    lookup = missing_class(output.sparkSession, CATALOG_CLASS, initialize=True)
-    if lookup is not None:
-        msg = (
-            "this Spark session has no Apache Iceberg jar (a session's classpath is fixed when it starts): start it "
-            "with the jars `tidemark jars list CONFIG` lists on spark.jars, or let tidemark start it"
-        )
-        raise EnvironmentProblem(msg) from lookup
