@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tidemark.cli.main import main
+from tidemark.errors import CheckpointError
 
 
 @pytest.fixture
@@ -136,5 +137,5 @@ def test_a_checkpoint_killed_while_spark_wrote_its_metadata_starts_as_a_new_one(
     refuse_foreign(store)  # the run starts
     assert what_is_there(store) == f"{store.uri()} is an empty folder, not a checkpoint"  # a reading tool still says so
     (folder / "notes.tmp").write_text("mine", encoding="utf-8")  # not Spark's temporary name: refused as before
-    with pytest.raises(Exception, match="is not a streaming checkpoint"):
+    with pytest.raises(CheckpointError, match="is not a streaming checkpoint"):
         refuse_foreign(store)
